@@ -1,0 +1,1 @@
+"""HTTP routes: OpenAI-compatible inference and Lemonade-style management."""

@@ -1,0 +1,126 @@
+"""OpenAI-compatible inference: chat completions, completions, embeddings, models."""
+
+from __future__ import annotations
+
+import json
+from contextlib import AsyncExitStack
+from typing import Any
+
+import httpx
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from lemoncore.api.errors import ApiError, json_object, required_str
+from lemoncore.core import Core
+from lemoncore.proxy import (
+    BackendFailure,
+    ManagedStreamingResponse,
+    error_body,
+    relay_sse,
+    send_request,
+)
+from lemoncore.recipes import ModelInfo, ModelType
+
+
+def model_card(core: Core, model: ModelInfo) -> dict[str, Any]:
+    return {"id": model.name, "object": "model", "created": 0, "owned_by": "lemoncore",
+            "checkpoint": model.checkpoint, "recipe": model.recipe,
+            "downloaded": core.models.local_path(model) is not None,
+            "suggested": model.suggested, "labels": list(model.labels),
+            "aliases": list(model.aliases), "recipe_options": dict(model.recipe_options)}
+
+
+async def list_models(request: Request) -> Response:
+    core: Core = request.app.state.core
+    show_all = request.query_params.get("show_all", "").lower() in {"1", "true", "yes"}
+    cards = [model_card(core, m) for m in core.models.all().values()
+             if m.recipe in core.plugins.registry.recipes]
+    return JSONResponse({"object": "list",
+                         "data": [c for c in cards if show_all or c["downloaded"]]})
+
+
+async def get_model(request: Request) -> Response:
+    core: Core = request.app.state.core
+    model = core.router.model(request.path_params["model_id"])
+    return JSONResponse(model_card(core, model))
+
+
+async def chat_completions(request: Request) -> Response:
+    return await _infer(request, "/v1/chat/completions", "messages", ModelType.LLM)
+
+
+async def completions(request: Request) -> Response:
+    return await _infer(request, "/v1/completions", "prompt", ModelType.LLM)
+
+
+async def embeddings(request: Request) -> Response:
+    return await _infer(request, "/v1/embeddings", "input", ModelType.EMBEDDING)
+
+
+async def _infer(request: Request, path: str, required: str, serves: ModelType) -> Response:
+    core: Core = request.app.state.core
+    body = await json_object(request)
+    model = core.router.model(required_str(body, "model"))
+    if body.get(required) is None:
+        raise ApiError(f"missing field {required!r}", param=required)
+    if model.model_type is not serves:
+        raise ApiError(f"model {model.name!r} is a {model.model_type.value} model; it does "
+                       f"not serve {path.removeprefix('/v1/')}", param="model")
+    body["model"] = model.name
+    if body.get("max_tokens") is None and body.get("max_completion_tokens") is not None:
+        body["max_tokens"] = body["max_completion_tokens"]
+    if body.get("stream"):
+        return await _stream(core, model, path, body)
+    for attempt in (1, 2):
+        async with core.router.acquire(model.name) as server:
+            core.plugins.normalize_request(server.recipe, server.backend, path, body)
+            try:
+                return backend_response(await send_request(server.client, path, body, False))
+            except BackendFailure:
+                if attempt == 2 or not await core.router.recover(server):
+                    raise
+    raise AssertionError("unreachable")
+
+
+async def _stream(core: Core, model: ModelInfo, path: str, body: dict[str, Any]) -> Response:
+    for attempt in (1, 2):
+        resources = AsyncExitStack()
+        try:
+            server = await resources.enter_async_context(core.router.acquire(model.name))
+            core.plugins.normalize_request(server.recipe, server.backend, path, body)
+            try:
+                upstream = await send_request(server.client, path, body, True)
+            except BackendFailure:
+                if attempt == 1 and await core.router.recover(server):
+                    await resources.aclose()
+                    continue
+                raise
+            resources.push_async_callback(upstream.aclose)
+            if upstream.status_code != 200:
+                await upstream.aread()
+                await resources.aclose()
+                return backend_response(upstream)
+        except BaseException:
+            await resources.aclose()
+            raise
+        return ManagedStreamingResponse(
+            relay_sse(upstream, core.settings.heartbeat_interval), resources)
+    raise AssertionError("unreachable")
+
+
+def backend_response(upstream: httpx.Response) -> Response:
+    """Pass a backend answer through; wrap backend errors OpenAI-style."""
+    if upstream.status_code < 400:
+        return Response(upstream.content, upstream.status_code, media_type="application/json")
+    try:
+        detail = json.loads(upstream.content)
+    except ValueError:
+        detail = upstream.text[:500]
+    if upstream.status_code < 500 and isinstance(detail, dict) and "error" in detail:
+        return JSONResponse(detail, upstream.status_code)
+    message = detail["error"].get("message") if isinstance(detail, dict) and isinstance(
+        detail.get("error"), dict) else str(detail)
+    status = upstream.status_code if upstream.status_code < 500 else 502
+    return JSONResponse(error_body(f"backend error: {message}", "backend_error",
+                                   "backend_error", details={"status": upstream.status_code}),
+                        status)

@@ -1,0 +1,165 @@
+"""Lemonade-style management: health, load, unload, pull, delete, system-info."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio
+from pydantic import ValidationError
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+
+from lemoncore import __version__
+from lemoncore.api.errors import ApiError, json_object, required_str
+from lemoncore.backends import BackendState
+from lemoncore.core import Core
+from lemoncore.models import ModelError, Progress
+from lemoncore.proxy import SSE_HEADERS
+from lemoncore.recipes import ModelInfo, ModelType
+
+LOAD_CONTROL_FIELDS = {"model_name", "model", "pinned"}
+
+
+async def live(request: Request) -> Response:
+    return JSONResponse({"status": "ok"})
+
+
+async def health(request: Request) -> Response:
+    core: Core = request.app.state.core
+    servers = list(core.router.servers.values())
+    last = max(servers, key=lambda s: s.last_used, default=None)
+    return JSONResponse({
+        "status": "ok", "version": __version__,
+        "model_loaded": last.model.name if last else None,
+        "max_models": {t.value: core.settings.max_loaded_models for t in ModelType},
+        "all_models_loaded": [s.as_health() for s in servers],
+    })
+
+
+async def load(request: Request) -> Response:
+    core: Core = request.app.state.core
+    body = await json_object(request)
+    name = body.get("model_name") or body.get("model")
+    if not isinstance(name, str) or not name:
+        raise ApiError("missing field 'model_name'", param="model_name")
+    pinned = body.get("pinned")
+    if pinned is not None and not isinstance(pinned, bool):
+        raise ApiError("'pinned' must be true or false", param="pinned")
+    options = {k: v for k, v in body.items() if k not in LOAD_CONTROL_FIELDS}
+    server = await core.router.load(name, options, pinned)
+    return JSONResponse({"status": "success", "model_name": server.model.name,
+                         "checkpoint": server.model.checkpoint, "recipe": server.recipe.name,
+                         "backend": server.backend.name, "device": server.device.value,
+                         "pinned": server.pinned})
+
+
+async def unload(request: Request) -> Response:
+    core: Core = request.app.state.core
+    body = await json_object(request)
+    name = body.get("model_name") or body.get("model")
+    if name:
+        await core.router.unload(str(name))
+        return JSONResponse({"status": "success", "message": f"unloaded {name}"})
+    await core.router.unload_all()
+    return JSONResponse({"status": "success", "message": "unloaded all models"})
+
+
+def _pull_target(core: Core, body: dict[str, Any]) -> ModelInfo:
+    name = body.get("model_name") or body.get("model")
+    if not isinstance(name, str) or not name:
+        raise ApiError("missing field 'model_name'", param="model_name")
+    existing = core.models.get(name)
+    if "checkpoint" not in body:
+        if existing is None:
+            raise ApiError(f"model {name!r} is not registered; give 'checkpoint' and "
+                           "'recipe' to register it", 404, code="model_not_found")
+        return existing
+    try:
+        model = ModelInfo(name=name, recipe=body.get("recipe", ""),
+                          checkpoint=body["checkpoint"], labels=tuple(body.get("labels", ())),
+                          recipe_options=body.get("recipe_options", {}))
+    except (ValidationError, TypeError) as exc:
+        raise ApiError(f"invalid model registration: {exc}") from exc
+    if model.recipe not in core.plugins.registry.recipes:
+        raise ApiError(f"unknown recipe {model.recipe!r}; installed recipes: "
+                       f"{sorted(core.plugins.registry.recipes)}", param="recipe")
+    core.models.register(model)
+    return model
+
+
+async def pull(request: Request) -> Response:
+    core: Core = request.app.state.core
+    body = await json_object(request)
+    model = _pull_target(core, body)
+    if not body.get("stream"):
+        path = await core.models.pull(model)
+        return JSONResponse({"status": "success", "model_name": model.name,
+                             "path": str(path)})
+    return StreamingResponse(_pull_events(core, model), media_type="text/event-stream",
+                             headers=SSE_HEADERS)
+
+
+async def _pull_events(core: Core, model: ModelInfo) -> AsyncIterator[bytes]:
+    send, receive = anyio.create_memory_object_stream[tuple[str, dict[str, Any]]](16)
+
+    async def run() -> None:
+        async with send:
+            async def report(p: Progress) -> None:
+                await send.send(("progress", p.as_event()))
+            try:
+                path = await core.models.pull(model, report)
+            except ModelError as exc:
+                await send.send(("error", {"error": str(exc)}))
+            else:
+                await send.send(("complete", {"model_name": model.name, "path": str(path),
+                                              "percent": 100}))
+
+    async with anyio.create_task_group() as tg, receive:
+        tg.start_soon(run)
+        async for event, data in receive:
+            yield f"event: {event}\ndata: {json.dumps(data)}\n\n".encode()
+
+
+async def delete(request: Request) -> Response:
+    core: Core = request.app.state.core
+    body = await json_object(request)
+    name = required_str(body, "model_name")
+    model = core.models.get(name)
+    if model is None:
+        raise ApiError(f"model {name!r} not found", 422, code="model_not_found")
+    if core.router.loaded(name) is not None:
+        await core.router.unload(name)
+    core.models.delete(model)
+    return JSONResponse({"status": "success", "message": f"deleted {model.name}"})
+
+
+def system_info_data(core: Core) -> dict[str, Any]:
+    devices: dict[str, Any] = {}
+    for d in core.host.devices:
+        devices.setdefault(d.kind.value, []).append(
+            {"name": d.name, "family": d.family, "index": d.index})
+    recipes: dict[str, Any] = {}
+    for recipe in core.plugins.registry.recipes.values():
+        statuses = core.backends.statuses(recipe)
+        supported = [s for s in statuses if s.state is not BackendState.UNSUPPORTED]
+        default = next((s for s in supported if s.state is BackendState.INSTALLED),
+                       supported[0] if supported else None)
+        recipes[recipe.name] = {
+            "display_name": recipe.display_name,
+            "plugin": core.plugins.registry.owners.get(recipe.name),
+            "default_backend": default.backend.name if default else None,
+            "default_device": recipe.default_device.value,
+            "slot_policy": recipe.slot_policy.value,
+            "options": [o.model_dump() for o in recipe.options],
+            "backends": {s.backend.name: s.as_dict() for s in statuses},
+        }
+    return {"version": __version__, "os": core.host.os, "devices": devices,
+            "recipes": recipes, "plugins": [r.as_dict() for r in core.plugins.records]}
+
+
+async def system_info(request: Request) -> Response:
+    core: Core = request.app.state.core
+    info = await anyio.to_thread.run_sync(system_info_data, core)
+    return JSONResponse(info)

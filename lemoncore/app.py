@@ -1,0 +1,70 @@
+"""``create_app``: the ASGI application, standalone or mounted inside another app."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.routing import BaseRoute, Route
+
+from lemoncore.api import inference, manage
+from lemoncore.api.errors import EXCEPTION_HANDLERS
+from lemoncore.core import Core, build_core
+from lemoncore.hosts import HostInfo
+from lemoncore.settings import Settings
+
+API_PREFIXES = ("/api/v1", "/v1")
+
+_ENDPOINTS = [
+    ("/models", inference.list_models, ["GET"]),
+    ("/models/{model_id:path}", inference.get_model, ["GET"]),
+    ("/chat/completions", inference.chat_completions, ["POST"]),
+    ("/completions", inference.completions, ["POST"]),
+    ("/embeddings", inference.embeddings, ["POST"]),
+    ("/health", manage.health, ["GET"]),
+    ("/load", manage.load, ["POST"]),
+    ("/unload", manage.unload, ["POST"]),
+    ("/pull", manage.pull, ["POST"]),
+    ("/delete", manage.delete, ["POST"]),
+    ("/system-info", manage.system_info, ["GET"]),
+]
+
+
+def _routes() -> list[BaseRoute]:
+    routes: list[BaseRoute] = [Route("/live", manage.live, methods=["GET"])]
+    for prefix in API_PREFIXES:
+        routes += [Route(prefix + path, fn, methods=methods) for path, fn, methods in _ENDPOINTS]
+    return routes
+
+
+def create_app(settings: Settings | None = None, *,
+               plugins: Mapping[str, object] | None = None,
+               host: HostInfo | None = None) -> Starlette:
+    """Build the app. ``plugins`` adds in-process plugins beside the installed ones.
+
+    Mounted inside another Starlette app, the mounted app's lifespan does not run by
+    itself: enter :func:`lifespan` from the outer app's lifespan so backends start and
+    stop with it.
+    """
+    core = build_core(settings or Settings(), plugins, host)
+
+    @asynccontextmanager
+    async def run(app: Starlette) -> AsyncIterator[None]:
+        async with core.router:
+            yield
+
+    app = Starlette(routes=_routes(), lifespan=run, exception_handlers=EXCEPTION_HANDLERS)
+    app.state.core = core
+    return app
+
+
+def lifespan(app: Starlette) -> AbstractAsyncContextManager[Any]:
+    """The lemoncore app's lifespan, for an outer app that mounts it."""
+    return app.router.lifespan_context(app)
+
+
+def core_of(app: Starlette) -> Core:
+    core: Core = app.state.core
+    return core

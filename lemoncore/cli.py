@@ -1,0 +1,210 @@
+"""The ``lemon`` command line: serve, plugins, backends, models, pull."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import anyio
+import structlog
+
+from lemoncore.settings import Settings
+
+STARTED = time.perf_counter()
+log = structlog.get_logger("lemoncore.cli")
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    flags = {k: v for k, v in vars(args).items()
+             if v is not None and k in Settings.model_fields}
+    return Settings(**flags)
+
+
+def _print(data: Any, as_json: bool, table: Callable[[], None]) -> None:
+    if as_json:
+        print(json.dumps(data, indent=2))
+    else:
+        table()
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from hypercorn.asyncio import serve
+    from hypercorn.config import Config
+
+    from lemoncore.app import create_app
+    from lemoncore.logs import configure_logging
+
+    settings = _settings(args)
+    configure_logging(settings.log_format, settings.log_level)
+    if settings.host not in {"127.0.0.1", "localhost", "::1"}:
+        log.warning("binding beyond loopback: anyone who can reach this address can use "
+                    "the server", host=settings.host)
+    app = create_app(settings)
+    config = Config()
+    config.bind = [f"{settings.host}:{settings.port}"]
+    config.accesslog = None
+    config.graceful_timeout = settings.stop_grace
+
+    async def main() -> None:
+        stop = anyio.Event()
+        with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            async def watch() -> None:
+                async for _ in signals:
+                    stop.set()
+                    return
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(watch)
+                log.info("serving", url=f"http://{settings.host}:{settings.port}/v1",
+                         startup_seconds=round(time.perf_counter() - STARTED, 3))
+                await serve(app, config, shutdown_trigger=stop.wait)  # type: ignore[arg-type]
+                tg.cancel_scope.cancel()
+
+    anyio.run(main)
+    return 0
+
+
+def _core(args: argparse.Namespace) -> Any:
+    from lemoncore.core import build_core
+
+    return build_core(_settings(args))
+
+
+def cmd_plugins(args: argparse.Namespace) -> int:
+    records = [r.as_dict() for r in _core(args).plugins.records]
+
+    def table() -> None:
+        for r in records:
+            print(f"{r['name']:<16} {r['status']:<9} {r['version']:<10} "
+                  f"{','.join(r['recipes']) or '-'}")
+            for problem in filter(None, [r["error"], *r["warnings"]]):
+                print(f"    {problem}")
+
+    _print(records, args.json, table)
+    return 0
+
+
+def cmd_backends(args: argparse.Namespace) -> int:
+    core = _core(args)
+    if args.action == "install":
+        return _install_backend(core, args.target)
+    rows = [{"recipe": recipe.name, "backend": s.backend.name, **s.as_dict()}
+            for recipe in core.plugins.registry.recipes.values()
+            for s in core.backends.statuses(recipe)]
+
+    def table() -> None:
+        for r in rows:
+            print(f"{r['recipe'] + ':' + r['backend']:<22} {r['state']:<16} {r['tier']:<12} "
+                  f"{r['version']}")
+            for text in filter(None, [r["message"], r["action"] and f"fix: {r['action']}"]):
+                print(f"    {text}")
+
+    _print(rows, args.json, table)
+    return 0
+
+
+def _install_backend(core: Any, target: str | None) -> int:
+    from lemoncore.backends import BackendError
+    from lemoncore.install import InstallError
+
+    recipe_name, _, backend_name = (target or "").partition(":")
+    recipe = core.plugins.registry.recipes.get(recipe_name)
+    backend = recipe.backend(backend_name) if recipe else None
+    if backend is None:
+        print(f"unknown backend {target!r}; see 'lemon backends'", file=sys.stderr)
+        return 2
+
+    def progress(done: int, total: int) -> None:
+        pct = f"{100 * done / total:5.1f}%" if total else ""
+        print(f"\r{target}: {done / 1e6:8.1f} MB {pct}", end="", file=sys.stderr, flush=True)
+
+    try:
+        status = anyio.run(core.backends.ensure_installed,
+                           core.backends.status(recipe, backend), progress)
+    except (BackendError, InstallError) as exc:
+        print(f"\n{exc}", file=sys.stderr)
+        return 1
+    print(f"\n{target}: installed {status.version}", file=sys.stderr)
+    return 0
+
+
+def cmd_models(args: argparse.Namespace) -> int:
+    core = _core(args)
+    rows = [{"name": m.name, "recipe": m.recipe, "checkpoint": m.checkpoint,
+             "downloaded": core.models.local_path(m) is not None}
+            for m in core.models.all().values()]
+    rows = [r for r in rows if args.all or r["downloaded"]]
+
+    def table() -> None:
+        for r in rows:
+            mark = "*" if r["downloaded"] else " "
+            print(f"{mark} {r['name']:<32} {r['recipe']:<10} {r['checkpoint']}")
+
+    _print(rows, args.json, table)
+    return 0
+
+
+def cmd_pull(args: argparse.Namespace) -> int:
+    from lemoncore.models import ModelError
+    from lemoncore.recipes import ModelInfo
+
+    core = _core(args)
+    try:
+        if args.checkpoint:
+            core.models.register(ModelInfo(name=args.name, recipe=args.recipe,
+                                           checkpoint=args.checkpoint))
+        model = core.models.get(args.name)
+        if model is None:
+            raise ModelError(f"unknown model {args.name!r}; give --checkpoint and --recipe")
+        path = anyio.run(core.models.pull, model)
+    except ModelError as exc:
+        print(exc, file=sys.stderr)
+        return 1
+    print(path)
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="lemon", description=__doc__)
+    sub = p.add_subparsers(dest="command", required=True)
+    serve = sub.add_parser("serve", help="run the HTTP server")
+    serve.add_argument("--host")
+    serve.add_argument("--port", type=int)
+    serve.add_argument("--max-loaded-models", dest="max_loaded_models", type=int)
+    serve.add_argument("--log-format", dest="log_format", choices=["console", "json"])
+    serve.add_argument("--log-level", dest="log_level",
+                       choices=["debug", "info", "warning", "error"])
+    serve.add_argument("--offline", action="store_true", default=None)
+    serve.set_defaults(func=cmd_serve)
+    plugins = sub.add_parser("plugins", help="list plugins, including those that failed")
+    plugins.set_defaults(func=cmd_plugins)
+    backends = sub.add_parser("backends", help="list or install backends")
+    backends.add_argument("action", nargs="?", choices=["list", "install"], default="list")
+    backends.add_argument("target", nargs="?", help="RECIPE:BACKEND")
+    backends.set_defaults(func=cmd_backends)
+    models = sub.add_parser("models", help="list models")
+    models.add_argument("--all", action="store_true", help="include models not downloaded")
+    models.set_defaults(func=cmd_models)
+    pull = sub.add_parser("pull", help="download a model (registering it if new)")
+    pull.add_argument("name")
+    pull.add_argument("--checkpoint")
+    pull.add_argument("--recipe", default="llamacpp")
+    pull.set_defaults(func=cmd_pull)
+    for sp in (plugins, backends, models):
+        sp.add_argument("--json", action="store_true")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    result: int = args.func(args)
+    return result
+
+
+if __name__ == "__main__":
+    sys.exit(main())

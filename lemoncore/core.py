@@ -1,0 +1,35 @@
+"""The composed core: settings, plugins, host facts, backends, models and the router."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from lemoncore.backends import Backends
+from lemoncore.hosts import HostInfo, detect_host
+from lemoncore.models import ModelStore
+from lemoncore.plugins import PluginHost, load_plugins
+from lemoncore.router import Router
+from lemoncore.settings import Settings
+
+
+@dataclass
+class Core:
+    settings: Settings
+    plugins: PluginHost
+    host: HostInfo
+    backends: Backends
+    models: ModelStore
+    router: Router
+
+
+def build_core(settings: Settings, plugins: Mapping[str, object] | None = None,
+               host: HostInfo | None = None) -> Core:
+    """Load plugins (entry points plus ``plugins``) and wire the core's parts together."""
+    host = host or detect_host()
+    plugin_host = load_plugins(settings.allowed_plugins, settings.denied_plugins, plugins)
+    backends = Backends(plugin_host, host, settings.cache_dir, settings.recipes,
+                        settings.offline)
+    models = ModelStore(plugin_host.registry.models, settings.cache_dir, settings.offline)
+    router = Router(settings, plugin_host, backends, models, host)
+    return Core(settings, plugin_host, host, backends, models, router)

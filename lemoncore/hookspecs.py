@@ -1,0 +1,112 @@
+"""The plugin contract.
+
+Plugins implement these hooks with ``@hookimpl`` and are discovered through the
+``lemon`` entry-point group. Every hook is synchronous: registration hooks return plain
+data, decision hooks answer a question about that data, and the core performs all I/O.
+An ``async def`` implementation is rejected when the plugin loads.
+
+First-result hooks (``firstresult=True``) stop at the first implementation that returns
+something other than ``None``; return ``None`` to defer to the next plugin and finally to
+lemoncore's built-in defaults (``lemoncore.defaults``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pluggy
+
+from lemoncore.hosts import HostInfo
+from lemoncore.launch import InstallPlan, LaunchContext, LaunchSpec
+from lemoncore.recipes import (
+    Backend,
+    BackendContribution,
+    Device,
+    ModelInfo,
+    Recipe,
+    SlotPolicy,
+)
+
+PROJECT = "lemon"
+hookspec = pluggy.HookspecMarker(PROJECT)
+hookimpl = pluggy.HookimplMarker(PROJECT)
+
+
+# Registration hooks: called once per plugin at load; results are validated then merged.
+
+
+@hookspec
+def register_recipes() -> Sequence[Recipe]:
+    """Return the recipes this plugin owns (with their own backends)."""
+    raise NotImplementedError
+
+
+@hookspec
+def register_backends() -> Sequence[BackendContribution]:
+    """Return backends this plugin adds to recipes, including recipes owned by other plugins."""
+    raise NotImplementedError
+
+
+@hookspec
+def register_models() -> Sequence[ModelInfo]:
+    """Return catalogue models this plugin publishes."""
+    raise NotImplementedError
+
+
+# Decision hooks: pure and fast, called with the resolved backend and options of a load.
+
+
+@hookspec(firstresult=True)
+def effective_device(
+    recipe: Recipe, backend: Backend, options: Mapping[str, Any], host: HostInfo
+) -> Device | None:
+    """Return the device a server of ``recipe`` on ``backend`` with ``options`` occupies."""
+    raise NotImplementedError
+
+
+@hookspec(firstresult=True)
+def effective_is_amd_gpu(
+    recipe: Recipe, backend: Backend, options: Mapping[str, Any], host: HostInfo
+) -> bool | None:
+    """Return whether such a server occupies an AMD GPU (used for GPU exclusivity)."""
+    raise NotImplementedError
+
+
+@hookspec(firstresult=True)
+def slot_policy(
+    recipe: Recipe, backend: Backend, options: Mapping[str, Any], host: HostInfo
+) -> SlotPolicy | None:
+    """Return how such a server counts against the router's slots."""
+    raise NotImplementedError
+
+
+@hookspec(firstresult=True)
+def install(
+    recipe: Recipe, backend: Backend, host: HostInfo, config: Mapping[str, Any]
+) -> InstallPlan | None:
+    """Return where the backend's executable comes from: pinned artifacts, or a location.
+
+    ``config`` is the recipe's section of the user's configuration. Return ``None`` when
+    this plugin does not own the backend.
+    """
+    raise NotImplementedError
+
+
+@hookspec(firstresult=True)
+def launch(
+    recipe: Recipe, backend: Backend, model: ModelInfo, context: LaunchContext
+) -> LaunchSpec | None:
+    """Return the argv and environment that start a server for ``model``.
+
+    Raise ``lemoncore.launch.LaunchRefused`` with a message naming the fix when the
+    request cannot be honoured (for example a reserved flag in user arguments).
+    """
+    raise NotImplementedError
+
+
+@hookspec
+def normalize_request(
+    recipe: Recipe, backend: Backend, endpoint: str, body: dict[str, Any]
+) -> None:
+    """Adjust an inference request body in place before it is forwarded to the backend."""

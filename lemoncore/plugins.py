@@ -1,0 +1,234 @@
+"""Discover, load and validate plugins one at a time; merge what they contribute.
+
+A plugin that fails to import, registers an unknown or ``async def`` hook, or contributes
+invalid data is unregistered and recorded as failed; the others load regardless.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from importlib.metadata import EntryPoint, entry_points
+from typing import Any
+
+import pluggy
+
+from lemoncore import defaults, hookspecs
+from lemoncore.hosts import HostInfo
+from lemoncore.launch import InstallPlan, LaunchContext, LaunchSpec
+from lemoncore.recipes import (
+    Backend,
+    BackendContribution,
+    Device,
+    ModelInfo,
+    Recipe,
+    SlotPolicy,
+)
+
+ENTRY_POINT_GROUP = "lemon"
+
+
+class PluginError(Exception):
+    """A plugin broke the contract; the message names the plugin and the fix."""
+
+
+@dataclass
+class PluginRecord:
+    name: str
+    status: str  # loaded | failed | disabled
+    version: str = ""
+    error: str = ""
+    warnings: list[str] = field(default_factory=list)
+    recipes: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "status": self.status, "version": self.version,
+                "error": self.error, "warnings": self.warnings, "recipes": self.recipes}
+
+
+@dataclass
+class Registry:
+    """Recipes (with backends from every plugin) and catalogue models, merged."""
+
+    recipes: dict[str, Recipe] = field(default_factory=dict)
+    models: dict[str, ModelInfo] = field(default_factory=dict)
+    owners: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class _Contributions:
+    recipes: list[Recipe]
+    backends: list[BackendContribution]
+    models: list[ModelInfo]
+
+
+class PluginHost:
+    """The plugin manager, the load records, the merged registry and typed hook calls."""
+
+    def __init__(self) -> None:
+        self.pm = pluggy.PluginManager(hookspecs.PROJECT)
+        self.pm.add_hookspecs(hookspecs)
+        self.pm.register(defaults, name="lemoncore.defaults")
+        self.records: list[PluginRecord] = []
+        self.registry = Registry()
+        self._pending: list[tuple[PluginRecord, _Contributions]] = []
+
+    # Loading -----------------------------------------------------------------------
+
+    def load_entry_points(
+        self, allow: Sequence[str] | None = None, deny: Sequence[str] = ()
+    ) -> None:
+        for ep in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
+            if ep.name in deny or (allow is not None and ep.name not in allow):
+                self.records.append(PluginRecord(ep.name, "disabled", _version(ep),
+                                                 error="disabled by LEMON_PLUGINS_ALLOW/DENY"))
+                continue
+            self._load(ep.name, _version(ep), ep.load)
+
+    def add(self, name: str, plugin: object, version: str = "") -> None:
+        """Register an in-process plugin object (module or instance), isolated like any."""
+        self._load(name, version, lambda: plugin)
+
+    def _load(self, name: str, version: str, importer: Any) -> None:
+        record = PluginRecord(name, "loaded", version)
+        plugin: object | None = None
+        try:
+            plugin = importer()
+            self.pm.register(plugin, name=name)
+            self._validate_hooks(name, plugin)
+            contributions = self._collect(plugin)
+            self._merge_recipes(name, contributions.recipes)
+        except Exception as exc:  # noqa: BLE001 - isolating plugin failures is the point
+            if plugin is not None and self.pm.is_registered(plugin):
+                self.pm.unregister(plugin)
+            record.status, record.error = "failed", f"{type(exc).__name__}: {exc}"
+        else:
+            record.recipes = [r.name for r in contributions.recipes]
+            self._pending.append((record, contributions))
+        self.records.append(record)
+
+    def _validate_hooks(self, name: str, plugin: object) -> None:
+        for caller in self.pm.get_hookcallers(plugin) or []:
+            if caller.spec is None:
+                raise PluginError(f"plugin {name!r} implements unknown hook {caller.name!r}")
+            for impl in caller.get_hookimpls():
+                if impl.plugin is plugin and (
+                    inspect.iscoroutinefunction(impl.function)
+                    or inspect.isasyncgenfunction(impl.function)
+                ):
+                    raise PluginError(
+                        f"plugin {name!r}: hook {caller.name!r} is 'async def'. lemoncore "
+                        "hooks are synchronous: a coroutine would be taken as the answer. "
+                        "Make it a plain 'def' that returns data; the core does the I/O."
+                    )
+
+    def _collect(self, plugin: object) -> _Contributions:
+        def own(hook: str, kind: type[Any]) -> list[Any]:
+            out: list[Any] = []
+            for impl in getattr(self.pm.hook, hook).get_hookimpls():
+                if impl.plugin is plugin:
+                    for item in impl.function() or ():
+                        if not isinstance(item, kind):
+                            raise PluginError(f"{hook} returned {item!r}, not a {kind.__name__}")
+                        out.append(item)
+            return out
+
+        return _Contributions(own("register_recipes", Recipe),
+                              own("register_backends", BackendContribution),
+                              own("register_models", ModelInfo))
+
+    def _merge_recipes(self, name: str, recipes: Iterable[Recipe]) -> None:
+        for recipe in recipes:
+            if recipe.name in self.registry.recipes:
+                raise PluginError(f"recipe {recipe.name!r} is already registered by plugin "
+                                  f"{self.registry.owners[recipe.name]!r}")
+        for recipe in recipes:
+            self.registry.recipes[recipe.name] = recipe
+            self.registry.owners[recipe.name] = name
+
+    def finish(self) -> Registry:
+        """Apply cross-plugin backend contributions and catalogue models; return the registry."""
+        reg = self.registry
+        for record, contrib in self._pending:
+            for c in contrib.backends:
+                recipe = reg.recipes.get(c.recipe)
+                if recipe is None:
+                    record.warnings.append(f"backend {c.backend.name!r} skipped: recipe "
+                                           f"{c.recipe!r} is not installed")
+                elif recipe.backend(c.backend.name) is not None:
+                    record.warnings.append(f"backend {c.recipe}:{c.backend.name} skipped: "
+                                           "already defined")
+                else:
+                    reg.recipes[c.recipe] = recipe.model_copy(
+                        update={"backends": (*recipe.backends, c.backend)})
+            for model in contrib.models:
+                if model.recipe not in reg.recipes:
+                    record.warnings.append(f"model {model.name!r} skipped: recipe "
+                                           f"{model.recipe!r} is not installed")
+                else:
+                    reg.models[model.name] = model
+        self._pending.clear()
+        return reg
+
+    # Typed hook calls ------------------------------------------------------------------
+
+    def effective_device(self, recipe: Recipe, backend: Backend,
+                         options: Mapping[str, Any], host: HostInfo) -> Device:
+        return Device(self._ask("effective_device", recipe=recipe, backend=backend,
+                                options=options, host=host))
+
+    def effective_is_amd_gpu(self, recipe: Recipe, backend: Backend,
+                             options: Mapping[str, Any], host: HostInfo) -> bool:
+        return bool(self._ask("effective_is_amd_gpu", recipe=recipe, backend=backend,
+                              options=options, host=host))
+
+    def slot_policy(self, recipe: Recipe, backend: Backend,
+                    options: Mapping[str, Any], host: HostInfo) -> SlotPolicy:
+        return SlotPolicy(self._ask("slot_policy", recipe=recipe, backend=backend,
+                                    options=options, host=host))
+
+    def install_plan(self, recipe: Recipe, backend: Backend, host: HostInfo,
+                     config: Mapping[str, Any]) -> InstallPlan | None:
+        plan = self._ask("install", recipe=recipe, backend=backend, host=host, config=config)
+        return plan if isinstance(plan, InstallPlan) else None
+
+    def launch_spec(self, recipe: Recipe, backend: Backend, model: ModelInfo,
+                    context: LaunchContext) -> LaunchSpec | None:
+        spec = self._ask("launch", recipe=recipe, backend=backend, model=model, context=context)
+        return spec if isinstance(spec, LaunchSpec) else None
+
+    def normalize_request(self, recipe: Recipe, backend: Backend, endpoint: str,
+                          body: dict[str, Any]) -> None:
+        self._ask("normalize_request", recipe=recipe, backend=backend, endpoint=endpoint,
+                  body=body)
+
+    def _ask(self, hook: str, **kwargs: Any) -> Any:
+        caller = getattr(self.pm.hook, hook)
+        try:
+            return caller(**kwargs)
+        except Exception as exc:
+            # LaunchRefused and friends carry user-facing messages; keep them intact.
+            if type(exc).__module__.startswith("lemoncore"):
+                raise
+            raise PluginError(f"hook {hook!r} failed in a plugin: {type(exc).__name__}: "
+                              f"{exc}") from exc
+
+
+def _version(ep: EntryPoint) -> str:
+    return ep.dist.version if ep.dist is not None else ""
+
+
+def load_plugins(allow: Sequence[str] | None, deny: Sequence[str],
+                 extra: Mapping[str, object] | None = None) -> PluginHost:
+    """Build a host from installed entry points plus ``extra`` in-process plugins."""
+    host = PluginHost()
+    host.load_entry_points(allow, deny)
+    for name, plugin in (extra or {}).items():
+        host.add(name, plugin)
+    host.finish()
+    return host
+
+
+__all__ = ["ENTRY_POINT_GROUP", "PluginError", "PluginHost", "PluginRecord", "Registry",
+           "load_plugins"]

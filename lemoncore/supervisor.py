@@ -1,0 +1,155 @@
+"""Child backend processes: spawn, readiness, log capture, exit watch, stop.
+
+Each :class:`BackendProcess` is the one owner of one child. Children run in their own
+session (so a terminal's Ctrl-C reaches only lemoncore, which stops them in order) and,
+on Linux, receive SIGKILL if lemoncore dies without stopping them (``PR_SET_PDEATHSIG``).
+The supervisor uses asyncio subprocesses: lemoncore runs on the asyncio backend.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import ctypes.util
+import os
+import signal
+import socket
+import sys
+from collections import deque
+from collections.abc import Callable
+
+import anyio
+import httpx
+import structlog
+
+from lemoncore.launch import LaunchSpec
+
+log = structlog.get_logger("lemoncore.supervisor")
+
+READY_POLL_SECONDS = 0.01
+_PR_SET_PDEATHSIG = 1
+_libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True) if sys.platform == "linux" \
+    else None
+
+
+class StartError(Exception):
+    """A backend did not become ready; the message carries its last log lines."""
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def _die_with_parent() -> None:  # runs in the child between fork and exec
+    if _libc is not None:
+        _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+class BackendProcess:
+    """A started backend: ``base_url`` serves the OpenAI API once :meth:`start` returns."""
+
+    def __init__(self, name: str, spec: LaunchSpec, host: str, port: int) -> None:
+        self.name, self.spec = name, spec
+        self.base_url = f"http://{host}:{port}"
+        self.last_lines: deque[str] = deque(maxlen=30)
+        self.exited = anyio.Event()
+        self._proc: asyncio.subprocess.Process | None = None
+        self._stopping = False
+        self._on_exit: list[Callable[[BackendProcess], None]] = []
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc else None
+
+    @property
+    def returncode(self) -> int | None:
+        return self._proc.returncode if self._proc else None
+
+    @property
+    def alive(self) -> bool:
+        return self._proc is not None and not self.exited.is_set()
+
+    @property
+    def crashed(self) -> bool:
+        """Exited without being asked to stop."""
+        return self.exited.is_set() and not self._stopping
+
+    def on_exit(self, callback: Callable[[BackendProcess], None]) -> None:
+        self._on_exit.append(callback)
+
+    async def start(self, task_group: anyio.abc.TaskGroup, ready_within: float) -> None:
+        """Spawn, then return when the health endpoint answers 200; raise StartError."""
+        env = {**os.environ, **self.spec.env}
+        self._proc = await asyncio.create_subprocess_exec(
+            *self.spec.argv, env=env, cwd=self.spec.cwd, stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+            start_new_session=True, preexec_fn=_die_with_parent if _libc else None)
+        log.info("backend starting", model=self.name, pid=self._proc.pid,
+                 argv=" ".join(self.spec.argv))
+        task_group.start_soon(self._pump_logs)
+        task_group.start_soon(self._watch_exit)
+        try:
+            await self._wait_ready(ready_within)
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await self.stop(grace=1)
+            raise
+
+    async def _wait_ready(self, ready_within: float) -> None:
+        url = self.base_url + self.spec.health_path
+        async with httpx.AsyncClient(timeout=2) as client:
+            with anyio.move_on_after(ready_within) as scope:
+                while not self.exited.is_set():
+                    try:
+                        if (await client.get(url)).status_code == 200:
+                            return
+                    except httpx.TransportError:
+                        pass
+                    with anyio.move_on_after(READY_POLL_SECONDS):
+                        await self.exited.wait()
+        tail = "\n".join(self.last_lines)
+        if scope.cancelled_caught:
+            raise StartError(f"{self.name}: not ready after {ready_within:.0f} s. "
+                             f"Last output:\n{tail}")
+        raise StartError(f"{self.name}: backend exited with code {self.returncode} while "
+                         f"starting. Last output:\n{tail}")
+
+    async def _pump_logs(self) -> None:
+        assert self._proc is not None and self._proc.stdout is not None
+        async for raw in self._proc.stdout:
+            line = raw.decode(errors="replace").rstrip()
+            if line:
+                self.last_lines.append(line)
+                log.info(line, model=self.name, source="backend")
+
+    async def _watch_exit(self) -> None:
+        assert self._proc is not None
+        code = await self._proc.wait()
+        self.exited.set()
+        if not self._stopping:
+            log.warning("backend exited", model=self.name, pid=self._proc.pid, code=code)
+        for callback in self._on_exit:
+            callback(self)
+
+    async def stop(self, grace: float) -> None:
+        """SIGTERM the child's process group, SIGKILL after ``grace`` seconds; wait for it."""
+        proc = self._proc
+        if proc is None or proc.returncode is not None:
+            return
+        self._stopping = True
+        self._signal(signal.SIGTERM)
+        with anyio.move_on_after(grace):
+            await proc.wait()
+        if proc.returncode is None:
+            log.warning("backend ignored SIGTERM; killing", model=self.name, pid=self.pid)
+            self._signal(signal.SIGKILL)
+            await proc.wait()
+        log.info("backend stopped", model=self.name, pid=self.pid)
+
+    def _signal(self, sig: signal.Signals) -> None:
+        assert self._proc is not None
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self._proc.pid, sig)

@@ -1,0 +1,54 @@
+"""lemon-plugin-llamacpp: llama.cpp's ``llama-server`` as the ``llamacpp`` recipe.
+
+Device, AMD-ness and slot policy come from the support rows through lemoncore's central
+derivation (cpu backends -> cpu; vulkan/cuda -> gpu; rocm -> AMD GPU), so this plugin
+implements no decision hooks.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from importlib.resources import files
+from typing import Any
+
+from lemon_plugin_llamacpp.install import pypi_plan, release_plan, system_plan
+from lemon_plugin_llamacpp.launch import build_launch
+from lemon_plugin_llamacpp.recipe import RECIPE
+from lemoncore import hookimpl
+from lemoncore.hosts import HostInfo
+from lemoncore.launch import InstallPlan, LaunchContext, LaunchSpec
+from lemoncore.recipes import Backend, ModelInfo, Recipe
+
+
+@hookimpl
+def register_recipes() -> Sequence[Recipe]:
+    return [RECIPE]
+
+
+@hookimpl
+def register_models() -> Sequence[ModelInfo]:
+    raw = json.loads(files(__package__).joinpath("catalogue.json").read_text())
+    return [ModelInfo.model_validate(m) for m in raw]
+
+
+def _ours(recipe: Recipe, backend: Backend) -> bool:
+    return recipe.name == RECIPE.name and RECIPE.backend(backend.name) is not None
+
+
+@hookimpl
+def install(recipe: Recipe, backend: Backend, host: HostInfo,
+            config: Mapping[str, Any]) -> InstallPlan | None:
+    if not _ours(recipe, backend):
+        return None
+    if backend.name == "pypi":
+        return pypi_plan()
+    if backend.name == "system":
+        return system_plan(config)
+    return release_plan(backend.name, host, config)
+
+
+@hookimpl
+def launch(recipe: Recipe, backend: Backend, model: ModelInfo,
+           context: LaunchContext) -> LaunchSpec | None:
+    return build_launch(model, context) if _ours(recipe, backend) else None

@@ -1,0 +1,53 @@
+"""The llama-server command line for a model, with user arguments validated."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+
+from lemon_plugin_llamacpp.install import find_executable
+from lemoncore.launch import LaunchContext, LaunchRefused, LaunchSpec
+from lemoncore.recipes import ModelInfo, ModelType
+
+# Flags lemoncore sets or that would break routing; users cannot override them.
+RESERVED_FLAGS = frozenset({
+    "-m", "--model", "--port", "--host", "-c", "--ctx-size", "-a", "--alias", "--metrics",
+    "--embedding", "--embeddings", "--jinja", "--no-jinja", "-hf", "-hfr", "--hf-repo",
+    "-mu", "--model-url", "--api-key", "--api-key-file", "--path", "--models-dir",
+    "--models-preset", "--models-max", "--ssl-key-file", "--ssl-cert-file",
+})
+
+
+def user_args(text: str) -> list[str]:
+    try:
+        args = shlex.split(text)
+    except ValueError as exc:
+        raise LaunchRefused(f"llamacpp_args cannot be parsed: {exc}") from exc
+    reserved = sorted({a.split("=", 1)[0] for a in args} & RESERVED_FLAGS)
+    if reserved:
+        raise LaunchRefused(f"llamacpp_args may not contain {', '.join(reserved)}: lemoncore "
+                            "sets these itself (use the ctx_size option for --ctx-size)")
+    return args
+
+
+def build_launch(model: ModelInfo, context: LaunchContext) -> LaunchSpec:
+    exe = find_executable(context.install_dir)
+    if exe is None:
+        raise LaunchRefused(f"llama-server not found in {context.install_dir}; reinstall the "
+                            "backend with 'lemon backends install llamacpp:<backend>'")
+    opts = context.options
+    try:
+        ctx_size = int(opts.get("ctx_size", 4096))
+    except (TypeError, ValueError) as exc:
+        raise LaunchRefused(f"ctx_size must be an integer, not {opts.get('ctx_size')!r}") \
+            from exc
+    argv = [str(exe), "-m", str(context.model_path), "--port", str(context.port),
+            "--host", context.host, "--ctx-size", str(ctx_size), "--jinja", "--metrics",
+            "--alias", model.name]
+    if model.model_type is ModelType.EMBEDDING:
+        argv.append("--embeddings")
+    argv += user_args(str(opts.get("llamacpp_args") or ""))
+    lib_var = "PATH" if sys.platform == "win32" else "LD_LIBRARY_PATH"
+    search = os.pathsep.join(p for p in (str(exe.parent), os.environ.get(lib_var, "")) if p)
+    return LaunchSpec(argv=tuple(argv), env={lib_var: search})

