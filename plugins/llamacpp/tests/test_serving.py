@@ -1,0 +1,222 @@
+"""The main job end to end: the stock openai client against real llama-server processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import httpx
+import openai
+import pytest
+
+from lemoncore.testing import ServerProcess, running_server
+
+DEFAULT = "SmolLM2-135M-Instruct-GGUF"
+MESSAGES = [{"role": "user", "content": "Name three colours."}]
+
+
+@pytest.fixture
+def client(server: ServerProcess) -> openai.OpenAI:
+    return openai.OpenAI(base_url=server.api, api_key="none", max_retries=0)
+
+
+def loaded(server: ServerProcess) -> dict[str, dict[str, object]]:
+    health = httpx.get(server.url + "/api/v1/health").json()
+    return {m["model_name"]: m for m in health["all_models_loaded"]}
+
+
+def pid_of(server: ServerProcess, name: str) -> int:
+    return int(loaded(server)[name]["pid"])  # type: ignore[call-overload]
+
+
+def gone(pid: int, within: float = 10.0) -> bool:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+@pytest.fixture
+def empty(server: ServerProcess) -> Iterator[None]:
+    httpx.post(server.url + "/api/v1/unload", json={}).raise_for_status()
+    yield
+    httpx.post(server.url + "/api/v1/unload", json={}).raise_for_status()
+
+
+def test_chat_reports_usage(client: openai.OpenAI) -> None:
+    reply = client.chat.completions.create(model=DEFAULT, messages=MESSAGES, max_tokens=16)
+    assert reply.choices[0].message.content
+    assert reply.model == DEFAULT
+    usage = reply.usage
+    assert usage is not None and 0 < usage.completion_tokens <= 16
+    assert usage.total_tokens == usage.prompt_tokens + usage.completion_tokens
+
+
+def test_chat_streams_chunk_by_chunk_with_usage_on_request(client: openai.OpenAI) -> None:
+    chunks = list(client.chat.completions.create(
+        model=DEFAULT, messages=MESSAGES, max_tokens=12, stream=True,
+        stream_options={"include_usage": True}))
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert len([c for c in chunks if c.choices and c.choices[0].delta.content]) > 2
+    assert text
+    usage = chunks[-1].usage
+    assert usage is not None and usage.total_tokens == usage.prompt_tokens + \
+        usage.completion_tokens
+    plain = list(client.chat.completions.create(model=DEFAULT, messages=MESSAGES,
+                                                max_tokens=4, stream=True))
+    assert all(c.usage is None for c in plain)
+
+
+def test_completions(client: openai.OpenAI) -> None:
+    reply = client.completions.create(model=DEFAULT, prompt="Once upon a time", max_tokens=8)
+    assert reply.choices[0].text
+    assert reply.usage is not None
+    assert reply.usage.total_tokens == reply.usage.prompt_tokens + reply.usage.completion_tokens
+
+
+def test_alias_latest_suffix_and_max_completion_tokens(client: openai.OpenAI) -> None:
+    for name in ("smollm2", f"{DEFAULT}:latest"):
+        reply = client.chat.completions.create(model=name, messages=MESSAGES,
+                                               max_completion_tokens=3)
+        assert reply.model == DEFAULT
+        assert reply.usage is not None and reply.usage.completion_tokens <= 3
+
+
+def test_models_lists_downloaded_and_show_all_the_catalogue(server: ServerProcess) -> None:
+    ids = {m["id"] for m in httpx.get(server.api + "/models").json()["data"]}
+    assert {DEFAULT, "m1", "m2", "m3"} <= ids
+    assert "Qwen3-0.6B-GGUF" not in ids
+    every = httpx.get(server.api + "/models", params={"show_all": "true"}).json()["data"]
+    assert {"id": "Qwen3-0.6B-GGUF", "downloaded": False}.items() <= next(
+        m for m in every if m["id"] == "Qwen3-0.6B-GGUF").items()
+
+
+def test_lru_eviction_with_two_slots(server: ServerProcess, client: openai.OpenAI,
+                                     empty: None) -> None:
+    for name in ("m1", "m2", "m1", "m3"):  # touching m1 makes m2 the least recently used
+        client.chat.completions.create(model=name, messages=MESSAGES, max_tokens=2)
+    assert set(loaded(server)) == {"m1", "m3"}
+    assert all(m["device"] == "cpu" and m["backend"] == "pypi"
+               for m in loaded(server).values())
+
+
+def test_pinned_models_are_not_evicted(server: ServerProcess, client: openai.OpenAI,
+                                       empty: None) -> None:
+    for name in ("m1", "m2"):
+        httpx.post(server.url + "/api/v1/load", json={"model_name": name, "pinned": True},
+                   timeout=60).raise_for_status()
+    with pytest.raises(openai.ConflictError) as refused:
+        client.chat.completions.create(model="m3", messages=MESSAGES, max_tokens=2)
+    assert "pinned" in str(refused.value)
+    assert set(loaded(server)) == {"m1", "m2"}
+
+
+def test_killed_backend_is_replaced_on_the_next_request(
+    server: ServerProcess, client: openai.OpenAI, empty: None
+) -> None:
+    client.chat.completions.create(model="m1", messages=MESSAGES, max_tokens=2)
+    old = pid_of(server, "m1")
+    os.kill(old, signal.SIGKILL)
+    assert gone(old)
+    reply = client.chat.completions.create(model="m1", messages=MESSAGES, max_tokens=4)
+    assert reply.choices[0].message.content
+    assert pid_of(server, "m1") != old
+
+
+def test_request_hit_by_a_crash_is_retried_once(
+    server: ServerProcess, client: openai.OpenAI, empty: None
+) -> None:
+    client.chat.completions.create(model="m1", messages=MESSAGES, max_tokens=2)
+    victim = pid_of(server, "m1")
+    killer = threading.Timer(0.5, os.kill, (victim, signal.SIGKILL))
+    killer.start()
+    reply = client.chat.completions.create(
+        model="m1", messages=[{"role": "user", "content": "Write a long story."}],
+        max_tokens=400, extra_body={"ignore_eos": True})
+    killer.join()
+    assert gone(victim)
+    assert reply.usage is not None and reply.usage.completion_tokens == 400
+    assert pid_of(server, "m1") != victim
+
+
+def sse_lines(server: ServerProcess, body: dict[str, object],
+              on_data: object = None) -> list[str]:
+    lines: list[str] = []
+    with httpx.stream("POST", server.api + "/chat/completions", json=body,
+                      timeout=30) as response:
+        assert response.status_code == 200
+        for line in response.iter_lines():
+            lines.append(line)
+            if callable(on_data) and line.startswith("data: {"):
+                on_data()
+    return lines
+
+
+def test_stream_cut_by_a_crash_ends_with_an_error_frame(server: ServerProcess,
+                                                        empty: None) -> None:
+    body = {"model": "m2", "messages": MESSAGES, "max_tokens": 2000, "stream": True,
+            "ignore_eos": True}
+    killed: list[int] = []
+
+    def kill_once() -> None:
+        if not killed:
+            killed.append(pid_of(server, "m2"))
+            os.kill(killed[0], signal.SIGKILL)
+
+    lines = sse_lines(server, body, kill_once)
+    frames = [json.loads(x[6:]) for x in lines if x.startswith("data: {")]
+    assert "error" in frames[-1]
+    assert frames[-1]["error"]["type"] == "backend_error"
+    assert "data: [DONE]" not in lines
+    assert len(frames) < 2000
+
+
+def test_heartbeats_while_the_backend_is_silent(server: ServerProcess) -> None:
+    prompt = " ".join(f"word{i}" for i in range(700))  # a prefill of about two seconds
+    lines = sse_lines(server, {"model": DEFAULT, "max_tokens": 2, "stream": True,
+                               "messages": [{"role": "user", "content": prompt}]})
+    first_data = next(i for i, x in enumerate(lines) if x.startswith("data:"))
+    assert ": ping" in lines[:first_data]
+    assert lines[-2:] == ["data: [DONE]", ""] or lines[-1] == "data: [DONE]"
+
+
+def test_embeddings_from_a_model_labelled_embeddings(
+    server: ServerProcess, client: openai.OpenAI, register: Callable[..., None]
+) -> None:
+    # SmolLM2 is a chat model: serving embeddings from it needs a pooling type.
+    register(server, "emb", ("embeddings",), {"llamacpp_args": "--pooling mean"})
+    result = client.embeddings.create(model="emb", input=["hello", "world"])
+    assert len(result.data) == 2
+    assert len(result.data[0].embedding) > 16
+    assert result.data[0].embedding != result.data[1].embedding
+    assert loaded(server)["emb"]["type"] == "embedding"
+
+
+def test_system_info_shows_backend_states(server: ServerProcess) -> None:
+    info = httpx.get(server.url + "/api/v1/system-info").json()
+    llamacpp = info["recipes"]["llamacpp"]
+    assert llamacpp["default_backend"] == "pypi"
+    assert llamacpp["backends"]["pypi"]["state"] == "installed"
+    assert llamacpp["backends"]["cpu"]["state"] == "action_required"
+    assert "SHA-256" in llamacpp["backends"]["cpu"]["message"]
+    assert info["devices"]["cpu"]
+    assert {p["name"]: p["status"] for p in info["plugins"]}["llamacpp"] == "loaded"
+
+
+def test_sigterm_stops_every_child(tmp_path: Path) -> None:
+    with running_server(tmp_path) as server:
+        httpx.post(server.url + "/api/v1/load", json={"model_name": DEFAULT},
+                   timeout=60).raise_for_status()
+        child = pid_of(server, DEFAULT)
+        server.process.send_signal(signal.SIGTERM)
+        assert server.process.wait(timeout=15) == 0
+    assert gone(child, within=1)

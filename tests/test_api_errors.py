@@ -1,0 +1,69 @@
+"""Bad input gets an OpenAI-shaped JSON error with the right status, never a traceback."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from lemoncore import Settings, create_app
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+async def client(tmp_path: Path, anyio_backend: str) -> AsyncIterator[httpx.AsyncClient]:
+    app = create_app(Settings(cache_dir=tmp_path))
+    async with app.router.lifespan_context(app), httpx.AsyncClient(
+            transport=httpx.ASGITransport(app), base_url="http://lemon") as c:
+        yield c
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body", "status", "needle"),
+    [
+        ("POST", "/v1/chat/completions", b"{not json", 400, "not valid JSON"),
+        ("POST", "/v1/chat/completions", b"[1, 2]", 400, "JSON object"),
+        ("POST", "/v1/chat/completions", b'{"messages": []}', 400, "'model'"),
+        ("POST", "/api/v1/chat/completions", b'{"model": "nope", "messages": []}', 404,
+         "not found"),
+        ("POST", "/v1/chat/completions", b'{"model": "smollm2"}', 400, "'messages'"),
+        ("POST", "/v1/embeddings", b'{"model": "smollm2", "input": "x"}', 400,
+         "does not serve embeddings"),
+        ("POST", "/v1/completions", b'{"model": 3, "prompt": "x"}', 400, "'model'"),
+        ("GET", "/v1/chat/completions", None, 405, "not allowed"),
+        ("GET", "/v1/nothing-here", None, 404, "no route"),
+        ("POST", "/api/v1/unload", b'{"model_name": "smollm2"}', 404, "not loaded"),
+        ("POST", "/api/v1/load", b'{"model_name": "smollm2", "pinned": "yes"}', 400,
+         "'pinned'"),
+        ("POST", "/api/v1/load", b"{}", 400, "model_name"),
+        ("POST", "/api/v1/pull", b'{"model_name": "unknown-model"}', 404, "not registered"),
+        ("POST", "/api/v1/pull", b'{"model_name": "m", "checkpoint": "x/y:z.gguf", '
+                                 b'"recipe": "nope"}', 400, "unknown recipe"),
+        ("POST", "/api/v1/pull", b'{"model_name": "m", "checkpoint": "no-colon", '
+                                 b'"recipe": "llamacpp"}', 400, "checkpoint"),
+        ("POST", "/api/v1/delete", b'{"model_name": "unknown-model"}', 422, "not found"),
+    ],
+)
+async def test_errors_are_openai_shaped(
+    client: httpx.AsyncClient, method: str, path: str, body: bytes | None, status: int,
+    needle: str,
+) -> None:
+    response = await client.request(method, path, content=body)
+    assert response.status_code == status, response.text
+    error = response.json()["error"]
+    assert needle in error["message"]
+    assert error["type"]
+    assert "Traceback" not in response.text
+
+
+async def test_reserved_llama_server_flags_are_refused_before_launch(
+    client: httpx.AsyncClient,
+) -> None:
+    response = await client.post("/api/v1/load", json={
+        "model_name": "smollm2", "llamacpp_args": "--threads 1 --port=9"})
+    assert response.status_code == 400
+    assert "--port" in response.json()["error"]["message"]
+    assert (await client.get("/api/v1/health")).json()["all_models_loaded"] == []
