@@ -11,13 +11,16 @@ import structlog
 def configure_logging(fmt: str = "console", level: str = "info") -> None:
     renderer: structlog.types.Processor = (
         structlog.processors.JSONRenderer() if fmt == "json"
-        else structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())
+        # Plain tracebacks: rich's would print local variables, which can hold secrets.
+        else structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty(),
+                                           exception_formatter=structlog.dev.plain_traceback)
     )
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
+            *([structlog.processors.format_exc_info] if fmt == "json" else []),
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(

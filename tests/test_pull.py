@@ -1,0 +1,122 @@
+"""Pulling models from a Hugging Face endpoint (HF_ENDPOINT) and from local paths.
+
+The machines are offline, so the hub is a local HTTP server speaking the two requests
+``huggingface_hub`` makes for a file: HEAD and GET on ``/{repo}/resolve/{rev}/{file}``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import httpx
+import pytest
+
+from lemoncore.testing import ServerProcess, running_server
+
+BLOB = b"GGUF" + bytes(range(256)) * 12_000  # about 3 MB
+
+
+class FakeHub(BaseHTTPRequestHandler):
+    def _head(self) -> bool:
+        if self.path != "/owner/tiny-GGUF/resolve/main/tiny.gguf":
+            self.send_error(404)
+            return False
+        self.send_response(200)
+        self.send_header("X-Repo-Commit", "c" * 40)
+        self.send_header("ETag", f'"{hashlib.sha256(BLOB).hexdigest()}"')
+        self.send_header("Content-Length", str(len(BLOB)))
+        self.end_headers()
+        return True
+
+    def do_HEAD(self) -> None:
+        self._head()
+
+    def do_GET(self) -> None:
+        if self._head():
+            self.wfile.write(BLOB)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def hub() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), FakeHub)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture
+def server(tmp_path: Path, hub: str) -> Iterator[ServerProcess]:
+    env = {"HF_ENDPOINT": hub, "HF_HOME": str(tmp_path / "hf")}
+    with running_server(tmp_path / "lemon", env) as s:
+        yield s
+
+
+def events(response: httpx.Response) -> list[tuple[str, dict[str, object]]]:
+    out, event = [], ""
+    for line in response.iter_lines():
+        if line.startswith("event: "):
+            event = line[7:]
+        elif line.startswith("data: "):
+            out.append((event, json.loads(line[6:])))
+    return out
+
+
+def models(server: ServerProcess, show_all: bool = False) -> dict[str, dict[str, object]]:
+    params = {"show_all": "true"} if show_all else {}
+    data = httpx.get(server.api + "/models", params=params).json()["data"]
+    return {m["id"]: m for m in data}
+
+
+def test_pull_streams_progress_into_the_hf_cache_and_delete_removes_it(
+    server: ServerProcess, tmp_path: Path
+) -> None:
+    body = {"model_name": "tiny", "checkpoint": "owner/tiny-GGUF:tiny.gguf",
+            "recipe": "llamacpp", "stream": True}
+    with httpx.stream("POST", server.url + "/api/v1/pull", json=body, timeout=60) as r:
+        assert r.status_code == 200
+        seen = events(r)
+    assert seen[-1][0] == "complete"
+    path = Path(str(seen[-1][1]["path"]))
+    assert path.read_bytes() == BLOB
+    assert path.is_relative_to(tmp_path / "hf" / "hub" / "models--owner--tiny-GGUF")
+    assert models(server)["tiny"]["downloaded"] is True
+    deleted = httpx.post(server.url + "/api/v1/delete", json={"model_name": "tiny"})
+    assert deleted.status_code == 200
+    assert not path.exists()
+    assert "tiny" not in models(server, show_all=True)
+
+
+def test_pull_of_a_missing_file_reports_an_error(server: ServerProcess) -> None:
+    body = {"model_name": "ghost", "checkpoint": "owner/tiny-GGUF:ghost.gguf",
+            "recipe": "llamacpp"}
+    response = httpx.post(server.url + "/api/v1/pull", json=body, timeout=60)
+    assert response.status_code == 502
+    assert "ghost.gguf" in response.json()["error"]["message"]
+
+
+def test_pull_registers_a_local_file(server: ServerProcess, tmp_path: Path) -> None:
+    local = tmp_path / "local.gguf"
+    local.write_bytes(BLOB)
+    response = httpx.post(server.url + "/api/v1/pull", json={
+        "model_name": "local", "checkpoint": str(local), "recipe": "llamacpp"})
+    assert response.status_code == 200
+    assert models(server)["local"]["checkpoint"] == str(local)
+
+
+def test_offline_pull_fails_with_a_clear_message(tmp_path: Path, hub: str) -> None:
+    env = {"HF_ENDPOINT": hub, "HF_HOME": str(tmp_path / "hf"), "LEMON_OFFLINE": "1"}
+    with running_server(tmp_path / "lemon", env) as server:
+        response = httpx.post(server.url + "/api/v1/pull", json={
+            "model_name": "tiny", "checkpoint": "owner/tiny-GGUF:tiny.gguf",
+            "recipe": "llamacpp"})
+    assert response.status_code == 400
+    assert "offline" in response.json()["error"]["message"]
