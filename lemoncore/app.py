@@ -33,7 +33,8 @@ _ENDPOINTS = [
 
 
 def _routes() -> list[BaseRoute]:
-    routes: list[BaseRoute] = [Route("/live", manage.live, methods=["GET"])]
+    routes: list[BaseRoute] = [Route("/live", manage.live, methods=["GET"]),
+                               Route("/metrics", manage.metrics, methods=["GET"])]
     for prefix in API_PREFIXES:
         routes += [Route(prefix + path, fn, methods=methods) for path, fn, methods in _ENDPOINTS]
     return routes

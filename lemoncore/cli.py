@@ -169,6 +169,48 @@ def cmd_pull(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_explain(args: argparse.Namespace) -> int:
+    """Ask a running server what loading a model would do, without doing it."""
+    import httpx
+
+    options: dict[str, Any] = {}
+    for item in args.option:
+        key, _, value = item.partition("=")
+        try:
+            options[key] = json.loads(value)
+        except ValueError:
+            options[key] = value
+    url = args.server or f"http://127.0.0.1:{Settings().port}"
+    try:
+        response = httpx.post(f"{url}/api/v1/load", timeout=30,
+                              json={"model_name": args.model, "dry_run": True, **options})
+    except httpx.TransportError as exc:
+        print(f"no lemoncore server at {url} ({exc}); start one with 'lemon serve'",
+              file=sys.stderr)
+        return 1
+    plan = response.json()
+    if response.status_code != 200:
+        print(plan["error"]["message"], file=sys.stderr)
+        return 1
+
+    def text() -> None:
+        print(f"{plan['model_name']}: {plan['recipe']}:{plan['backend']} "
+              f"({plan['backend_state']}) on {plan['device']}"
+              f"{' (AMD GPU)' if plan['is_amd_gpu'] else ''}, policy {plan['slot_policy']}")
+        print(f"  options: {json.dumps(plan['options'])}")
+        if plan["already_loaded"]:
+            print("  already loaded with these options: nothing to do")
+        elif plan["refused"]:
+            print(f"  refused: {plan['refused']}")
+        for e in plan["evict"]:
+            print(f"  evicts {e['model_name']} [{e['kind']}]: {e['reason']}")
+        if not plan["evict"] and not plan["refused"] and not plan["already_loaded"]:
+            print("  evicts nothing")
+
+    _print(plan, args.json, text)
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="lemon", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
@@ -195,7 +237,13 @@ def parser() -> argparse.ArgumentParser:
     pull.add_argument("--checkpoint")
     pull.add_argument("--recipe", default="llamacpp")
     pull.set_defaults(func=cmd_pull)
-    for sp in (plugins, backends, models):
+    explain = sub.add_parser("explain", help="what loading MODEL would evict, and why")
+    explain.add_argument("model")
+    explain.add_argument("-o", "--option", action="append", default=[],
+                         help="a load option, e.g. -o backend=cpu -o ctx_size=8192")
+    explain.add_argument("--server", help="server URL (default: http://127.0.0.1:<port>)")
+    explain.set_defaults(func=cmd_explain)
+    for sp in (plugins, backends, models, explain):
         sp.add_argument("--json", action="store_true")
     return p
 

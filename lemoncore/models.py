@@ -70,22 +70,22 @@ class ModelStore:
                  offline: bool = False) -> None:
         self.catalogue = dict(catalogue)
         self.user_file = cache_dir / "user_models.json"
+        self.options_file = cache_dir / "model_options.json"
         self.offline = offline or os.environ.get("HF_HUB_OFFLINE", "") in {"1", "true", "ON"}
-        self._user = self._read_user()
-
-    def _read_user(self) -> dict[str, ModelInfo]:
-        try:
-            raw = json.loads(self.user_file.read_text())
-        except FileNotFoundError:
-            return {}
-        return {m["name"]: ModelInfo.model_validate(m) for m in raw}
+        self._user = {m["name"]: ModelInfo.model_validate(m)
+                      for m in _read_json(self.user_file, [])}
+        self._saved: dict[str, dict[str, Any]] = _read_json(self.options_file, {})
 
     def _write_user(self) -> None:
-        self.user_file.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.user_file.with_suffix(".tmp")
-        tmp.write_text(json.dumps([m.model_dump(mode="json") for m in self._user.values()],
-                                  indent=2))
-        tmp.replace(self.user_file)
+        _write_json(self.user_file, [m.model_dump(mode="json") for m in self._user.values()])
+
+    def saved_options(self, name: str) -> dict[str, Any]:
+        """Options saved for a model with ``/load {"save_options": true}``."""
+        return self._saved.get(name, {})
+
+    def save_options(self, name: str, options: Mapping[str, Any]) -> None:
+        self._saved[name] = {**self._saved.get(name, {}), **options}
+        _write_json(self.options_file, self._saved)
 
     def all(self) -> dict[str, ModelInfo]:
         return {**self.catalogue, **self._user}
@@ -160,6 +160,21 @@ class ModelStore:
                              status=422)
         if self._user.pop(model.name, None) is not None:
             self._write_user()
+
+
+def _read_json(path: Path, default: Any) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        return default
+
+
+def _write_json(path: Path, data: Any) -> None:
+    """Write atomically: a crash leaves the old file or the new one, never half of one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=2))
+    tmp.replace(path)
 
 
 async def _report(progress: Progress, done: threading.Event,

@@ -2,6 +2,18 @@
 
 The router gathers the loaded servers and the incoming load, calls :func:`decide`, and
 executes the answer; it never makes an eviction choice of its own.
+
+Rules, in order:
+
+1. Exclusivity. ``exclusive_gpu``: loading it evicts every server on an AMD GPU, and
+   loading any AMD-GPU server evicts it; CPU servers and other vendors' GPUs coexist.
+   ``exclusive_npu``: the same for NPU servers. ``coexist_by_type``: one such server per
+   model type (a new one replaces the old).
+2. Capacity. Every policy but ``unmetered`` and ``coexist_by_type`` counts toward
+   ``max_loaded`` servers per model type; when full, the least recently used idle server
+   goes first, busy ones after (the router waits for them to drain; it never kills them).
+3. ``unmetered`` servers are never evicted; pinned servers are never evicted, and a load
+   that needs a pinned server gone is refused.
 """
 
 from __future__ import annotations
@@ -10,6 +22,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from lemoncore.recipes import Device, ModelType, SlotPolicy
+
+_UNCOUNTED = {SlotPolicy.UNMETERED, SlotPolicy.COEXIST_BY_TYPE}
 
 
 @dataclass(frozen=True)
@@ -37,7 +51,10 @@ class Incoming:
 
 @dataclass(frozen=True)
 class Eviction:
+    """``kind`` is a stable label (metrics); ``reason`` is a sentence for people."""
+
     name: str
+    kind: str
     reason: str
 
 
@@ -49,27 +66,53 @@ class Decision:
     refused: str | None = None
 
 
-def decide(residents: Sequence[Resident], incoming: Incoming, max_loaded: int) -> Decision:
-    """Make room for ``incoming`` among ``residents``.
+def conflict(resident: Resident, incoming: Incoming) -> Eviction | None:
+    """Why ``resident`` cannot stay beside ``incoming``, if it cannot."""
+    r, i = resident, incoming
+    if r.policy is SlotPolicy.UNMETERED or i.policy is SlotPolicy.UNMETERED:
+        return None
+    if i.policy is SlotPolicy.EXCLUSIVE_GPU and r.is_amd_gpu:
+        return Eviction(r.name, "exclusive_gpu",
+                        f"{i.name} needs the AMD GPU to itself and {r.name} is on it")
+    if r.policy is SlotPolicy.EXCLUSIVE_GPU and i.is_amd_gpu:
+        return Eviction(r.name, "exclusive_gpu",
+                        f"{r.name} holds the AMD GPU exclusively and {i.name} needs it")
+    if i.policy is SlotPolicy.EXCLUSIVE_NPU and r.device is Device.NPU:
+        return Eviction(r.name, "exclusive_npu",
+                        f"{i.name} needs the NPU to itself and {r.name} is on it")
+    if r.policy is SlotPolicy.EXCLUSIVE_NPU and i.device is Device.NPU:
+        return Eviction(r.name, "exclusive_npu",
+                        f"{r.name} holds the NPU exclusively and {i.name} needs it")
+    if (i.policy is SlotPolicy.COEXIST_BY_TYPE and r.policy is SlotPolicy.COEXIST_BY_TYPE
+            and r.model_type is i.model_type):
+        return Eviction(r.name, "coexist_by_type",
+                        f"{i.name} allows one {i.model_type.value} server of its kind and "
+                        f"{r.name} is one")
+    return None
 
-    ``max_loaded`` is the per-model-type slot count (``-1`` = unlimited). Pinned and
-    unmetered servers are never chosen; idle servers go before busy ones (the router waits
-    for a busy server to drain, it never kills it), least recently used first.
-    """
+
+def decide(residents: Sequence[Resident], incoming: Incoming, max_loaded: int) -> Decision:
+    """Make room for ``incoming`` among ``residents`` (``max_loaded`` -1 = unlimited)."""
     others = [r for r in residents if r.name != incoming.name]
-    if incoming.policy is SlotPolicy.UNMETERED or max_loaded < 0:
-        return Decision()
-    pool = [r for r in others
-            if r.model_type is incoming.model_type and r.policy is not SlotPolicy.UNMETERED]
+    forced = [e for r in others if (e := conflict(r, incoming)) is not None]
+    pinned = {r.name for r in others if r.pinned}
+    blocked = [e for e in forced if e.name in pinned]
+    if blocked:
+        return Decision(refused="; ".join(
+            f"{e.reason}, but {e.name} is pinned" for e in blocked) + ": unpin or unload it")
+    evict = {e.name: e for e in forced}
+    if incoming.policy in _UNCOUNTED or max_loaded < 0:
+        return Decision(evict=tuple(evict.values()))
+    pool = [r for r in others if r.name not in evict and r.policy not in _UNCOUNTED
+            and r.model_type is incoming.model_type]
     excess = len(pool) + 1 - max_loaded
-    if excess <= 0:
-        return Decision()
     candidates = sorted((r for r in pool if not r.pinned), key=lambda r: (r.busy, r.last_used))
-    if len(candidates) < excess:
+    if excess > len(candidates):
         return Decision(refused=(
             f"all {len(pool)} {incoming.model_type.value} slots hold pinned models; unload or "
             f"unpin one, or raise max_loaded_models (now {max_loaded})"))
-    return Decision(evict=tuple(
-        Eviction(r.name, f"lru: {incoming.model_type.value} slots full "
-                         f"({len(pool)}/{max_loaded}), least recently used")
-        for r in candidates[:excess]))
+    for r in candidates[:max(excess, 0)]:
+        evict[r.name] = Eviction(r.name, "lru", (
+            f"{incoming.model_type.value} slots are full ({len(pool)}/{max_loaded}) and "
+            f"{r.name} is the least recently used{' (busy: waits for it)' if r.busy else ''}"))
+    return Decision(evict=tuple(evict.values()))

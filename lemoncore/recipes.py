@@ -65,6 +65,8 @@ class ModelType(StrEnum):
     LLM = "llm"
     EMBEDDING = "embedding"
     RERANKING = "reranking"
+    TRANSCRIPTION = "transcription"
+    IMAGE = "image"
 
 
 class _Frozen(BaseModel):
@@ -152,8 +154,14 @@ class ModelInfo(_Frozen):
 
     @property
     def model_type(self) -> ModelType:
-        if "embeddings" in self.labels or "embedding" in self.labels:
-            return ModelType.EMBEDDING
-        if "reranking" in self.labels:
-            return ModelType.RERANKING
+        """From labels: ``embeddings``, ``reranking``, ``transcription``, ``image``; else LLM."""
+        labels = set(self.labels)
+        for label, type_ in _TYPE_LABELS:
+            if label in labels:
+                return type_
         return ModelType.LLM
+
+
+_TYPE_LABELS = (("embeddings", ModelType.EMBEDDING), ("embedding", ModelType.EMBEDDING),
+                ("reranking", ModelType.RERANKING), ("transcription", ModelType.TRANSCRIPTION),
+                ("image", ModelType.IMAGE))

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import os
 import time
+from collections import Counter
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import TracebackType
 from typing import Any
 
@@ -21,16 +23,16 @@ import anyio
 import httpx
 import structlog
 
-from lemoncore.backends import Backends
+from lemoncore.backends import Backends, BackendStatus
 from lemoncore.hosts import HostInfo
 from lemoncore.launch import LaunchContext
 from lemoncore.models import ModelError, ModelStore
 from lemoncore.options import resolve_options
 from lemoncore.plugins import PluginHost
-from lemoncore.policy import Incoming, Resident, decide
+from lemoncore.policy import Decision, Eviction, Incoming, Resident, decide
 from lemoncore.recipes import Backend, Device, ModelInfo, Recipe, SlotPolicy
 from lemoncore.settings import Settings
-from lemoncore.supervisor import BackendProcess, free_port
+from lemoncore.supervisor import BackendProcess, StartError, free_port
 
 log = structlog.get_logger("lemoncore.router")
 
@@ -39,12 +41,39 @@ BACKEND_HOST = "127.0.0.1"
 BACKEND_TIMEOUT = httpx.Timeout(connect=10.0, read=None, write=60.0, pool=None)
 
 
+EVICTION_KINDS = ("lru", "exclusive_gpu", "exclusive_npu", "coexist_by_type", "reload",
+                  "load_failure", "unload")
+
+
 class RouterError(Exception):
     """A load or lookup failed; carries the HTTP status and OpenAI error type."""
 
     def __init__(self, message: str, status: int, type_: str, code: str | None = None):
         super().__init__(message)
         self.status, self.type, self.code = status, type_, code
+
+
+@dataclass(frozen=True)
+class LoadPlan:
+    """A load decided but not executed: resolved options, backend, hook answers, evictions."""
+
+    model: ModelInfo
+    recipe: Recipe
+    backend: BackendStatus
+    options: dict[str, Any]
+    device: Device
+    is_amd_gpu: bool
+    policy: SlotPolicy
+    decision: Decision
+
+    def explain(self) -> dict[str, Any]:
+        return {"model_name": self.model.name, "recipe": self.recipe.name,
+                "backend": self.backend.backend.name,
+                "backend_state": self.backend.state.value, "device": self.device.value,
+                "is_amd_gpu": self.is_amd_gpu, "slot_policy": self.policy.value,
+                "options": self.options, "refused": self.decision.refused,
+                "evict": [{"model_name": e.name, "kind": e.kind, "reason": e.reason}
+                          for e in self.decision.evict]}
 
 
 @dataclass
@@ -88,6 +117,8 @@ class Router:
         self.settings, self.plugins, self.backends = settings, plugins, backends
         self.models, self.host = models, host
         self.servers: dict[str, LoadedServer] = {}
+        self.evictions: Counter[str] = Counter({k: 0 for k in EVICTION_KINDS})
+        self.loads = 0
         self._lock = anyio.Lock()
         self._tg: anyio.abc.TaskGroup | None = None
 
@@ -138,29 +169,14 @@ class Router:
             if server.in_flight == 0:
                 server.drained.set()
 
-    async def load(self, name: str, request: Mapping[str, Any] | None = None,
-                   pinned: bool | None = None, explicit: bool = True) -> LoadedServer:
+    def plan(self, name: str, request: Mapping[str, Any] | None = None) -> LoadPlan:
+        """Everything a load of ``name`` would do, decided now, changing nothing."""
         model = self.model(name)
-        async with self._lock:
-            recipe = self.plugins.registry.recipes[model.recipe]
-            options = resolve_options(recipe.option_defaults,
-                                      self.settings.recipes.get(recipe.name, {}),
-                                      model.recipe_options, request or {})
-            options.pop("pinned", None)
-            current = self.loaded(model.name)
-            if current is not None and not (explicit and current.options != options):
-                if pinned is not None:
-                    current.pinned = pinned
-                current.last_used = time.monotonic()
-                return current
-            if current is not None:
-                await self._evict(current, "reload with new options")
-            server = await self._start(model, recipe, options, bool(pinned))
-            self.servers[model.name] = server
-            return server
-
-    async def _start(self, model: ModelInfo, recipe: Recipe, options: dict[str, Any],
-                     pinned: bool) -> LoadedServer:
+        recipe = self.plugins.registry.recipes[model.recipe]
+        options = resolve_options(recipe.option_defaults,
+                                  self.settings.recipes.get(recipe.name, {}),
+                                  model.recipe_options, self.models.saved_options(model.name),
+                                  request or {})
         status = self.backends.select(recipe, options.get("backend"))
         backend = status.backend
         device = self.plugins.effective_device(recipe, backend, options, self.host)
@@ -169,34 +185,76 @@ class Router:
         incoming = Incoming(model.name, model.model_type, device, is_amd, policy)
         decision = decide([s.resident() for s in self.servers.values()], incoming,
                           self.settings.max_loaded_models)
-        if decision.refused:
-            raise RouterError(f"cannot load {model.name!r}: {decision.refused}", 409,
-                              "slots_pinned_error", "slots_pinned")
-        status = await self.backends.ensure_installed(status)
-        assert status.install_dir is not None
+        return LoadPlan(model, recipe, status, options, device, is_amd, policy, decision)
+
+    async def load(self, name: str, request: Mapping[str, Any] | None = None,
+                   pinned: bool | None = None, explicit: bool = True) -> LoadedServer:
+        """Load ``name`` (or return it when loaded); an explicit load with new options
+        reloads it."""
+        self.model(name)  # an unknown name fails now, without waiting for other loads
+        async with self._lock:
+            plan = self.plan(name, request)
+            current = self.loaded(plan.model.name)
+            if current is not None and not (explicit and current.options != plan.options):
+                if pinned is not None:
+                    current.pinned = pinned
+                current.last_used = time.monotonic()
+                return current
+            if plan.decision.refused:
+                raise RouterError(f"cannot load {plan.model.name!r}: {plan.decision.refused}",
+                                  409, "slots_pinned_error", "slots_pinned")
+            if current is not None:
+                await self._evict(current, Eviction(current.model.name, "reload",
+                                                    "reload with new options"))
+            server = await self._execute(plan, bool(pinned))
+            self.servers[plan.model.name] = server
+            self.loads += 1
+            return server
+
+    async def _execute(self, plan: LoadPlan, pinned: bool) -> LoadedServer:
+        status = await self.backends.ensure_installed(plan.backend)
         try:
-            model_path = await self.models.pull(model)
+            model_path = await self.models.pull(plan.model)
         except ModelError as exc:
             raise RouterError(str(exc), exc.status, "model_load_error") from exc
-        for eviction in decision.evict:
-            await self._evict(self.servers[eviction.name], eviction.reason)
+        for eviction in plan.decision.evict:
+            if (victim := self.servers.get(eviction.name)) is not None:
+                await self._evict(victim, eviction)
+        try:
+            return await self._spawn(plan, status.install_dir, model_path, pinned)
+        except StartError as exc:
+            others = [s for s in self.servers.values() if not s.pinned]
+            if not exc.retryable or not others:
+                raise
+            log.warning("load failed; evicting every other model and retrying once",
+                        model=plan.model.name, error=str(exc).splitlines()[0])
+            for other in others:
+                await self._evict(other, Eviction(
+                    other.model.name, "load_failure",
+                    f"loading {plan.model.name} failed; freeing memory to retry"))
+            return await self._spawn(plan, status.install_dir, model_path, pinned)
+
+    async def _spawn(self, plan: LoadPlan, install_dir: Path | None, model_path: Path,
+                     pinned: bool) -> LoadedServer:
+        assert install_dir is not None and self._tg is not None
+        model, recipe, backend = plan.model, plan.recipe, plan.backend.backend
         port = free_port(BACKEND_HOST)
-        context = LaunchContext(model_path, options, status.install_dir, BACKEND_HOST, port,
+        context = LaunchContext(model_path, plan.options, install_dir, BACKEND_HOST, port,
                                 os.getpid())
         spec = self.plugins.launch_spec(recipe, backend, model, context)
         if spec is None:
             raise RouterError(f"no plugin launches {recipe.name}:{backend.name}", 500,
                               "server_error", "no_launcher")
         process = BackendProcess(model.name, spec, BACKEND_HOST, port)
-        assert self._tg is not None
         started = time.monotonic()
         await process.start(self._tg, self.settings.load_timeout)
         log.info("model loaded", model=model.name, backend=f"{recipe.name}:{backend.name}",
-                 device=device.value, seconds=round(time.monotonic() - started, 3))
-        server = LoadedServer(model, recipe, backend, options, device, is_amd, policy, process,
+                 device=plan.device.value, amd_gpu=plan.is_amd_gpu, policy=plan.policy.value,
+                 seconds=round(time.monotonic() - started, 3))
+        server = LoadedServer(model, recipe, backend, plan.options, plan.device,
+                              plan.is_amd_gpu, plan.policy, process,
                               httpx.AsyncClient(base_url=process.base_url,
-                                                timeout=BACKEND_TIMEOUT),
-                              pinned)
+                                                timeout=BACKEND_TIMEOUT), pinned)
         server.drained.set()
         process.on_exit(lambda p: self._forget_if_crashed(server))
         return server
@@ -204,17 +262,20 @@ class Router:
     def _forget_if_crashed(self, server: LoadedServer) -> None:
         if server.process.crashed and self.servers.get(server.model.name) is server:
             del self.servers[server.model.name]
+            assert self._tg is not None
+            self._tg.start_soon(server.client.aclose)
             log.warning("model unloaded: backend crashed; the next request reloads it",
                         model=server.model.name, code=server.process.returncode)
 
     # Unloading -------------------------------------------------------------------------
 
-    async def _evict(self, server: LoadedServer, reason: str,
+    async def _evict(self, server: LoadedServer, why: Eviction,
                      drain_timeout: float | None = None) -> None:
         """Remove from service, wait for in-flight requests to finish, then stop."""
         if self.servers.get(server.model.name) is server:
             del self.servers[server.model.name]
-        log.info("evicting", model=server.model.name, reason=reason,
+        self.evictions[why.kind] += 1
+        log.info("evicting", model=server.model.name, kind=why.kind, reason=why.reason,
                  in_flight=server.in_flight)
         with anyio.move_on_after(drain_timeout):
             await server.drained.wait()
@@ -228,12 +289,13 @@ class Router:
             raise RouterError(f"model not loaded: {name}", 404, "invalid_request_error",
                               "model_not_loaded")
         async with self._lock:
-            await self._evict(server, "unload requested")
+            await self._evict(server, Eviction(server.model.name, "unload", "unload requested"))
 
     async def unload_all(self, drain_timeout: float | None = None) -> None:
         async with self._lock, anyio.create_task_group() as tg:
             for server in list(self.servers.values()):
-                tg.start_soon(self._evict, server, "unload all", drain_timeout)
+                tg.start_soon(self._evict, server,
+                              Eviction(server.model.name, "unload", "unload all"), drain_timeout)
 
     async def recover(self, server: LoadedServer) -> bool:
         """After a transport error: True when the backend died (so a retry reloads it)."""

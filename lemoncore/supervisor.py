@@ -34,7 +34,19 @@ _libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True) if sys.platfo
 
 
 class StartError(Exception):
-    """A backend did not become ready; the message carries its last log lines."""
+    """A backend did not become ready; the message carries its last log lines.
+
+    ``retryable`` is false when the output says the input was wrong (a missing file, an
+    unknown argument): freeing memory and trying again cannot help then.
+    """
+
+    _HOPELESS = ("no such file", "not found", "does not exist", "invalid argument",
+                 "unknown argument", "error: invalid")
+
+    @property
+    def retryable(self) -> bool:
+        text = str(self).lower()
+        return not any(marker in text for marker in self._HOPELESS)
 
 
 def free_port(host: str = "127.0.0.1") -> int:

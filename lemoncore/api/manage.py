@@ -19,7 +19,7 @@ from lemoncore.models import ModelError, Progress
 from lemoncore.proxy import SSE_HEADERS
 from lemoncore.recipes import ModelInfo, ModelType
 
-LOAD_CONTROL_FIELDS = {"model_name", "model", "pinned"}
+LOAD_CONTROL_FIELDS = {"model_name", "model", "pinned", "dry_run", "save_options"}
 
 
 async def live(request: Request) -> Response:
@@ -48,7 +48,15 @@ async def load(request: Request) -> Response:
     if pinned is not None and not isinstance(pinned, bool):
         raise ApiError("'pinned' must be true or false", param="pinned")
     options = {k: v for k, v in body.items() if k not in LOAD_CONTROL_FIELDS}
+    if body.get("dry_run"):
+        plan = core.router.plan(name, options)
+        loaded = core.router.loaded(name)
+        return JSONResponse({**plan.explain(), "dry_run": True,
+                             "already_loaded": loaded is not None
+                             and loaded.options == plan.options})
     server = await core.router.load(name, options, pinned)
+    if body.get("save_options") and options:
+        core.models.save_options(server.model.name, options)
     return JSONResponse({"status": "success", "model_name": server.model.name,
                          "checkpoint": server.model.checkpoint, "recipe": server.recipe.name,
                          "backend": server.backend.name, "device": server.device.value,
@@ -133,6 +141,22 @@ async def delete(request: Request) -> Response:
         await core.router.unload(name)
     core.models.delete(model)
     return JSONResponse({"status": "success", "message": f"deleted {model.name}"})
+
+
+async def metrics(request: Request) -> Response:
+    """Prometheus text exposition."""
+    core: Core = request.app.state.core
+    router = core.router
+    lines = ["# HELP lemon_evictions_total Servers stopped by the router, by reason.",
+             "# TYPE lemon_evictions_total counter"]
+    lines += [f'lemon_evictions_total{{reason="{kind}"}} {count}'
+              for kind, count in sorted(router.evictions.items())]
+    lines += ["# HELP lemon_loads_total Backend servers started.",
+              "# TYPE lemon_loads_total counter", f"lemon_loads_total {router.loads}",
+              "# HELP lemon_loaded_models Backend servers running now.",
+              "# TYPE lemon_loaded_models gauge", f"lemon_loaded_models {len(router.servers)}"]
+    return Response("\n".join(lines) + "\n",
+                    media_type="text/plain; version=0.0.4; charset=utf-8")
 
 
 def system_info_data(core: Core) -> dict[str, Any]:

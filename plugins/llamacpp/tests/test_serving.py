@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -220,3 +222,17 @@ def test_sigterm_stops_every_child(tmp_path: Path) -> None:
         server.process.send_signal(signal.SIGTERM)
         assert server.process.wait(timeout=15) == 0
     assert gone(child, within=1)
+
+
+def test_explain_names_the_eviction_and_changes_nothing(server: ServerProcess,
+                                                        client: openai.OpenAI,
+                                                        empty: None) -> None:
+    for name in ("m1", "m2"):
+        client.chat.completions.create(model=name, messages=MESSAGES, max_tokens=2)
+    result = subprocess.run([sys.executable, "-m", "lemoncore.cli", "explain", "m3",
+                             "--server", server.url], capture_output=True, text=True,
+                            check=True)
+    assert "m3: llamacpp:pypi (installed) on cpu, policy standard" in result.stdout
+    assert "evicts m1 [lru]" in result.stdout
+    assert "least recently used" in result.stdout
+    assert set(loaded(server)) == {"m1", "m2"}
