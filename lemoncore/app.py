@@ -28,6 +28,8 @@ _ENDPOINTS = [
     ("/unload", manage.unload, ["POST"]),
     ("/pull", manage.pull, ["POST"]),
     ("/delete", manage.delete, ["POST"]),
+    ("/install", manage.install, ["POST"]),
+    ("/uninstall", manage.uninstall, ["POST"]),
     ("/system-info", manage.system_info, ["GET"]),
 ]
 

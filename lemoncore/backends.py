@@ -1,18 +1,42 @@
-"""Backend state (installed, installable, ...), backend selection and installation."""
+"""Backend state (installed, installable, ...), backend selection, install and uninstall.
+
+States: ``unsupported`` (no support row matches this machine), ``action_required`` (the
+user must do something: the message and ``action`` say what), ``installable``,
+``update_required`` (installed, but not what the lock pins now) and ``installed``.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import os
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 from lemoncore.hosts import HostInfo
-from lemoncore.install import install_plan, installed_version
+from lemoncore.install import (
+    InstallError,
+    ProgressCallback,
+    install_plan,
+    installed_record,
+    record_of,
+    recover,
+    uninstall,
+)
 from lemoncore.launch import InstallPlan
+from lemoncore.lock import Lock, platform_key
 from lemoncore.plugins import PluginHost
 from lemoncore.recipes import Backend, Recipe
+from lemoncore.rocm import (
+    RocmUnavailable,
+    RuntimeDecision,
+    has_hip_runtime,
+    probe_system_rocm,
+    resolve_rocm,
+)
+from lemoncore.settings import Settings
+
+THEROCK = "runtime:therock"
 
 
 class BackendState(StrEnum):
@@ -42,6 +66,10 @@ class BackendStatus:
     install_dir: Path | None = None
     plan: InstallPlan | None = None
 
+    @property
+    def name(self) -> str:
+        return f"{self.recipe}:{self.backend.name}"
+
     def as_dict(self) -> dict[str, Any]:
         b = self.backend
         return {"state": self.state.value, "message": self.message, "action": self.action,
@@ -54,45 +82,79 @@ class BackendStatus:
 
 
 class Backends:
-    """Answers "is this backend usable here, and where is it?" and installs it."""
+    """Answers "is this backend usable here, and where is it?"; installs and removes it."""
 
-    def __init__(self, plugins: PluginHost, host: HostInfo, cache_dir: Path,
-                 config: dict[str, dict[str, Any]], offline: bool) -> None:
-        self.plugins, self.host, self.config, self.offline = plugins, host, config, offline
-        self.bin_dir, self.downloads = cache_dir / "bin", cache_dir / "downloads"
+    def __init__(self, plugins: PluginHost, host: HostInfo, settings: Settings,
+                 lock: Lock) -> None:
+        self.plugins, self.host, self.lock = plugins, host, lock
+        self.config, self.offline = settings.recipes, settings.offline
+        self.allow_unverified = set(settings.unverified_allowed)
+        self.bin_dir = settings.cache_dir / "bin"
+        self.downloads = settings.cache_dir / "downloads"
+        self.rocm_record = settings.cache_dir / "runtime" / "rocm.json"
+        self.platform = platform_key(host.os)
+
+    def lookup(self, name: str) -> tuple[Recipe, Backend]:
+        """``recipe:backend`` to its recipe and backend, or a 404 naming the choices."""
+        recipe_name, _, backend_name = name.partition(":")
+        recipe = self.plugins.registry.recipes.get(recipe_name)
+        backend = recipe.backend(backend_name) if recipe else None
+        if recipe is None or backend is None:
+            known = [f"{r.name}:{b.name}" for r in self.plugins.registry.recipes.values()
+                     for b in r.backends]
+            raise BackendError(f"unknown backend {name!r}; known: {', '.join(known)}", 404)
+        return recipe, backend
+
+    def target(self, name: str) -> Path:
+        recipe, _, backend = name.partition(":")
+        return self.bin_dir / recipe / backend
+
+    # State ------------------------------------------------------------------------------
 
     def status(self, recipe: Recipe, backend: Backend) -> BackendStatus:
         if not any(self.host.supports(row) for row in backend.support):
-            needs = "; ".join(f"{'/'.join(sorted(r.os))} with "
-                              f"{' or '.join(sorted(k.value for k in r.devices))}"
-                              for r in backend.support)
+            needs = "; ".join(f"{'/'.join(sorted(r.os))} with " + " or ".join(
+                sorted(f"{k.value}{'(' + ','.join(sorted(f)) + ')' if f else ''}"
+                       for k, f in r.devices.items())) for r in backend.support)
             return BackendStatus(recipe.name, backend, BackendState.UNSUPPORTED,
                                  f"not supported on this machine; needs {needs}")
+        pin = self.lock.backend_pin(recipe.name, backend.name, self.platform)
         plan = self.plugins.install_plan(recipe, backend, self.host,
-                                         self.config.get(recipe.name, {}))
+                                         self.config.get(recipe.name, {}), pin)
         if plan is None:
             return BackendStatus(recipe.name, backend, BackendState.ACTION_REQUIRED,
                                  "no installed plugin knows how to provide this backend")
         status = BackendStatus(recipe.name, backend, BackendState.INSTALLED, plan.message,
                                plan.action or "", plan.version, plan.location, plan)
-        if plan.location is not None:
-            return status
-        if any(not a.sha256 for a in plan.artifacts):
+        if plan.location is None:
+            if plan.action or not plan.artifacts:
+                return replace(status, state=BackendState.ACTION_REQUIRED)
+            status = self._artifact_status(status, plan)
+        if status.state is BackendState.INSTALLED and plan.runtime == "rocm" \
+                and self.rocm_decision() is None:
+            return replace(status, state=BackendState.INSTALLABLE,
+                           message="its ROCm runtime has not been chosen yet",
+                           action=f"lemon backends install {status.name}")
+        return status
+
+    def _artifact_status(self, status: BackendStatus, plan: InstallPlan) -> BackendStatus:
+        install = f"lemon backends install {status.name}"
+        if any(not a.sha256 for a in plan.artifacts) and status.name not in \
+                self.allow_unverified:
             return replace(status, state=BackendState.ACTION_REQUIRED,
-                           message="no pinned SHA-256 for its download; lemoncore refuses "
-                                   "unverified installs")
-        if plan.action or not plan.artifacts:
-            return replace(status, state=BackendState.ACTION_REQUIRED)
-        target = self.bin_dir / recipe.name / backend.name
-        found = installed_version(target)
-        if found == plan.version:
+                           message="no pinned SHA-256 for its download, and lemoncore does "
+                                   "not install unverified files",
+                           action=f"pin its SHA-256 in a lock file (setting lock_files), or "
+                                  f"accept the risk: LEMON_ALLOW_UNVERIFIED={status.name}")
+        target = self.target(status.name)
+        recover(target)
+        found = installed_record(target)
+        if found == record_of(plan):
             return replace(status, install_dir=target)
         if found is None:
-            return replace(status, state=BackendState.INSTALLABLE,
-                            action=f"lemon backends install {recipe.name}:{backend.name}")
-        return replace(status, state=BackendState.UPDATE_REQUIRED,
-                        message=f"installed {found}, pinned {plan.version}",
-                        action=f"lemon backends install {recipe.name}:{backend.name}")
+            return replace(status, state=BackendState.INSTALLABLE, action=install)
+        return replace(status, state=BackendState.UPDATE_REQUIRED, action=install,
+                       message=f"installed {found.get('version')}, pinned {plan.version}")
 
     def statuses(self, recipe: Recipe) -> list[BackendStatus]:
         return [self.status(recipe, b) for b in recipe.backends]
@@ -113,21 +175,87 @@ class Backends:
         rank = [BackendState.INSTALLED, BackendState.INSTALLABLE, BackendState.UPDATE_REQUIRED]
         return min(usable, key=lambda s: rank.index(s.state) if s.state in rank else len(rank))
 
+    # Install / uninstall -----------------------------------------------------------------
+
     async def ensure_installed(self, status: BackendStatus,
-                               on_progress: Callable[[int, int], None] | None = None
-                               ) -> BackendStatus:
-        """Install the backend when that is possible without a user's action."""
-        name = f"{status.recipe}:{status.backend.name}"
+                               on_progress: ProgressCallback | None = None) -> BackendStatus:
+        """Install the backend (and decide its runtime) when no user action is needed."""
         if status.state is BackendState.INSTALLED:
             return status
         if status.state not in {BackendState.INSTALLABLE, BackendState.UPDATE_REQUIRED}:
             fix = f" Fix: {status.action}" if status.action else ""
-            raise BackendError(f"backend {name} is {status.state.value}: {status.message}"
-                               f"{fix}", status=503)
-        if self.offline:
-            raise BackendError(f"backend {name} is not installed and lemoncore is offline; "
-                               f"install it with network access: {status.action}", status=503)
+            raise BackendError(f"backend {status.name} is {status.state.value}: "
+                               f"{status.message}.{fix}", status=503)
         assert status.plan is not None
-        target = self.bin_dir / status.recipe / status.backend.name
-        await install_plan(status.plan, target, self.downloads, on_progress)
-        return replace(status, state=BackendState.INSTALLED, install_dir=target)
+        install_dir = status.install_dir
+        if status.plan.location is None and install_dir is None:
+            self._check_online(status.name, status.action)
+            install_dir = self.target(status.name)
+            await install_plan(status.plan, install_dir, self.downloads, on_progress,
+                               allow_unverified=status.name in self.allow_unverified)
+        if status.plan.runtime == "rocm":
+            await self.decide_rocm(on_progress)
+        return replace(status, state=BackendState.INSTALLED,
+                       install_dir=install_dir or status.plan.location)
+
+    def uninstall(self, name: str) -> bool:
+        """Remove lemoncore's install of ``recipe:backend`` (or ``runtime:therock``)."""
+        removed = uninstall(self.target(name))
+        if name == THEROCK and (decision := self.rocm_decision()) and \
+                decision.source == "therock":
+            self.rocm_record.unlink(missing_ok=True)
+        return removed
+
+    def _check_online(self, name: str, action: str) -> None:
+        if self.offline:
+            raise BackendError(f"{name} is not installed and lemoncore is offline (setting "
+                               f"offline): install it with network access first: {action}",
+                               status=503)
+
+    # ROCm runtime ---------------------------------------------------------------------
+
+    def rocm_decision(self) -> RuntimeDecision | None:
+        """The recorded decision; launch uses only this."""
+        return RuntimeDecision.load(self.rocm_record)
+
+    def therock_status(self) -> tuple[BackendState, InstallPlan | None]:
+        pin = self.lock.runtime_pin("therock", self.platform)
+        if pin is None:
+            return BackendState.UNSUPPORTED, None
+        plan = InstallPlan(pin.version, pin.artifacts)
+        if any(not a.sha256 for a in pin.artifacts) and THEROCK not in self.allow_unverified:
+            return BackendState.ACTION_REQUIRED, plan
+        target = self.target(THEROCK)
+        if installed_record(target) == record_of(plan) and has_hip_runtime(target):
+            return BackendState.INSTALLED, plan
+        return BackendState.INSTALLABLE, plan
+
+    async def decide_rocm(self, on_progress: ProgressCallback | None = None) -> RuntimeDecision:
+        """Choose TheRock or a compatible system ROCm once, install TheRock if that is the
+        only way, and record the choice."""
+        state, plan = self.therock_status()
+        pinned = plan.version if plan else ""
+        therock = self.target(THEROCK) if state is BackendState.INSTALLED else None
+        system = probe_system_rocm(self.host.os, os.environ)
+        try:
+            decision = resolve_rocm(pinned, therock, system)
+        except RocmUnavailable as exc:
+            if state is not BackendState.INSTALLABLE or plan is None:
+                raise BackendError(str(exc), status=503) from exc
+            self._check_online(THEROCK, f"lemon backends install {THEROCK}")
+            await install_plan(plan, self.target(THEROCK), self.downloads, on_progress,
+                               allow_unverified=THEROCK in self.allow_unverified)
+            decision = resolve_rocm(pinned, self.target(THEROCK), system)
+        decision.save(self.rocm_record)
+        return decision
+
+    async def install_therock(self, on_progress: ProgressCallback | None = None) -> RuntimeDecision:
+        state, plan = self.therock_status()
+        if plan is None or state is BackendState.ACTION_REQUIRED:
+            raise InstallError(f"TheRock is not installable here ({state.value}): its pin has "
+                               f"no SHA-256; allow it with LEMON_ALLOW_UNVERIFIED={THEROCK}")
+        if state is not BackendState.INSTALLED:
+            self._check_online(THEROCK, f"lemon backends install {THEROCK}")
+            await install_plan(plan, self.target(THEROCK), self.downloads, on_progress,
+                               allow_unverified=THEROCK in self.allow_unverified)
+        return await self.decide_rocm(on_progress)

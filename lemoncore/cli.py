@@ -91,8 +91,12 @@ def cmd_plugins(args: argparse.Namespace) -> int:
 
 def cmd_backends(args: argparse.Namespace) -> int:
     core = _core(args)
-    if args.action == "install":
-        return _install_backend(core, args.target)
+    if args.action in {"install", "uninstall"}:
+        if not args.target:
+            print(f"usage: lemon backends {args.action} RECIPE:BACKEND", file=sys.stderr)
+            return 2
+        return _install(core, args.target) if args.action == "install" else \
+            _uninstall(core, args.target)
     rows = [{"recipe": recipe.name, "backend": s.backend.name, **s.as_dict()}
             for recipe in core.plugins.registry.recipes.values()
             for s in core.backends.statuses(recipe)]
@@ -108,28 +112,59 @@ def cmd_backends(args: argparse.Namespace) -> int:
     return 0
 
 
-def _install_backend(core: Any, target: str | None) -> int:
-    from lemoncore.backends import BackendError
+def progress_bar(label: str) -> Callable[[int, int], None]:
+    """A one-line progress bar on stderr."""
+    def show(done: int, total: int) -> None:
+        if total:
+            filled = int(30 * done / total)
+            bar = f"[{'#' * filled}{'.' * (30 - filled)}] {100 * done / total:5.1f}% "
+        else:
+            bar = ""
+        print(f"\r{label} {bar}{done / 1e6:.1f}/{total / 1e6:.1f} MB", end="",
+              file=sys.stderr, flush=True)
+    return show
+
+
+def _install(core: Any, target: str) -> int:
+    from lemoncore.backends import THEROCK, BackendError
     from lemoncore.install import InstallError
 
-    recipe_name, _, backend_name = (target or "").partition(":")
-    recipe = core.plugins.registry.recipes.get(recipe_name)
-    backend = recipe.backend(backend_name) if recipe else None
-    if backend is None:
-        print(f"unknown backend {target!r}; see 'lemon backends'", file=sys.stderr)
-        return 2
-
-    def progress(done: int, total: int) -> None:
-        pct = f"{100 * done / total:5.1f}%" if total else ""
-        print(f"\r{target}: {done / 1e6:8.1f} MB {pct}", end="", file=sys.stderr, flush=True)
-
     try:
-        status = anyio.run(core.backends.ensure_installed,
-                           core.backends.status(recipe, backend), progress)
+        if target == THEROCK:
+            decision = anyio.run(core.backends.install_therock, progress_bar(target))
+            print(f"\n{target}: ROCm runtime is {decision.source} {decision.version} at "
+                  f"{decision.root}", file=sys.stderr)
+            return 0
+        status = core.backends.status(*core.backends.lookup(target))
+        status = anyio.run(core.backends.ensure_installed, status, progress_bar(target))
     except (BackendError, InstallError) as exc:
         print(f"\n{exc}", file=sys.stderr)
         return 1
-    print(f"\n{target}: installed {status.version}", file=sys.stderr)
+    print(f"\n{target}: installed {status.version} (verified) in {status.install_dir}",
+          file=sys.stderr)
+    return 0
+
+
+def _uninstall(core: Any, target: str) -> int:
+    removed = core.backends.uninstall(target)
+    print(f"{target}: {'removed' if removed else 'was not installed by lemoncore'}",
+          file=sys.stderr)
+    return 0
+
+
+def cmd_lock(args: argparse.Namespace) -> int:
+    """Every pinned artifact of the merged lock, with how its hash was obtained."""
+    rows = [{"name": name, "version": version, "platform": key, "url": a.url,
+             "sha256": a.sha256, "provenance": a.provenance}
+            for name, version, key, a in _core(args).backends.lock.artifacts()]
+
+    def table() -> None:
+        for r in rows:
+            print(f"{r['name']:<20} {r['version']:<10} {r['platform']:<16} "
+                  f"{r['sha256'] or 'UNVERIFIED (no hash pinned)'}\n    {r['url']}\n"
+                  f"    provenance: {r['provenance'] or '-'}")
+
+    _print(rows, args.json, table)
     return 0
 
 
@@ -226,9 +261,12 @@ def parser() -> argparse.ArgumentParser:
     plugins = sub.add_parser("plugins", help="list plugins, including those that failed")
     plugins.set_defaults(func=cmd_plugins)
     backends = sub.add_parser("backends", help="list or install backends")
-    backends.add_argument("action", nargs="?", choices=["list", "install"], default="list")
+    backends.add_argument("action", nargs="?", choices=["list", "install", "uninstall"],
+                          default="list")
     backends.add_argument("target", nargs="?", help="RECIPE:BACKEND")
     backends.set_defaults(func=cmd_backends)
+    lock = sub.add_parser("lock", help="every pinned artifact and its provenance")
+    lock.set_defaults(func=cmd_lock)
     models = sub.add_parser("models", help="list models")
     models.add_argument("--all", action="store_true", help="include models not downloaded")
     models.set_defaults(func=cmd_models)
@@ -243,7 +281,7 @@ def parser() -> argparse.ArgumentParser:
                          help="a load option, e.g. -o backend=cpu -o ctx_size=8192")
     explain.add_argument("--server", help="server URL (default: http://127.0.0.1:<port>)")
     explain.set_defaults(func=cmd_explain)
-    for sp in (plugins, backends, models, explain):
+    for sp in (plugins, backends, models, explain, lock):
         sp.add_argument("--json", action="store_true")
     return p
 

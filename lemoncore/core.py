@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from lemoncore.backends import Backends
 from lemoncore.hosts import HostInfo, detect_host
+from lemoncore.lock import load_lock
 from lemoncore.models import ModelStore
 from lemoncore.plugins import PluginHost, load_plugins
 from lemoncore.router import Router
@@ -28,8 +29,8 @@ def build_core(settings: Settings, plugins: Mapping[str, object] | None = None,
     """Load plugins (entry points plus ``plugins``) and wire the core's parts together."""
     host = host or detect_host()
     plugin_host = load_plugins(settings.allowed_plugins, settings.denied_plugins, plugins)
-    backends = Backends(plugin_host, host, settings.cache_dir, settings.recipes,
-                        settings.offline)
+    lock = load_lock(plugin_host.registry.locks, settings.lock_files)
+    backends = Backends(plugin_host, host, settings, lock)
     models = ModelStore(plugin_host.registry.models, settings.cache_dir, settings.offline)
     router = Router(settings, plugin_host, backends, models, host)
     return Core(settings, plugin_host, host, backends, models, router)

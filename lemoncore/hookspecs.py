@@ -19,6 +19,7 @@ import pluggy
 
 from lemoncore.hosts import HostInfo
 from lemoncore.launch import InstallPlan, LaunchContext, LaunchSpec
+from lemoncore.lock import Pin
 from lemoncore.recipes import (
     Backend,
     BackendContribution,
@@ -54,6 +55,12 @@ def register_models() -> Sequence[ModelInfo]:
     raise NotImplementedError
 
 
+@hookspec
+def register_lock() -> Mapping[str, Any]:
+    """Return this plugin's lock data (see ``lemoncore.lock``): pinned versions and hashes."""
+    raise NotImplementedError
+
+
 # Decision hooks: pure and fast, called with the resolved backend and options of a load.
 
 
@@ -83,12 +90,15 @@ def slot_policy(
 
 @hookspec(firstresult=True)
 def install(
-    recipe: Recipe, backend: Backend, host: HostInfo, config: Mapping[str, Any]
+    recipe: Recipe, backend: Backend, host: HostInfo, config: Mapping[str, Any],
+    pin: Pin | None,
 ) -> InstallPlan | None:
     """Return where the backend's executable comes from: pinned artifacts, or a location.
 
-    ``config`` is the recipe's section of the user's configuration. Return ``None`` when
-    this plugin does not own the backend.
+    ``pin`` is the merged lock's entry for this backend on this platform (``None`` when
+    nothing is pinned); ``config`` is the recipe's section of the user's configuration.
+    Return ``None`` when this plugin does not own the backend. The core downloads,
+    verifies, extracts and commits the artifacts; the plugin never does I/O here.
     """
     raise NotImplementedError
 

@@ -1,50 +1,80 @@
 """Fetch, verify and atomically install pinned artifacts.
 
-A download streams to ``<name>.partial`` while its SHA-256 is computed; nothing is
-extracted unless the hash matches the pin. Archives extract into a staging directory
-that replaces the install directory in one rename, with the previous install restored
-on any failure.
+A download streams to a ``.partial`` file while its SHA-256 is computed; an interrupted
+download resumes with an HTTP range request. Nothing is extracted unless the hash
+matches the pin. Archives extract into a staging directory that replaces the install
+directory by rename, with the previous install restored on any failure (also after a
+crash between the two renames: see :func:`recover`). Each install records what it
+installed in ``install.json``; a different pin means the install is out of date.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import shutil
 import stat
 import tarfile
 import zipfile
 from collections.abc import Callable
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 import anyio
 import httpx
 
 from lemoncore.launch import Artifact, InstallPlan
 
-VERSION_MARKER = "version.txt"
+RECORD = "install.json"
+ProgressCallback = Callable[[int, int], None]
 
 
 class InstallError(Exception):
     """An install was refused or failed; nothing was changed. The message names the fix."""
 
 
-def installed_version(target: Path) -> str | None:
+def record_of(plan: InstallPlan) -> dict[str, Any]:
+    return {"version": plan.version,
+            "artifacts": [{"url": a.url, "sha256": a.sha256} for a in plan.artifacts]}
+
+
+def installed_record(target: Path) -> dict[str, Any] | None:
     try:
-        return (target / VERSION_MARKER).read_text().strip()
-    except OSError:
+        data: dict[str, Any] = json.loads((target / RECORD).read_text())
+    except (OSError, ValueError):
         return None
+    return data
+
+
+def recover(target: Path) -> None:
+    """Finish what an interrupted commit left: restore the backup if the target is gone."""
+    backup = _sibling(target, "old")
+    if backup.exists() and not target.exists():
+        backup.rename(target)
+
+
+def uninstall(target: Path) -> bool:
+    """Remove an install (renamed away first, so a crash never leaves half of one)."""
+    recover(target)
+    if not target.exists():
+        return False
+    trash = _sibling(target, "trash")
+    shutil.rmtree(trash, ignore_errors=True)
+    target.rename(trash)
+    shutil.rmtree(trash)
+    return True
 
 
 async def install_plan(plan: InstallPlan, target: Path, downloads: Path,
-                       on_progress: Callable[[int, int], None] | None = None) -> None:
-    """Install ``plan``'s artifacts into ``target`` (replacing it atomically)."""
-    for artifact in plan.artifacts:
-        if not artifact.sha256:
-            raise InstallError(f"{artifact.url} has no pinned SHA-256; lemoncore does not "
-                               "install unverified downloads")
+                       on_progress: ProgressCallback | None = None,
+                       allow_unverified: bool = False) -> None:
+    """Install ``plan``'s artifacts into ``target``, replacing what was there."""
+    if not allow_unverified and any(not a.sha256 for a in plan.artifacts):
+        raise InstallError("an artifact has no pinned SHA-256 and unverified installs are "
+                           "not allowed")
     await anyio.Path(downloads).mkdir(parents=True, exist_ok=True)
-    files = [await _download(a, downloads, on_progress) for a in plan.artifacts]
-    staging = target.with_name(target.name + ".staging")
+    files = [await download(a, downloads, on_progress) for a in plan.artifacts]
+    staging = _sibling(target, "staging")
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
     try:
@@ -52,39 +82,56 @@ async def install_plan(plan: InstallPlan, target: Path, downloads: Path,
             if artifact.extract:
                 extract(file, staging)
             else:
-                shutil.copy2(file, staging / file.name)
-        (staging / VERSION_MARKER).write_text(plan.version)
-        _commit(staging, target)
+                shutil.copy2(file, staging / PurePosixPath(httpx.URL(artifact.url).path).name)
+        (staging / RECORD).write_text(json.dumps(record_of(plan), indent=2))
+        commit(staging, target)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     for file in files:
         file.unlink(missing_ok=True)
 
 
-async def _download(artifact: Artifact, downloads: Path,
-                    on_progress: Callable[[int, int], None] | None) -> Path:
-    name = PurePosixPath(httpx.URL(artifact.url).path).name
-    final, partial = downloads / name, downloads / f"{name}.partial"
+async def download(artifact: Artifact, downloads: Path,
+                   on_progress: ProgressCallback | None = None) -> Path:
+    """Download (resuming a partial file) and verify; return the verified file."""
+    name = PurePosixPath(httpx.URL(artifact.url).path).name or "download"
+    partial = downloads / f"{name}.{(artifact.sha256 or 'unverified')[:16]}.partial"
     digest = hashlib.sha256()
+    offset = partial.stat().st_size if partial.exists() else 0
+    if offset:
+        with partial.open("rb") as existing:
+            for block in iter(lambda: existing.read(1 << 20), b""):
+                digest.update(block)
+    # identity: the pinned hash is of the file as published, not of a re-encoding of it
+    headers = {"Accept-Encoding": "identity", **({"Range": f"bytes={offset}-"} if offset else {})}
+    done = offset
     try:
         async with httpx.AsyncClient(follow_redirects=True, timeout=60) as client, \
-                client.stream("GET", artifact.url) as response:
-            response.raise_for_status()
-            total, done = int(response.headers.get("content-length", 0)), 0
-            with partial.open("wb") as out:
-                async for chunk in response.aiter_bytes(1 << 20):
-                    digest.update(chunk)
-                    out.write(chunk)
-                    done += len(chunk)
-                    if on_progress:
-                        on_progress(done, total)
-    except httpx.HTTPError as exc:
-        partial.unlink(missing_ok=True)
+                client.stream("GET", artifact.url, headers=headers) as response:
+            if offset and response.status_code == 416:  # already complete
+                pass
+            else:
+                response.raise_for_status()
+                if response.status_code != 206:  # no range support: start over
+                    digest, done = hashlib.sha256(), 0
+                total = done + int(response.headers.get("content-length", 0))
+                with partial.open("ab" if done else "wb") as out:
+                    async for chunk in response.aiter_bytes():
+                        digest.update(chunk)
+                        out.write(chunk)
+                        done += len(chunk)
+                        if on_progress:
+                            on_progress(done, total)
+    except httpx.HTTPStatusError as exc:
         raise InstallError(f"download of {artifact.url} failed: {exc}") from exc
-    if digest.hexdigest() != artifact.sha256:
+    except httpx.TransportError as exc:
+        raise InstallError(f"download of {artifact.url} was interrupted after {done} bytes "
+                           f"({exc!r}); install again to resume") from exc
+    if artifact.sha256 and digest.hexdigest() != artifact.sha256:
         partial.unlink(missing_ok=True)
         raise InstallError(f"{name}: SHA-256 {digest.hexdigest()} does not match the pinned "
                            f"{artifact.sha256}; the download was discarded, nothing installed")
+    final = downloads / name
     partial.replace(final)
     return final
 
@@ -95,8 +142,7 @@ def extract(archive: Path, dest: Path) -> None:
         with zipfile.ZipFile(archive) as zf:
             for info in zf.infolist():
                 _check_member(info.filename, dest)
-                is_link = stat.S_ISLNK(info.external_attr >> 16)
-                if is_link:
+                if stat.S_ISLNK(info.external_attr >> 16):
                     raise InstallError(f"{archive.name}: link entry {info.filename!r} refused")
                 zf.extract(info, dest)
                 mode = (info.external_attr >> 16) & 0o777
@@ -114,22 +160,25 @@ def extract(archive: Path, dest: Path) -> None:
 
 def _check_member(name: str, dest: Path) -> None:
     path = PurePosixPath(name)
-    if path.is_absolute() or ".." in path.parts:
-        raise InstallError(f"archive entry {name!r} escapes the install directory; refused")
-    if not (dest / name).resolve().is_relative_to(dest.resolve()):
+    if (path.is_absolute() or ".." in path.parts
+            or not (dest / name).resolve().is_relative_to(dest.resolve())):
         raise InstallError(f"archive entry {name!r} escapes the install directory; refused")
 
 
-def _commit(staging: Path, target: Path) -> None:
-    backup = target.with_name(target.name + ".old")
+def commit(staging: Path, target: Path) -> None:
+    """Swap ``staging`` in as ``target``; on failure the previous ``target`` is restored."""
+    backup = _sibling(target, "old")
     shutil.rmtree(backup, ignore_errors=True)
     target.parent.mkdir(parents=True, exist_ok=True)
     if target.exists():
         target.rename(backup)
     try:
         staging.rename(target)
-    except OSError:
-        if backup.exists():
-            backup.rename(target)
+    except BaseException:
+        recover(target)
         raise
     shutil.rmtree(backup, ignore_errors=True)
+
+
+def _sibling(target: Path, suffix: str) -> Path:
+    return target.with_name(f"{target.name}.{suffix}")

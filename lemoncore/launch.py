@@ -14,11 +14,16 @@ class LaunchRefused(Exception):
 
 @dataclass(frozen=True)
 class Artifact:
-    """A pinned downloadable file. ``sha256`` is required; the core verifies it."""
+    """A pinned downloadable file; the core verifies ``sha256`` before using it.
+
+    ``sha256`` is ``None`` only for a pin whose hash is not known yet: such a file is
+    refused unless the user allows unverified installs for that backend.
+    """
 
     url: str
     sha256: str | None
     extract: bool = True
+    provenance: str = ""
 
 
 @dataclass(frozen=True)
@@ -35,6 +40,7 @@ class InstallPlan:
     location: Path | None = None
     action: str | None = None
     message: str = ""
+    runtime: str | None = None  # e.g. "rocm": the core decides and records the runtime
 
 
 @dataclass(frozen=True)
@@ -47,6 +53,7 @@ class LaunchContext:
     host: str
     port: int
     server_pid: int
+    runtime_env: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

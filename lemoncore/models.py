@@ -11,7 +11,7 @@ import importlib.util
 import json
 import os
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,6 +20,7 @@ import anyio
 import huggingface_hub
 from huggingface_hub.utils.tqdm import tqdm as hf_tqdm
 
+from lemoncore.install import ProgressCallback
 from lemoncore.recipes import ModelInfo
 
 
@@ -51,16 +52,9 @@ class Checkpoint:
 
 
 @dataclass
-class Progress:
-    file: str
-    bytes_downloaded: int = 0
-    bytes_total: int = 0
-
-    def as_event(self) -> dict[str, Any]:
-        pct = 100.0 * self.bytes_downloaded / self.bytes_total if self.bytes_total else 0.0
-        return {"file": self.file, "file_index": 1, "total_files": 1,
-                "bytes_downloaded": self.bytes_downloaded, "bytes_total": self.bytes_total,
-                "percent": round(pct, 1)}
+class _Counter:
+    done: int = 0
+    total: int = 0
 
 
 class ModelStore:
@@ -114,8 +108,8 @@ class ModelStore:
         return path if path is not None and path.is_file() else None
 
     async def pull(self, model: ModelInfo,
-                   on_progress: Callable[[Progress], Any] | None = None) -> Path:
-        """Make the model's file present; report progress about four times a second."""
+                   on_progress: ProgressCallback | None = None) -> Path:
+        """Make the model's file present; report (bytes done, total) four times a second."""
         if (path := self.local_path(model)) is not None:
             return path
         cp = Checkpoint.parse(model.checkpoint)
@@ -125,7 +119,7 @@ class ModelStore:
         if self.offline:
             raise ModelError(f"model {model.name!r} is not downloaded and lemoncore is "
                              "offline; pull it with network access first")
-        progress = Progress(cp.filename)
+        progress = _Counter()
         done = threading.Event()
 
         def download() -> str:
@@ -177,25 +171,24 @@ def _write_json(path: Path, data: Any) -> None:
     tmp.replace(path)
 
 
-async def _report(progress: Progress, done: threading.Event,
-                  on_progress: Callable[[Progress], Any]) -> None:
+async def _report(progress: _Counter, done: threading.Event,
+                  on_progress: ProgressCallback) -> None:
+    """Report from the event loop what the download thread counts."""
     while not done.is_set():
         await anyio.sleep(0.25)
-        result = on_progress(progress)
-        if hasattr(result, "__await__"):
-            await result
+        on_progress(progress.done, progress.total)
 
 
-def _progress_tqdm(progress: Progress) -> type[hf_tqdm]:
+def _progress_tqdm(progress: _Counter) -> type[hf_tqdm]:
     class ProgressTqdm(hf_tqdm):
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             kwargs["disable"] = True
             super().__init__(*args, **kwargs)  # type: ignore[no-untyped-call]
-            progress.bytes_total = int(kwargs.get("total") or 0)
-            progress.bytes_downloaded = int(kwargs.get("initial") or 0)
+            progress.total = int(kwargs.get("total") or 0)
+            progress.done = int(kwargs.get("initial") or 0)
 
         def update(self, n: float | None = 1) -> bool | None:
-            progress.bytes_downloaded += int(n or 0)
+            progress.done += int(n or 0)
             return None
 
     return ProgressTqdm

@@ -17,6 +17,7 @@ import pluggy
 from lemoncore import defaults, hookspecs
 from lemoncore.hosts import HostInfo
 from lemoncore.launch import InstallPlan, LaunchContext, LaunchSpec
+from lemoncore.lock import Lock, Pin
 from lemoncore.recipes import (
     Backend,
     BackendContribution,
@@ -54,6 +55,7 @@ class Registry:
     recipes: dict[str, Recipe] = field(default_factory=dict)
     models: dict[str, ModelInfo] = field(default_factory=dict)
     owners: dict[str, str] = field(default_factory=dict)
+    locks: list[tuple[str, Mapping[str, Any]]] = field(default_factory=list)
 
 
 @dataclass
@@ -61,6 +63,7 @@ class _Contributions:
     recipes: list[Recipe]
     backends: list[BackendContribution]
     models: list[ModelInfo]
+    locks: list[Mapping[str, Any]]
 
 
 class PluginHost:
@@ -134,9 +137,18 @@ class PluginHost:
                         out.append(item)
             return out
 
+        locks: list[Mapping[str, Any]] = []
+        for impl in self.pm.hook.register_lock.get_hookimpls():
+            if impl.plugin is plugin:
+                data = impl.function()
+                if not isinstance(data, Mapping):
+                    raise PluginError(f"register_lock returned {type(data).__name__}, not a "
+                                      "mapping")
+                Lock().merge(data, "this plugin")  # validate now: a bad lock fails the plugin
+                locks.append(data)
         return _Contributions(own("register_recipes", Recipe),
                               own("register_backends", BackendContribution),
-                              own("register_models", ModelInfo))
+                              own("register_models", ModelInfo), locks)
 
     def _merge_recipes(self, name: str, recipes: Iterable[Recipe]) -> None:
         for recipe in recipes:
@@ -151,6 +163,7 @@ class PluginHost:
         """Apply cross-plugin backend contributions and catalogue models; return the registry."""
         reg = self.registry
         for record, contrib in self._pending:
+            reg.locks += [(record.name, data) for data in contrib.locks]
             for c in contrib.backends:
                 recipe = reg.recipes.get(c.recipe)
                 if recipe is None:
@@ -189,8 +202,9 @@ class PluginHost:
                                     options=options, host=host))
 
     def install_plan(self, recipe: Recipe, backend: Backend, host: HostInfo,
-                     config: Mapping[str, Any]) -> InstallPlan | None:
-        plan = self._ask("install", recipe=recipe, backend=backend, host=host, config=config)
+                     config: Mapping[str, Any], pin: Pin | None) -> InstallPlan | None:
+        plan = self._ask("install", recipe=recipe, backend=backend, host=host, config=config,
+                         pin=pin)
         return plan if isinstance(plan, InstallPlan) else None
 
     def launch_spec(self, recipe: Recipe, backend: Backend, model: ModelInfo,

@@ -239,8 +239,16 @@ class Router:
         assert install_dir is not None and self._tg is not None
         model, recipe, backend = plan.model, plan.recipe, plan.backend.backend
         port = free_port(BACKEND_HOST)
+        runtime_env: dict[str, str] = {}
+        if plan.backend.plan is not None and plan.backend.plan.runtime == "rocm":
+            decision = self.backends.rocm_decision()
+            if decision is None:
+                raise RouterError(f"{plan.backend.name} needs a ROCm runtime and none is "
+                                  f"recorded; run 'lemon backends install "
+                                  f"{plan.backend.name}'", 503, "backend_error")
+            runtime_env = decision.env(self.host.os, os.environ)
         context = LaunchContext(model_path, plan.options, install_dir, BACKEND_HOST, port,
-                                os.getpid())
+                                os.getpid(), runtime_env)
         spec = self.plugins.launch_spec(recipe, backend, model, context)
         if spec is None:
             raise RouterError(f"no plugin launches {recipe.name}:{backend.name}", 500,

@@ -48,6 +48,11 @@ class Settings(BaseSettings):
     stop_grace: float = Field(5.0, ge=0, description="SIGTERM-to-SIGKILL grace, seconds.")
     recipes: dict[str, dict[str, Any]] = Field(
         default_factory=dict, description="Per-recipe configuration sections.")
+    lock_files: list[Path] = Field(
+        default_factory=list, description="Administrator lock files, merged last.")
+    allow_unverified: str = Field(
+        "", description="Comma-separated recipe:backend names that may install without a "
+                        "pinned SHA-256 (not recommended).")
 
     @classmethod
     def settings_customise_sources(
@@ -72,3 +77,7 @@ class Settings(BaseSettings):
     @property
     def denied_plugins(self) -> list[str]:
         return self._names(self.plugins_deny)
+
+    @property
+    def unverified_allowed(self) -> list[str]:
+        return self._names(self.allow_unverified)

@@ -1,109 +1,208 @@
-"""The install engine against a real local HTTP server: verify, extract, swap, refuse."""
+"""The install engine against a real HTTP server on loopback: verify, resume, extract,
+swap atomically, refuse."""
 
 from __future__ import annotations
 
 import hashlib
 import io
 import tarfile
+import threading
 import zipfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
-from lemoncore.install import InstallError, install_plan, installed_version
+from lemoncore import install as engine
+from lemoncore.install import InstallError, install_plan, installed_record
 from lemoncore.launch import Artifact, InstallPlan
-from lemoncore.testing import serve_directory
 
 pytestmark = pytest.mark.anyio
 
 
-def make_zip(path: Path, entries: dict[str, bytes], mode: int = 0o755) -> str:
-    with zipfile.ZipFile(path, "w") as zf:
+@dataclass
+class Mirror:
+    """Serves ``files`` with range support; a name in ``cut`` is cut off halfway once."""
+
+    url: str = ""
+    files: dict[str, bytes] = field(default_factory=dict)
+    cut: set[str] = field(default_factory=set)
+    ranges: list[str] = field(default_factory=list)
+
+    def add(self, name: str, data: bytes) -> tuple[str, str]:
+        self.files[name] = data
+        return f"{self.url}/{name}", hashlib.sha256(data).hexdigest()
+
+
+@pytest.fixture
+def mirror() -> Iterator[Mirror]:
+    state = Mirror()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            data = state.files.get(self.path.lstrip("/"))
+            if data is None:
+                self.send_error(404)
+                return
+            start = 0
+            if (header := self.headers.get("Range")) is not None:
+                state.ranges.append(header)
+                start = int(header.removeprefix("bytes=").rstrip("-"))
+            self.send_response(206 if start else 200)
+            self.send_header("Content-Length", str(len(data) - start))
+            self.end_headers()
+            body = data[start:]
+            if self.path.lstrip("/") in state.cut:
+                state.cut.discard(self.path.lstrip("/"))
+                body = body[: len(body) // 2]
+            self.wfile.write(body)
+            self.wfile.flush()
+            self.close_connection = True
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    state.url = f"http://127.0.0.1:{server.server_address[1]}"
+    yield state
+    server.shutdown()
+    server.server_close()
+
+
+def zip_bytes(entries: dict[str, bytes], mode: int = 0o755) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as zf:
         for name, data in entries.items():
             info = zipfile.ZipInfo(name)
             info.external_attr = (0o100000 | mode) << 16
             zf.writestr(info, data)
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+    return buffer.getvalue()
+
+
+def plan(version: str, *artifacts: tuple[str, str | None]) -> InstallPlan:
+    return InstallPlan(version, tuple(Artifact(url, sha) for url, sha in artifacts))
 
 
 async def test_verified_archive_installs_atomically_and_keeps_modes(
-    tmp_path: Path, anyio_backend: str
+    tmp_path: Path, mirror: Mirror, anyio_backend: str
 ) -> None:
-    www = tmp_path / "www"
-    www.mkdir()
-    sha = make_zip(www / "tool-1.zip", {"build/bin/tool": b"#!/bin/sh\necho 1\n"})
+    artifact = mirror.add("tool-1.zip", zip_bytes({"build/bin/tool": b"#!/bin/sh\necho 1\n"}))
     target = tmp_path / "bin" / "recipe" / "backend"
     seen: list[int] = []
-    with serve_directory(www) as url:
-        await install_plan(InstallPlan("1", (Artifact(f"{url}/tool-1.zip", sha),)), target,
-                           tmp_path / "downloads", lambda done, total: seen.append(done))
+    await install_plan(plan("1", artifact), target, tmp_path / "downloads",
+                       lambda done, total: seen.append(done))
     tool = target / "build/bin/tool"
     assert tool.read_bytes().startswith(b"#!/bin/sh")
     assert tool.stat().st_mode & 0o111
-    assert installed_version(target) == "1"
-    assert seen and seen[-1] == (www / "tool-1.zip").stat().st_size
+    assert installed_record(target) == {"version": "1", "artifacts": [
+        {"url": artifact[0], "sha256": artifact[1]}]}
+    assert seen and seen[-1] == len(mirror.files["tool-1.zip"])
     assert not list((tmp_path / "downloads").iterdir())  # archive and partial cleaned up
-    assert not list(target.parent.glob("*.staging")) and not list(target.parent.glob("*.old"))
+    assert sorted(p.name for p in target.parent.iterdir()) == ["backend"]
 
 
 async def test_hash_mismatch_discards_download_and_keeps_previous_install(
-    tmp_path: Path, anyio_backend: str
+    tmp_path: Path, mirror: Mirror, anyio_backend: str
 ) -> None:
-    www = tmp_path / "www"
-    www.mkdir()
-    good = make_zip(www / "v1.zip", {"tool": b"one"})
-    make_zip(www / "v2.zip", {"tool": b"two"})
-    target = tmp_path / "target"
-    with serve_directory(www) as url:
-        await install_plan(InstallPlan("1", (Artifact(f"{url}/v1.zip", good),)), target,
-                           tmp_path / "dl")
-        with pytest.raises(InstallError, match="does not match the pinned"):
-            await install_plan(InstallPlan("2", (Artifact(f"{url}/v2.zip", good),)), target,
-                               tmp_path / "dl")
-        with pytest.raises(InstallError, match="no pinned SHA-256"):
-            await install_plan(InstallPlan("2", (Artifact(f"{url}/v2.zip", None),)), target,
-                               tmp_path / "dl")
-        with pytest.raises(InstallError, match="404"):
-            await install_plan(InstallPlan("2", (Artifact(f"{url}/gone.zip", good),)), target,
-                               tmp_path / "dl")
+    v1 = mirror.add("v1.zip", zip_bytes({"tool": b"one"}))
+    v2_url, _ = mirror.add("v2.zip", zip_bytes({"tool": b"two"}))
+    target, downloads = tmp_path / "target", tmp_path / "dl"
+    await install_plan(plan("1", v1), target, downloads)
+    with pytest.raises(InstallError, match="does not match the pinned"):
+        await install_plan(plan("2", (v2_url, v1[1])), target, downloads)
+    with pytest.raises(InstallError, match="no pinned SHA-256"):
+        await install_plan(plan("2", (v2_url, None)), target, downloads)
+    with pytest.raises(InstallError, match="404"):
+        await install_plan(plan("2", (f"{mirror.url}/gone.zip", v1[1])), target, downloads)
     assert (target / "tool").read_bytes() == b"one"
-    assert installed_version(target) == "1"
-    assert not list((tmp_path / "dl").iterdir())
+    assert installed_record(target)["version"] == "1"  # type: ignore[index]
+    assert not list(downloads.iterdir())
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dl", "target"]
 
 
-def tar_with_symlink(path: Path) -> str:
-    with tarfile.open(path, "w:gz") as tf:
+async def test_unverified_install_only_when_allowed(
+    tmp_path: Path, mirror: Mirror, anyio_backend: str
+) -> None:
+    url, _ = mirror.add("free.zip", zip_bytes({"tool": b"x"}))
+    await install_plan(plan("1", (url, None)), tmp_path / "t", tmp_path / "dl",
+                       allow_unverified=True)
+    assert (tmp_path / "t/tool").read_bytes() == b"x"
+
+
+async def test_interrupted_download_resumes_with_a_range_request(
+    tmp_path: Path, mirror: Mirror, anyio_backend: str
+) -> None:
+    data = zip_bytes({"big": bytes(range(256)) * 4096})
+    artifact = mirror.add("big.zip", data)
+    mirror.cut.add("big.zip")
+    with pytest.raises(InstallError, match=r"interrupted after .* install again to resume"):
+        await install_plan(plan("1", artifact), tmp_path / "t", tmp_path / "dl")
+    partial = next((tmp_path / "dl").glob("*.partial"))
+    kept = partial.stat().st_size
+    assert 0 < kept < len(data)
+    assert not (tmp_path / "t").exists()
+    await install_plan(plan("1", artifact), tmp_path / "t", tmp_path / "dl")
+    assert mirror.ranges == [f"bytes={kept}-"]
+    assert (tmp_path / "t/big").read_bytes() == bytes(range(256)) * 4096
+
+
+async def test_failure_mid_commit_rolls_back(
+    tmp_path: Path, mirror: Mirror, anyio_backend: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    target = tmp_path / "t"
+    await install_plan(plan("1", mirror.add("a.zip", zip_bytes({"tool": b"one"}))), target,
+                       tmp_path / "dl")
+    real_rename = Path.rename
+
+    def failing_rename(self: Path, to: Path) -> Path:
+        if self.name.endswith(".staging"):
+            raise OSError("disk full")
+        return real_rename(self, to)
+
+    monkeypatch.setattr(Path, "rename", failing_rename)
+    with pytest.raises(OSError, match="disk full"):
+        await install_plan(plan("2", mirror.add("b.zip", zip_bytes({"tool": b"two"}))),
+                           target, tmp_path / "dl")
+    monkeypatch.undo()
+    assert (target / "tool").read_bytes() == b"one"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dl", "t"]
+
+
+def test_recover_restores_a_backup_left_by_a_crash(tmp_path: Path) -> None:
+    backup = tmp_path / "t.old"
+    backup.mkdir()
+    (backup / "tool").write_text("one")
+    engine.recover(tmp_path / "t")
+    assert (tmp_path / "t/tool").read_text() == "one"
+    assert engine.uninstall(tmp_path / "t") is True
+    assert list(tmp_path.iterdir()) == []
+
+
+def tar_with_link(link_target: str) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tf:
         link = tarfile.TarInfo("escape")
-        link.type, link.linkname = tarfile.SYMTYPE, "/etc/passwd"
+        link.type, link.linkname = tarfile.SYMTYPE, link_target
         tf.addfile(link)
-        data = b"x"
-        info = tarfile.TarInfo("escape/../../owned")
-        info.size = len(data)
-        tf.addfile(info, io.BytesIO(data))
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+    return buffer.getvalue()
 
 
-@pytest.mark.parametrize("name", ["../evil", "/abs/evil", "a/../../evil"])
-async def test_zip_entries_escaping_the_target_are_refused(
-    tmp_path: Path, name: str, anyio_backend: str
+@pytest.mark.parametrize(
+    ("name", "data"),
+    [
+        ("dotdot.zip", zip_bytes({"ok": b"fine", "../evil": b"evil"})),
+        ("abs.zip", zip_bytes({"ok": b"fine", "/abs/evil": b"evil"})),
+        ("nested.zip", zip_bytes({"a/../../evil": b"evil"})),
+        ("link.tar.gz", tar_with_link("/etc/passwd")),
+        ("uplink.tar.gz", tar_with_link("../../outside")),
+    ],
+)
+async def test_entries_escaping_the_target_are_refused(
+    tmp_path: Path, mirror: Mirror, name: str, data: bytes, anyio_backend: str
 ) -> None:
-    www = tmp_path / "www"
-    www.mkdir()
-    sha = make_zip(www / "bad.zip", {"ok": b"fine", name: b"evil"})
-    with serve_directory(www) as url, pytest.raises(InstallError, match="escapes"):
-        await install_plan(InstallPlan("1", (Artifact(f"{url}/bad.zip", sha),)),
-                           tmp_path / "t", tmp_path / "dl")
-    assert not (tmp_path / "t").exists()
-    assert not (tmp_path / "evil").exists()
-
-
-async def test_tar_links_escaping_the_target_are_refused(
-    tmp_path: Path, anyio_backend: str
-) -> None:
-    www = tmp_path / "www"
-    www.mkdir()
-    sha = tar_with_symlink(www / "bad.tar.gz")
-    with serve_directory(www) as url, pytest.raises(InstallError, match="refused"):
-        await install_plan(InstallPlan("1", (Artifact(f"{url}/bad.tar.gz", sha),)),
-                           tmp_path / "t", tmp_path / "dl")
-    assert not (tmp_path / "t").exists()
+    with pytest.raises(InstallError, match=r"escapes|refused"):
+        await install_plan(plan("1", mirror.add(name, data)), tmp_path / "t", tmp_path / "dl")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dl"]

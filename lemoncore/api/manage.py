@@ -1,9 +1,10 @@
-"""Lemonade-style management: health, load, unload, pull, delete, system-info."""
+"""Lemonade-style management: health, load, unload, pull, delete, install, system-info."""
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import anyio
@@ -13,9 +14,9 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from lemoncore import __version__
 from lemoncore.api.errors import ApiError, json_object, required_str
-from lemoncore.backends import BackendState
+from lemoncore.backends import THEROCK, BackendState
 from lemoncore.core import Core
-from lemoncore.models import ModelError, Progress
+from lemoncore.install import ProgressCallback
 from lemoncore.proxy import SSE_HEADERS
 from lemoncore.recipes import ModelInfo, ModelType
 
@@ -101,33 +102,15 @@ async def pull(request: Request) -> Response:
     core: Core = request.app.state.core
     body = await json_object(request)
     model = _pull_target(core, body)
+
+    async def run(progress: ProgressCallback | None) -> dict[str, Any]:
+        path = await core.models.pull(model, progress)
+        return {"model_name": model.name, "path": str(path)}
+
     if not body.get("stream"):
-        path = await core.models.pull(model)
-        return JSONResponse({"status": "success", "model_name": model.name,
-                             "path": str(path)})
-    return StreamingResponse(_pull_events(core, model), media_type="text/event-stream",
+        return JSONResponse({"status": "success", **await run(None)})
+    return StreamingResponse(_progress_events(run), media_type="text/event-stream",
                              headers=SSE_HEADERS)
-
-
-async def _pull_events(core: Core, model: ModelInfo) -> AsyncIterator[bytes]:
-    send, receive = anyio.create_memory_object_stream[tuple[str, dict[str, Any]]](16)
-
-    async def run() -> None:
-        async with send:
-            async def report(p: Progress) -> None:
-                await send.send(("progress", p.as_event()))
-            try:
-                path = await core.models.pull(model, report)
-            except ModelError as exc:
-                await send.send(("error", {"error": str(exc)}))
-            else:
-                await send.send(("complete", {"model_name": model.name, "path": str(path),
-                                              "percent": 100}))
-
-    async with anyio.create_task_group() as tg, receive:
-        tg.start_soon(run)
-        async for event, data in receive:
-            yield f"event: {event}\ndata: {json.dumps(data)}\n\n".encode()
 
 
 async def delete(request: Request) -> Response:
@@ -157,6 +140,79 @@ async def metrics(request: Request) -> Response:
               "# TYPE lemon_loaded_models gauge", f"lemon_loaded_models {len(router.servers)}"]
     return Response("\n".join(lines) + "\n",
                     media_type="text/plain; version=0.0.4; charset=utf-8")
+
+
+def _backend_name(body: dict[str, Any]) -> str:
+    backend = body.get("backend")
+    if not isinstance(backend, str) or not backend:
+        raise ApiError("missing field 'backend': 'recipe:backend', or give 'recipe' too",
+                       param="backend")
+    recipe = body.get("recipe")
+    return backend if ":" in backend or not recipe else f"{recipe}:{backend}"
+
+
+async def install(request: Request) -> Response:
+    """Install a backend (or ``runtime:therock``); with ``stream`` an SSE progress stream."""
+    core: Core = request.app.state.core
+    body = await json_object(request)
+    name = _backend_name(body)
+
+    async def run(progress: ProgressCallback | None) -> dict[str, Any]:
+        if name == THEROCK:
+            decision = await core.backends.install_therock(progress)
+            return {"backend": name, "state": "installed", "runtime": decision.source,
+                    "version": decision.version}
+        status = core.backends.status(*core.backends.lookup(name))
+        if status.state in {BackendState.UNSUPPORTED, BackendState.ACTION_REQUIRED}:
+            raise ApiError(f"{name} is {status.state.value}: {status.message}"
+                           + (f". Fix: {status.action}" if status.action else ""),
+                           code=status.state.value)
+        status = await core.backends.ensure_installed(status, progress)
+        return {"backend": name, "state": status.state.value, "version": status.version}
+
+    if not body.get("stream"):
+        return JSONResponse({"status": "success", **await run(None)})
+    return StreamingResponse(_progress_events(run), media_type="text/event-stream",
+                             headers=SSE_HEADERS)
+
+
+async def _progress_events(
+    run: Callable[[ProgressCallback], Awaitable[dict[str, Any]]]
+) -> AsyncIterator[bytes]:
+    """Run ``run`` and stream its byte progress, then ``complete`` or ``error``."""
+    send, receive = anyio.create_memory_object_stream[tuple[str, dict[str, Any]]](64)
+
+    def progress(done: int, total: int) -> None:
+        pct = round(100 * done / total, 1) if total else 0.0
+        with contextlib.suppress(anyio.WouldBlock):  # drop a tick rather than block
+            send.send_nowait(("progress", {"bytes_downloaded": done, "bytes_total": total,
+                                           "percent": pct}))
+
+    async def main() -> None:
+        async with send:
+            try:
+                result = await run(progress)
+            except Exception as exc:  # noqa: BLE001 - reported to the client as an event
+                await send.send(("error", {"error": str(exc)}))
+            else:
+                await send.send(("complete", result))
+
+    async with anyio.create_task_group() as tg, receive:
+        tg.start_soon(main)
+        async for event, data in receive:
+            yield f"event: {event}\ndata: {json.dumps(data)}\n\n".encode()
+
+
+async def uninstall(request: Request) -> Response:
+    core: Core = request.app.state.core
+    name = _backend_name(await json_object(request))
+    if name != THEROCK:
+        core.backends.lookup(name)
+    for server in list(core.router.servers.values()):
+        if f"{server.recipe.name}:{server.backend.name}" == name:
+            await core.router.unload(server.model.name)
+    removed = await anyio.to_thread.run_sync(core.backends.uninstall, name)
+    return JSONResponse({"status": "success", "backend": name, "removed": removed})
 
 
 def system_info_data(core: Core) -> dict[str, Any]:

