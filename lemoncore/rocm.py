@@ -12,6 +12,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from lemoncore.platforms import path_list
+
 
 class RocmUnavailable(Exception):
     """No usable ROCm runtime; the message says how to get one."""
@@ -33,11 +35,11 @@ class RuntimeDecision:
     def env(self, os_name: str, inherited: Mapping[str, str]) -> dict[str, str]:
         """Environment additions that make a child load this runtime."""
         if os_name == "windows":
-            path = ";".join(p for p in (str(self.root / "bin"), inherited.get("PATH", "")) if p)
-            return {"PATH": path, "HIP_PATH": str(self.root)}
-        lib = ":".join(p for p in (str(self.root / "lib"), inherited.get("LD_LIBRARY_PATH", ""))
-                       if p)
-        return {"LD_LIBRARY_PATH": lib, "ROCM_PATH": str(self.root)}
+            return {"PATH": path_list(os_name, str(self.root / "bin"), inherited.get("PATH", "")),
+                    "HIP_PATH": str(self.root)}
+        return {"LD_LIBRARY_PATH": path_list(os_name, str(self.root / "lib"),
+                                             inherited.get("LD_LIBRARY_PATH", "")),
+                "ROCM_PATH": str(self.root)}
 
     def save(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -1,6 +1,7 @@
 """Settings: defaults < config file (TOML) < ``LEMON_*`` environment < CLI flags.
 
-The config file is ``$LEMON_CONFIG_FILE`` or ``$XDG_CONFIG_HOME/lemoncore/config.toml``.
+The config file is ``$LEMON_CONFIG_FILE``, else ``config.toml`` in the OS's config
+directory (``$XDG_CONFIG_HOME/lemoncore``, ``%APPDATA%\\lemoncore``, ...).
 Nested values in the environment use ``__``: ``LEMON_RECIPES__LLAMACPP__CTX_SIZE=8192``.
 """
 
@@ -18,14 +19,16 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from lemoncore.hosts import current_os
+from lemoncore.platforms import default_dirs
 
-def _xdg(var: str, fallback: str) -> Path:
-    return Path(os.environ.get(var) or Path.home() / fallback) / "lemoncore"
+
+def _dirs() -> tuple[Path, Path]:
+    return default_dirs(current_os(), os.environ, Path.home())
 
 
 def default_config_file() -> Path:
-    return Path(os.environ.get("LEMON_CONFIG_FILE") or _xdg("XDG_CONFIG_HOME", ".config")
-                / "config.toml")
+    return Path(os.environ.get("LEMON_CONFIG_FILE") or _dirs()[0] / "config.toml")
 
 
 class Settings(BaseSettings):
@@ -34,7 +37,7 @@ class Settings(BaseSettings):
 
     host: str = Field("127.0.0.1", description="Address to bind; loopback by default.")
     port: int = Field(13305, ge=0, le=65535)
-    cache_dir: Path = Field(default_factory=lambda: _xdg("XDG_CACHE_HOME", ".cache"),
+    cache_dir: Path = Field(default_factory=lambda: _dirs()[1],
                             description="Installed backends, user models, downloads.")
     default_model: str = "SmolLM2-135M-Instruct-GGUF"
     max_loaded_models: int = Field(1, ge=-1, description="Per model type; -1 = unlimited.")

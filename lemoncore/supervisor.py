@@ -1,21 +1,17 @@
 """Child backend processes: spawn, readiness, log capture, exit watch, stop.
 
 Each :class:`BackendProcess` is the one owner of one child. Children run in their own
-session (so a terminal's Ctrl-C reaches only lemoncore, which stops them in order) and,
-on Linux, receive SIGKILL if lemoncore dies without stopping them (``PR_SET_PDEATHSIG``).
-The supervisor uses asyncio subprocesses: lemoncore runs on the asyncio backend.
+session or process group (so a terminal's Ctrl-C reaches only lemoncore, which stops
+them in order) and die with lemoncore if it dies without stopping them: how is the
+platform's business (``lemoncore.platforms``). The supervisor uses asyncio subprocesses:
+lemoncore runs on the asyncio backend.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import ctypes
-import ctypes.util
 import os
-import signal
 import socket
-import sys
 from collections import deque
 from collections.abc import Callable
 
@@ -24,13 +20,12 @@ import httpx
 import structlog
 
 from lemoncore.launch import LaunchSpec
+from lemoncore.platforms import ProcessPlatform, current
 
 log = structlog.get_logger("lemoncore.supervisor")
 
 READY_POLL_SECONDS = 0.01
-_PR_SET_PDEATHSIG = 1
-_libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True) if sys.platform == "linux" \
-    else None
+PLATFORM: ProcessPlatform = current()
 
 
 class StartError(Exception):
@@ -53,11 +48,6 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as s:
         s.bind((host, 0))
         return int(s.getsockname()[1])
-
-
-def _die_with_parent() -> None:  # runs in the child between fork and exec
-    if _libc is not None:
-        _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 class BackendProcess:
@@ -98,7 +88,8 @@ class BackendProcess:
         self._proc = await asyncio.create_subprocess_exec(
             *self.spec.argv, env=env, cwd=self.spec.cwd, stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-            start_new_session=True, preexec_fn=_die_with_parent if _libc else None)
+            **PLATFORM.spawn_options())
+        PLATFORM.adopt(self._proc.pid)
         log.info("backend starting", model=self.name, pid=self._proc.pid,
                  argv=" ".join(self.spec.argv))
         task_group.start_soon(self._pump_logs)
@@ -140,6 +131,7 @@ class BackendProcess:
     async def _watch_exit(self) -> None:
         assert self._proc is not None
         code = await self._proc.wait()
+        PLATFORM.release(self._proc.pid)
         self.exited.set()
         if not self._stopping:
             log.warning("backend exited", model=self.name, pid=self._proc.pid, code=code)
@@ -147,21 +139,16 @@ class BackendProcess:
             callback(self)
 
     async def stop(self, grace: float) -> None:
-        """SIGTERM the child's process group, SIGKILL after ``grace`` seconds; wait for it."""
+        """Ask the child to stop, force it after ``grace`` seconds; wait for it."""
         proc = self._proc
         if proc is None or proc.returncode is not None:
             return
         self._stopping = True
-        self._signal(signal.SIGTERM)
+        PLATFORM.request_stop(proc.pid)
         with anyio.move_on_after(grace):
             await proc.wait()
         if proc.returncode is None:
-            log.warning("backend ignored SIGTERM; killing", model=self.name, pid=self.pid)
-            self._signal(signal.SIGKILL)
+            log.warning("backend did not stop in time; killing", model=self.name, pid=self.pid)
+            PLATFORM.force_stop(proc.pid)
             await proc.wait()
         log.info("backend stopped", model=self.name, pid=self.pid)
-
-    def _signal(self, sig: signal.Signals) -> None:
-        assert self._proc is not None
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self._proc.pid, sig)

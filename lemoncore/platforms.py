@@ -1,0 +1,186 @@
+"""Operating-system specifics, behind one small interface.
+
+:class:`Posix` (Linux, macOS): children start in their own session, die with lemoncore
+through ``PR_SET_PDEATHSIG`` (Linux) and are stopped with SIGTERM then SIGKILL to their
+process group. :class:`Windows`: children start in their own process group inside a Job
+object created with kill-on-close, so they die when lemoncore's process ends however it
+ends; they are stopped with CTRL_BREAK_EVENT (VTE and Python servers shut down on it),
+then ``TerminateProcess``. Directory defaults follow each OS's conventions.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import ctypes.util
+import os
+import signal
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Protocol
+
+
+class ProcessPlatform(Protocol):
+    def spawn_options(self) -> dict[str, Any]:
+        """Extra keyword arguments for ``asyncio.create_subprocess_exec``."""
+
+    def adopt(self, pid: int) -> None:
+        """Tie a just-started child's lifetime to lemoncore's."""
+
+    def request_stop(self, pid: int) -> None:
+        """Ask the child (and its descendants) to exit."""
+
+    def force_stop(self, pid: int) -> None:
+        """End the child (and its descendants) now."""
+
+    def release(self, pid: int) -> None:
+        """Forget an exited child (free what :meth:`adopt` took)."""
+
+
+class Posix:
+    def __init__(self, linux: bool = sys.platform == "linux") -> None:
+        self._libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True) \
+            if linux else None
+
+    def spawn_options(self) -> dict[str, Any]:
+        options: dict[str, Any] = {"start_new_session": True}
+        if self._libc is not None:
+            options["preexec_fn"] = self._die_with_parent
+        return options
+
+    def _die_with_parent(self) -> None:  # runs in the child between fork and exec
+        assert self._libc is not None
+        self._libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+    def adopt(self, pid: int) -> None:
+        pass
+
+    def request_stop(self, pid: int) -> None:
+        self._signal(pid, signal.SIGTERM)
+
+    def force_stop(self, pid: int) -> None:
+        self._signal(pid, signal.SIGKILL)
+
+    def release(self, pid: int) -> None:
+        pass
+
+    @staticmethod
+    def _signal(pid: int, sig: signal.Signals) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, sig)  # the child leads its own session: its group is its pid
+
+
+# Windows constants (winbase.h / winnt.h)
+CREATE_NEW_PROCESS_GROUP = 0x00000200
+CREATE_NO_WINDOW = 0x08000000
+JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE = 0x00002000
+JOB_OBJECT_EXTENDED_LIMIT_INFORMATION = 9
+PROCESS_SET_QUOTA, PROCESS_TERMINATE = 0x0100, 0x0001
+
+
+class Windows:
+    """One kill-on-close Job object per child, so a child's whole process tree (a
+    PyInstaller bundle is two processes) is stopped with it, and every tree dies when
+    lemoncore's process ends and Windows closes the job handles. Win32 calls go through
+    ``kernel32`` (ctypes)."""
+
+    def __init__(self, kernel32: Any = None) -> None:
+        self._kernel32 = kernel32
+        self._jobs: dict[int, int] = {}
+
+    def spawn_options(self) -> dict[str, Any]:
+        return {"creationflags": CREATE_NEW_PROCESS_GROUP | CREATE_NO_WINDOW}
+
+    def _api(self) -> Any:
+        if self._kernel32 is None:
+            self._kernel32 = ctypes.WinDLL("kernel32", use_last_error=True)  # type: ignore[attr-defined,unused-ignore]
+        return self._kernel32
+
+    def _new_job(self) -> int:
+        api = self._api()
+        job = api.CreateJobObjectW(None, None)
+        info = _extended_limit_information()
+        info.BasicLimitInformation.LimitFlags = JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE
+        if not job or not api.SetInformationJobObject(
+                job, JOB_OBJECT_EXTENDED_LIMIT_INFORMATION, ctypes.byref(info),
+                ctypes.sizeof(info)):
+            raise OSError("cannot create a kill-on-close job object")
+        return int(job)
+
+    def adopt(self, pid: int) -> None:
+        api = self._api()
+        job = self._new_job()
+        handle = api.OpenProcess(PROCESS_SET_QUOTA | PROCESS_TERMINATE, False, pid)
+        try:
+            if not handle or not api.AssignProcessToJobObject(job, handle):
+                api.CloseHandle(job)
+                raise OSError(f"cannot put process {pid} in a job object")
+        finally:
+            if handle:
+                api.CloseHandle(handle)
+        self._jobs[pid] = job
+
+    def request_stop(self, pid: int) -> None:
+        with contextlib.suppress(OSError):  # the child leads its own process group
+            os.kill(pid, getattr(signal, "CTRL_BREAK_EVENT", 1))
+
+    def force_stop(self, pid: int) -> None:
+        job = self._jobs.get(pid)
+        if job is not None:
+            self._api().TerminateJobObject(job, 1)
+
+    def release(self, pid: int) -> None:
+        job = self._jobs.pop(pid, None)
+        if job is not None:
+            self._api().CloseHandle(job)
+
+
+def _extended_limit_information() -> Any:
+    class IoCounters(ctypes.Structure):
+        _fields_ = [(n, ctypes.c_ulonglong) for n in (
+            "ReadOperationCount", "WriteOperationCount", "OtherOperationCount",
+            "ReadTransferCount", "WriteTransferCount", "OtherTransferCount")]
+
+    class BasicLimits(ctypes.Structure):
+        _fields_ = [("PerProcessUserTimeLimit", ctypes.c_int64),
+                    ("PerJobUserTimeLimit", ctypes.c_int64),
+                    ("LimitFlags", ctypes.c_uint32),
+                    ("MinimumWorkingSetSize", ctypes.c_size_t),
+                    ("MaximumWorkingSetSize", ctypes.c_size_t),
+                    ("ActiveProcessLimit", ctypes.c_uint32),
+                    ("Affinity", ctypes.c_size_t),
+                    ("PriorityClass", ctypes.c_uint32),
+                    ("SchedulingClass", ctypes.c_uint32)]
+
+    class ExtendedLimits(ctypes.Structure):
+        _fields_ = [("BasicLimitInformation", BasicLimits), ("IoInfo", IoCounters),
+                    ("ProcessMemoryLimit", ctypes.c_size_t),
+                    ("JobMemoryLimit", ctypes.c_size_t),
+                    ("PeakProcessMemoryUsed", ctypes.c_size_t),
+                    ("PeakJobMemoryUsed", ctypes.c_size_t)]
+
+    return ExtendedLimits()
+
+
+def current() -> ProcessPlatform:
+    return Windows() if sys.platform == "win32" else Posix()
+
+
+def default_dirs(os_name: str, env: Mapping[str, str], home: Path) -> tuple[Path, Path]:
+    """(config directory, cache directory) by each OS's conventions."""
+    def pick(var: str, fallback: Path) -> Path:
+        return Path(env.get(var) or fallback) / "lemoncore"
+
+    if os_name == "windows":
+        return (pick("APPDATA", home / "AppData/Roaming"),
+                pick("LOCALAPPDATA", home / "AppData/Local") / "cache")
+    if os_name == "darwin":
+        return home / "Library/Application Support/lemoncore", home / "Library/Caches/lemoncore"
+    return pick("XDG_CONFIG_HOME", home / ".config"), pick("XDG_CACHE_HOME", home / ".cache")
+
+
+def path_list(os_name: str, *parts: str) -> str:
+    """Join PATH-like entries with the separator of ``os_name`` (not of this machine)."""
+    return (";" if os_name == "windows" else ":").join(p for p in parts if p)
+
