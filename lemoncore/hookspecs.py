@@ -105,7 +105,7 @@ def install(
 
 @hookspec(firstresult=True)
 def launch(
-    recipe: Recipe, backend: Backend, model: ModelInfo, context: LaunchContext
+    recipe: Recipe, backend: Backend, model: ModelInfo, context: LaunchContext, host: HostInfo
 ) -> LaunchSpec | None:
     """Return the argv and environment that start a server for ``model``.
 
@@ -119,4 +119,7 @@ def launch(
 def normalize_request(
     recipe: Recipe, backend: Backend, endpoint: str, body: dict[str, Any]
 ) -> None:
-    """Adjust an inference request body in place before it is forwarded to the backend."""
+    """Adjust an inference request body in place before it is forwarded to the backend.
+
+    Raise ``lemoncore.launch.RequestRefused`` for a request the backend cannot serve.
+    """

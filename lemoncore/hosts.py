@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import platform
+import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from lemoncore.gpus import amd_family, is_integrated, vendor
 from lemoncore.recipes import DeviceKind, SupportRow
 
 _PCI_VENDORS = {"0x1002": DeviceKind.AMD_GPU, "0x10de": DeviceKind.NVIDIA_GPU,
@@ -15,10 +18,14 @@ _PCI_VENDORS = {"0x1002": DeviceKind.AMD_GPU, "0x10de": DeviceKind.NVIDIA_GPU,
 
 @dataclass(frozen=True)
 class HostDevice:
+    """A device; ``index`` counts devices of the same kind in the runtime's order (for AMD
+    GPUs: the HIP device index)."""
+
     kind: DeviceKind
     name: str
     family: str = ""
     index: int = 0
+    integrated: bool = False
 
 
 @dataclass(frozen=True)
@@ -42,11 +49,40 @@ def current_os() -> str:
 
 
 def detect_host(sysfs: Path = Path("/sys")) -> HostInfo:
-    """Detect the CPU and, on Linux, PCI display devices and AMD GPU families."""
+    """Detect the CPU and GPUs: PCI devices and KFD gfx targets on Linux, the video
+    controllers' names on Windows."""
     devices = [HostDevice(DeviceKind.CPU, _cpu_name())]
     if current_os() == "linux":
         devices += _linux_gpus(sysfs)
+    elif current_os() == "windows":
+        devices += gpus_from_names(_windows_gpu_names())
     return HostInfo(os=current_os(), devices=tuple(devices))
+
+
+def gpus_from_names(names: list[str]) -> list[HostDevice]:
+    """GPUs from adapter names in the OS's order: vendor, AMD family, iGPU or not."""
+    gpus: list[HostDevice] = []
+    for name in names:
+        kind = vendor(name)
+        if kind is None:
+            continue
+        index = sum(1 for g in gpus if g.kind is kind)
+        family = amd_family(name) if kind is DeviceKind.AMD_GPU else ""
+        gpus.append(HostDevice(kind, name, family, index, is_integrated(name)))
+    return gpus
+
+
+def _windows_gpu_names() -> list[str]:
+    try:
+        powershell = Path(os.environ.get("SystemRoot", "C:/Windows"),
+                          "System32/WindowsPowerShell/v1.0/powershell.exe")
+        out = subprocess.run(
+            [str(powershell), "-NoProfile", "-Command",
+             "(Get-CimInstance Win32_VideoController).Name"],
+            capture_output=True, text=True, timeout=10, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return [line.strip() for line in out.splitlines() if line.strip()]
 
 
 def _cpu_name() -> str:

@@ -12,6 +12,10 @@ class LaunchRefused(Exception):
     """A plugin refuses to start a server; the message says what was wrong and the fix."""
 
 
+class RequestRefused(Exception):
+    """A plugin refuses a request its backend cannot serve (answered with a 400)."""
+
+
 @dataclass(frozen=True)
 class Artifact:
     """A pinned downloadable file; the core verifies ``sha256`` before using it.

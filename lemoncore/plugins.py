@@ -208,8 +208,9 @@ class PluginHost:
         return plan if isinstance(plan, InstallPlan) else None
 
     def launch_spec(self, recipe: Recipe, backend: Backend, model: ModelInfo,
-                    context: LaunchContext) -> LaunchSpec | None:
-        spec = self._ask("launch", recipe=recipe, backend=backend, model=model, context=context)
+                    context: LaunchContext, host: HostInfo) -> LaunchSpec | None:
+        spec = self._ask("launch", recipe=recipe, backend=backend, model=model, context=context,
+                         host=host)
         return spec if isinstance(spec, LaunchSpec) else None
 
     def normalize_request(self, recipe: Recipe, backend: Backend, endpoint: str,

@@ -101,6 +101,9 @@ class Backend(_Frozen):
     tier: Tier = Tier.COMMUNITY
     format: Format = Format.NATIVE
     slot_policy: SlotPolicy | None = None
+    max_concurrency: int | None = Field(
+        None, ge=1, description="Requests one server handles at once; the core queues the "
+                                "rest (None: no limit).")
 
 
 class OptionSpec(_Frozen):

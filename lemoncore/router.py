@@ -48,9 +48,10 @@ EVICTION_KINDS = ("lru", "exclusive_gpu", "exclusive_npu", "coexist_by_type", "r
 class RouterError(Exception):
     """A load or lookup failed; carries the HTTP status and OpenAI error type."""
 
-    def __init__(self, message: str, status: int, type_: str, code: str | None = None):
+    def __init__(self, message: str, status: int, type_: str, code: str | None = None,
+                 headers: dict[str, str] | None = None) -> None:
         super().__init__(message)
-        self.status, self.type, self.code = status, type_, code
+        self.status, self.type, self.code, self.headers = status, type_, code, headers
 
 
 @dataclass(frozen=True)
@@ -91,8 +92,10 @@ class LoadedServer:
     client: httpx.AsyncClient
     pinned: bool = False
     in_flight: int = 0
+    queued: int = 0
     last_used: float = field(default_factory=time.monotonic)
     drained: anyio.Event = field(default_factory=anyio.Event)
+    gate: anyio.Semaphore | None = None  # the backend's max_concurrency, when it has one
 
     def resident(self) -> Resident:
         return Resident(self.model.name, self.model.model_type, self.device, self.is_amd_gpu,
@@ -105,7 +108,8 @@ class LoadedServer:
                 "is_amd_gpu": self.is_amd_gpu, "slot_policy": self.policy.value,
                 "backend_url": self.process.base_url, "pid": self.process.pid,
                 "status": "busy" if self.in_flight else "ready", "pinned": self.pinned,
-                "in_flight": self.in_flight, "recipe_options": self.options,
+                "in_flight": self.in_flight, "queued": self.queued,
+                "recipe_options": self.options,
                 "launch_command": list(self.process.spec.argv)}
 
 
@@ -156,18 +160,44 @@ class Router:
 
     @asynccontextmanager
     async def acquire(self, name: str) -> AsyncIterator[LoadedServer]:
-        """Yield a ready server for ``name``, loading it if needed; count it busy meanwhile."""
+        """Yield a ready server for ``name``, loading it if needed; count it busy meanwhile.
+
+        A backend with ``max_concurrency`` gets at most that many requests at once; up to
+        ``max_queue`` more wait their turn, and beyond that the request is refused with
+        503 and ``Retry-After``.
+        """
         server = self.loaded(name) or await self.load(name, explicit=False)
         if server.in_flight == 0:
             server.drained = anyio.Event()
         server.in_flight += 1
         try:
-            yield server
+            async with self._turn(server):
+                yield server
         finally:
             server.in_flight -= 1
             server.last_used = time.monotonic()
             if server.in_flight == 0:
                 server.drained.set()
+
+    @asynccontextmanager
+    async def _turn(self, server: LoadedServer) -> AsyncIterator[None]:
+        if server.gate is None:
+            yield
+            return
+        if server.gate.value == 0 and server.queued >= self.settings.max_queue:
+            raise RouterError(
+                f"{server.model.name} is busy: {server.queued} requests already wait for its "
+                f"{server.backend.max_concurrency} slot(s); retry shortly", 503,
+                "server_busy", "queue_full", headers={"Retry-After": "1"})
+        server.queued += 1
+        try:
+            await server.gate.acquire()
+        finally:
+            server.queued -= 1
+        try:
+            yield
+        finally:
+            server.gate.release()
 
     def plan(self, name: str, request: Mapping[str, Any] | None = None) -> LoadPlan:
         """Everything a load of ``name`` would do, decided now, changing nothing."""
@@ -249,7 +279,7 @@ class Router:
             runtime_env = decision.env(self.host.os, os.environ)
         context = LaunchContext(model_path, plan.options, install_dir, BACKEND_HOST, port,
                                 os.getpid(), runtime_env)
-        spec = self.plugins.launch_spec(recipe, backend, model, context)
+        spec = self.plugins.launch_spec(recipe, backend, model, context, self.host)
         if spec is None:
             raise RouterError(f"no plugin launches {recipe.name}:{backend.name}", 500,
                               "server_error", "no_launcher")
@@ -264,6 +294,8 @@ class Router:
                               httpx.AsyncClient(base_url=process.base_url,
                                                 timeout=BACKEND_TIMEOUT), pinned)
         server.drained.set()
+        if backend.max_concurrency is not None:
+            server.gate = anyio.Semaphore(backend.max_concurrency)
         process.on_exit(lambda p: self._forget_if_crashed(server))
         return server
 

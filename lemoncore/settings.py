@@ -49,6 +49,8 @@ class Settings(BaseSettings):
     heartbeat_interval: float = Field(1.0, gt=0, description="SSE ping while backend is silent.")
     load_timeout: float = Field(600.0, gt=0, description="Seconds a backend may take to start.")
     stop_grace: float = Field(5.0, ge=0, description="SIGTERM-to-SIGKILL grace, seconds.")
+    max_queue: int = Field(16, ge=0, description="Requests that may wait for a backend with "
+                                                 "limited concurrency before 503s.")
     recipes: dict[str, dict[str, Any]] = Field(
         default_factory=dict, description="Per-recipe configuration sections.")
     lock_files: list[Path] = Field(

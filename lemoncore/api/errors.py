@@ -12,7 +12,7 @@ from starlette.responses import JSONResponse, Response
 
 from lemoncore.backends import BackendError
 from lemoncore.install import InstallError
-from lemoncore.launch import LaunchRefused
+from lemoncore.launch import LaunchRefused, RequestRefused
 from lemoncore.models import ModelError
 from lemoncore.plugins import PluginError
 from lemoncore.proxy import BackendFailure, error_body
@@ -24,14 +24,18 @@ log = structlog.get_logger("lemoncore.api")
 
 class ApiError(Exception):
     def __init__(self, message: str, status: int = 400, type_: str = "invalid_request_error",
-                 code: str | None = None, param: str | None = None) -> None:
+                 code: str | None = None, param: str | None = None,
+                 headers: dict[str, str] | None = None) -> None:
         super().__init__(message)
         self.status, self.type, self.code, self.param = status, type_, code, param
+        self.headers = headers
 
 
 def error_response(message: str, status: int, type_: str, code: str | None = None,
-                   param: str | None = None) -> JSONResponse:
-    return JSONResponse(error_body(message, type_, code, param), status_code=status)
+                   param: str | None = None, headers: dict[str, str] | None = None
+                   ) -> JSONResponse:
+    return JSONResponse(error_body(message, type_, code, param), status_code=status,
+                        headers=headers)
 
 
 def _classify(exc: Exception) -> ApiError:
@@ -39,12 +43,14 @@ def _classify(exc: Exception) -> ApiError:
         case ApiError():
             return exc
         case RouterError():
-            return ApiError(str(exc), exc.status, exc.type, exc.code)
+            return ApiError(str(exc), exc.status, exc.type, exc.code, headers=exc.headers)
         case ModelError() | BackendError():
             type_ = "invalid_request_error" if exc.status < 500 else "backend_error"
             return ApiError(str(exc), exc.status, type_)
         case LaunchRefused():
             return ApiError(str(exc), 400, "invalid_request_error", "launch_refused")
+        case RequestRefused():
+            return ApiError(str(exc), 400, "invalid_request_error", "unsupported_request")
         case StartError():
             return ApiError(str(exc), 503, "model_load_error", "backend_start_failed")
         case InstallError():
@@ -59,7 +65,7 @@ def _classify(exc: Exception) -> ApiError:
 
 async def handle_exception(request: Request, exc: Exception) -> Response:
     err = _classify(exc)
-    return error_response(str(err), err.status, err.type, err.code, err.param)
+    return error_response(str(err), err.status, err.type, err.code, err.param, err.headers)
 
 
 async def handle_http_exception(request: Request, exc: Exception) -> Response:
@@ -72,8 +78,8 @@ async def handle_http_exception(request: Request, exc: Exception) -> Response:
     return error_response(message, exc.status_code, "invalid_request_error")
 
 
-_KNOWN = (ApiError, RouterError, ModelError, BackendError, LaunchRefused, StartError,
-          InstallError, BackendFailure, PluginError)
+_KNOWN = (ApiError, RouterError, ModelError, BackendError, LaunchRefused, RequestRefused,
+          StartError, InstallError, BackendFailure, PluginError)
 # Known errors are answered by Starlette's ExceptionMiddleware; anything else reaches the
 # server-error middleware, which answers the same JSON and re-raises for the server log.
 EXCEPTION_HANDLERS: dict[Any, Any] = {

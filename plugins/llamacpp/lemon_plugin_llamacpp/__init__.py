@@ -12,14 +12,15 @@ from collections.abc import Mapping, Sequence
 from importlib.resources import files
 from typing import Any
 
-from lemon_plugin_llamacpp.install import pypi_plan, release_plan, system_plan
-from lemon_plugin_llamacpp.launch import build_launch
-from lemon_plugin_llamacpp.recipe import RECIPE
 from lemoncore import hookimpl
 from lemoncore.hosts import HostInfo
 from lemoncore.launch import InstallPlan, LaunchContext, LaunchSpec
 from lemoncore.lock import Pin
 from lemoncore.recipes import Backend, ModelInfo, Recipe
+
+from lemon_plugin_llamacpp.install import pypi_plan, release_plan, system_plan
+from lemon_plugin_llamacpp.launch import build_launch
+from lemon_plugin_llamacpp.recipe import RECIPE
 
 
 @hookimpl

@@ -6,9 +6,10 @@ import os
 import shlex
 import sys
 
-from lemon_plugin_llamacpp.install import find_executable
 from lemoncore.launch import LaunchContext, LaunchRefused, LaunchSpec
 from lemoncore.recipes import ModelInfo, ModelType
+
+from lemon_plugin_llamacpp.install import find_executable
 
 # Flags lemoncore sets or that would break routing; users cannot override them.
 RESERVED_FLAGS = frozenset({

@@ -1,30 +1,72 @@
-"""lemon-plugin-vte (skeleton): declares the ``vte`` recipe and where it runs.
+"""lemon-plugin-vte: VTE (``vte-server``), a native AMD RDNA3 engine for Windows.
 
-Install and launch arrive with the VTE issue; until then the backend reports that no
-plugin provides it (and ``unsupported`` on anything but Windows with an RDNA3 GPU).
+The core derives device (GPU) and AMD-ness (true) from the single ``amd_gpu`` support
+row, and the recipe's ``exclusive_gpu`` policy keeps VTE alone on the AMD GPU, so this
+plugin implements no decision hooks.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections.abc import Mapping, Sequence
+from importlib.resources import files
+from typing import Any
 
 from lemoncore import hookimpl
-from lemoncore.recipes import Backend, Device, DeviceKind, Recipe, SlotPolicy, SupportRow, Tier
+from lemoncore.hosts import HostInfo
+from lemoncore.launch import InstallPlan, LaunchContext, LaunchSpec, RequestRefused
+from lemoncore.lock import Pin
+from lemoncore.recipes import ModelInfo, Recipe
 
-RDNA3 = frozenset({"gfx1100", "gfx1101", "gfx1102"})
-
-RECIPE = Recipe(
-    name="vte",
-    display_name="VTE (native AMD RDNA3)",
-    default_device=Device.GPU,
-    slot_policy=SlotPolicy.EXCLUSIVE_GPU,
-    backends=(Backend(name="rocm", tier=Tier.EXPERIMENTAL,
-                      description="vte-server; validated on gfx1102 (RX 7600).",
-                      support=(SupportRow(os=frozenset({"windows"}),
-                                          devices={DeviceKind.AMD_GPU: RDNA3}),)),),
-)
+from lemon_plugin_vte.devices import select_device
+from lemon_plugin_vte.launch import build_launch
+from lemon_plugin_vte.recipe import MODELS, RECIPE
 
 
 @hookimpl
 def register_recipes() -> Sequence[Recipe]:
     return [RECIPE]
+
+
+@hookimpl
+def register_models() -> Sequence[ModelInfo]:
+    return MODELS
+
+
+@hookimpl
+def register_lock() -> Mapping[str, Any]:
+    lock: Mapping[str, Any] = json.loads(files(__package__).joinpath("lock.json").read_text())
+    return lock
+
+
+@hookimpl
+def install(recipe: Recipe, host: HostInfo, config: Mapping[str, Any],
+            pin: Pin | None) -> InstallPlan | None:
+    if recipe.name != RECIPE.name:
+        return None
+    choice = config.get("device_index")
+    selection = select_device(host, None if choice is None else int(choice))
+    if selection.device is None:
+        return InstallPlan("", message=selection.refusal,
+                           action="set recipes.vte.device_index in the config file")
+    if pin is None:
+        return InstallPlan("", message="no vte-server build is pinned for this platform",
+                           action="use another recipe")
+    return InstallPlan(pin.version, pin.artifacts, runtime="rocm", message=selection.note)
+
+
+@hookimpl
+def launch(recipe: Recipe, context: LaunchContext, host: HostInfo) -> LaunchSpec | None:
+    return build_launch(context, host) if recipe.name == RECIPE.name else None
+
+
+@hookimpl
+def normalize_request(recipe: Recipe, endpoint: str, body: dict[str, Any]) -> None:
+    """vte-server reads ``repetition_penalty`` and cannot stream completions."""
+    if recipe.name != RECIPE.name:
+        return
+    if "repeat_penalty" in body and "repetition_penalty" not in body:
+        body["repetition_penalty"] = body.pop("repeat_penalty")
+    if endpoint == "/v1/completions" and body.get("stream"):
+        raise RequestRefused("vte-server does not stream /v1/completions; send the request "
+                             "with stream false, or use /v1/chat/completions")

@@ -1,0 +1,54 @@
+"""The ``vte`` recipe and the models VTE is validated with."""
+
+from __future__ import annotations
+
+from lemoncore.recipes import (
+    Backend,
+    Device,
+    DeviceKind,
+    ModelInfo,
+    OptionSpec,
+    Recipe,
+    SlotPolicy,
+    SupportRow,
+    Tier,
+)
+
+VALIDATED = {"gfx1102": "RX 7600"}
+CROSS_COMPILED = frozenset({"gfx1100", "gfx1101"})  # built for, never run on
+RDNA3 = frozenset(VALIDATED) | CROSS_COMPILED
+ARCH_FAMILY = "gfx110X"
+
+RECIPE = Recipe(
+    name="vte",
+    display_name="VTE (native AMD RDNA3, experimental)",
+    default_device=Device.GPU,
+    slot_policy=SlotPolicy.EXCLUSIVE_GPU,
+    options=(
+        # One recipe-level default instead of a pin on every model: auto-sizing from GGUF
+        # metadata would pick 131072+ tokens, and VTE sizes its split-KV grid from it.
+        OptionSpec(name="ctx_size", default=8192, help="--context-length passed to vte-server"),
+        OptionSpec(name="device_index", help="HIP index of the RDNA3 GPU to use, when "
+                                             "lemoncore cannot choose one safely"),
+    ),
+    backends=(Backend(
+        name="rocm", tier=Tier.EXPERIMENTAL, max_concurrency=1,
+        description="vte-server 0.3.7 on Windows. Validated on gfx1102 (RX 7600); gfx1100 "
+                    "and gfx1101 (RX 7700/7800/7900, PRO W7x00) are cross-compiled and "
+                    "untested.",
+        support=(SupportRow(os=frozenset({"windows"}), devices={DeviceKind.AMD_GPU: RDNA3}),),
+    ),),
+)
+
+MODELS = [
+    ModelInfo(name=name, recipe="vte", checkpoint=checkpoint, labels=("chat",),
+              suggested=True, description=f"{size} GB")
+    for name, checkpoint, size in [
+        ("Qwen2.5-1.5B-Instruct-VTE",
+         "Qwen/Qwen2.5-1.5B-Instruct-GGUF:qwen2.5-1.5b-instruct-q4_k_m.gguf", 1.12),
+        ("Granite-4.1-3B-VTE", "unsloth/granite-4.1-3b-GGUF:granite-4.1-3b-Q8_0.gguf", 3.62),
+        ("Qwen3.5-2B-VTE", "unsloth/Qwen3.5-2B-GGUF:Qwen3.5-2B-Q6_K.gguf", 1.57),
+        ("Llama-3.1-8B-Instruct-VTE", "bartowski/Meta-Llama-3.1-8B-Instruct-GGUF:"
+                                      "Meta-Llama-3.1-8B-Instruct-Q4_K_M.gguf", 4.58),
+    ]
+]

