@@ -7,11 +7,15 @@ user must do something: the message and ``action`` say what), ``installable``,
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
+
+import anyio
 
 from lemoncore.hosts import HostInfo
 from lemoncore.install import (
@@ -93,6 +97,8 @@ class Backends:
         self.downloads = settings.cache_dir / "downloads"
         self.rocm_record = settings.cache_dir / "runtime" / "rocm.json"
         self.platform = platform_key(host.os)
+        # Names this installation in ownership labels (containers it may sweep).
+        self.instance = hashlib.sha256(str(settings.cache_dir.resolve()).encode()).hexdigest()[:12]
 
     def lookup(self, name: str) -> tuple[Recipe, Backend]:
         """``recipe:backend`` to its recipe and backend, or a 404 naming the choices."""
@@ -149,7 +155,7 @@ class Backends:
         target = self.target(status.name)
         recover(target)
         found = installed_record(target)
-        if found == record_of(plan):
+        if found is not None and _pinned_part(found) == record_of(plan):
             return replace(status, install_dir=target)
         if found is None:
             return replace(status, state=BackendState.INSTALLABLE, action=install)
@@ -191,16 +197,27 @@ class Backends:
         if status.plan.location is None and install_dir is None:
             self._check_online(status.name, status.action)
             install_dir = self.target(status.name)
-            await install_plan(status.plan, install_dir, self.downloads, on_progress,
-                               allow_unverified=status.name in self.allow_unverified)
+            if status.plan.installer is not None:
+                result = await status.plan.installer.install(on_progress)
+                install_dir.mkdir(parents=True, exist_ok=True)
+                tmp = install_dir / "install.json.tmp"
+                tmp.write_text(json.dumps({**record_of(status.plan), "result": result}))
+                tmp.replace(install_dir / "install.json")
+            else:
+                await install_plan(status.plan, install_dir, self.downloads, on_progress,
+                                   allow_unverified=status.name in self.allow_unverified)
         if status.plan.runtime == "rocm":
             await self.decide_rocm(on_progress)
         return replace(status, state=BackendState.INSTALLED,
                        install_dir=install_dir or status.plan.location)
 
-    def uninstall(self, name: str) -> bool:
+    async def uninstall(self, name: str) -> bool:
         """Remove lemoncore's install of ``recipe:backend`` (or ``runtime:therock``)."""
-        removed = uninstall(self.target(name))
+        if name != THEROCK:
+            status = self.status(*self.lookup(name))
+            if status.plan is not None and status.plan.installer is not None:
+                await status.plan.installer.uninstall()
+        removed = await anyio.to_thread.run_sync(uninstall, self.target(name))
         if name == THEROCK and (decision := self.rocm_decision()) and \
                 decision.source == "therock":
             self.rocm_record.unlink(missing_ok=True)
@@ -259,3 +276,7 @@ class Backends:
             await install_plan(plan, self.target(THEROCK), self.downloads, on_progress,
                                allow_unverified=THEROCK in self.allow_unverified)
         return await self.decide_rocm(on_progress)
+
+
+def _pinned_part(record: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in record.items() if k in {"version", "artifacts"}}

@@ -146,7 +146,7 @@ def _install(core: Any, target: str) -> int:
 
 
 def _uninstall(core: Any, target: str) -> int:
-    removed = core.backends.uninstall(target)
+    removed = anyio.run(core.backends.uninstall, target)
     print(f"{target}: {'removed' if removed else 'was not installed by lemoncore'}",
           file=sys.stderr)
     return 0

@@ -18,7 +18,7 @@ from typing import Any
 import pluggy
 
 from lemoncore.hosts import HostInfo
-from lemoncore.launch import InstallPlan, LaunchContext, LaunchSpec
+from lemoncore.launch import InstallPlan, LaunchContext, LaunchSpec, Runner, StartupTask
 from lemoncore.lock import Pin
 from lemoncore.recipes import (
     Backend,
@@ -103,11 +103,19 @@ def install(
     raise NotImplementedError
 
 
+@hookspec
+def startup_tasks(instance: str) -> Sequence[StartupTask]:
+    """Return coroutine functions the core awaits once when the server starts (a sweep of
+    leftovers, say). ``instance`` identifies this lemoncore installation."""
+    raise NotImplementedError
+
+
 @hookspec(firstresult=True)
 def launch(
     recipe: Recipe, backend: Backend, model: ModelInfo, context: LaunchContext, host: HostInfo
-) -> LaunchSpec | None:
-    """Return the argv and environment that start a server for ``model``.
+) -> LaunchSpec | Runner | None:
+    """Return the argv and environment that start a server for ``model`` (a
+    ``LaunchSpec``), or a ``Runner`` the plugin starts and stops itself.
 
     Raise ``lemoncore.launch.LaunchRefused`` with a message naming the fix when the
     request cannot be honoured (for example a reserved flag in user arguments).

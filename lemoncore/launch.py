@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections import deque
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
+
+import anyio.abc
+import httpx
 
 
 class LaunchRefused(Exception):
@@ -45,6 +49,19 @@ class InstallPlan:
     action: str | None = None
     message: str = ""
     runtime: str | None = None  # e.g. "rocm": the core decides and records the runtime
+    installer: Installer | None = None  # fetches ``artifacts`` itself (container images)
+
+
+class Installer(Protocol):
+    """Plugin-side fetching for artifacts the core cannot download (``docker://`` images).
+
+    The core decides when to install, reports progress, and records the result (the
+    returned string, such as an image ID) beside the plan in ``install.json``.
+    """
+
+    async def install(self, on_progress: Callable[[int, int], None] | None) -> str: ...
+
+    async def uninstall(self) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -58,6 +75,8 @@ class LaunchContext:
     port: int
     server_pid: int
     runtime_env: Mapping[str, str] = field(default_factory=dict)
+    installed: Mapping[str, Any] = field(default_factory=dict)  # the install record
+    instance: str = ""  # identifies this lemoncore installation (ownership labels)
 
 
 @dataclass(frozen=True)
@@ -68,3 +87,40 @@ class LaunchSpec:
     env: Mapping[str, str] = field(default_factory=dict)
     health_path: str = "/health"
     cwd: Path | None = None
+
+
+class Runner(Protocol):
+    """A server a plugin starts and stops itself (a container), instead of a native
+    process the core spawns from a :class:`LaunchSpec`. The core awaits it, proxies to
+    ``base_url`` through ``transport`` (a unix socket, say), and never learns what it is.
+    """
+
+    name: str
+    base_url: str
+    transport: httpx.AsyncBaseTransport | None
+    exited: anyio.Event
+    last_lines: deque[str]
+
+    @property
+    def pid(self) -> int | None: ...
+
+    @property
+    def returncode(self) -> int | None: ...
+
+    @property
+    def alive(self) -> bool: ...
+
+    @property
+    def crashed(self) -> bool: ...
+
+    @property
+    def argv(self) -> tuple[str, ...]: ...
+
+    def on_exit(self, callback: Callable[[Any], None]) -> None: ...
+
+    async def start(self, task_group: anyio.abc.TaskGroup, ready_within: float) -> None: ...
+
+    async def stop(self, grace: float) -> None: ...
+
+
+StartupTask = Callable[[], Awaitable[None]]

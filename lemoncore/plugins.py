@@ -16,7 +16,7 @@ import pluggy
 
 from lemoncore import defaults, hookspecs
 from lemoncore.hosts import HostInfo
-from lemoncore.launch import InstallPlan, LaunchContext, LaunchSpec
+from lemoncore.launch import InstallPlan, LaunchContext, LaunchSpec, Runner, StartupTask
 from lemoncore.lock import Lock, Pin
 from lemoncore.recipes import (
     Backend,
@@ -208,10 +208,20 @@ class PluginHost:
         return plan if isinstance(plan, InstallPlan) else None
 
     def launch_spec(self, recipe: Recipe, backend: Backend, model: ModelInfo,
-                    context: LaunchContext, host: HostInfo) -> LaunchSpec | None:
+                    context: LaunchContext, host: HostInfo) -> LaunchSpec | Runner | None:
         spec = self._ask("launch", recipe=recipe, backend=backend, model=model, context=context,
                          host=host)
-        return spec if isinstance(spec, LaunchSpec) else None
+        if spec is None or isinstance(spec, LaunchSpec) or hasattr(spec, "start"):
+            return spec  # type: ignore[no-any-return]
+        raise PluginError(f"launch returned {type(spec).__name__}, not a LaunchSpec or Runner")
+
+    def startup_tasks(self, instance: str) -> list[tuple[str, StartupTask]]:
+        """(plugin name, task) for every task plugins want awaited when the server starts."""
+        tasks: list[tuple[str, StartupTask]] = []
+        for impl in self.pm.hook.startup_tasks.get_hookimpls():
+            returned = impl.function(instance=instance) or ()
+            tasks += [(impl.plugin_name, task) for task in returned]  # type: ignore[attr-defined]
+        return tasks
 
     def normalize_request(self, recipe: Recipe, backend: Backend, endpoint: str,
                           body: dict[str, Any]) -> None:

@@ -25,7 +25,8 @@ import structlog
 
 from lemoncore.backends import Backends, BackendStatus
 from lemoncore.hosts import HostInfo
-from lemoncore.launch import LaunchContext
+from lemoncore.install import installed_record
+from lemoncore.launch import LaunchContext, LaunchSpec, Runner
 from lemoncore.models import ModelError, ModelStore
 from lemoncore.options import resolve_options
 from lemoncore.plugins import PluginHost
@@ -88,7 +89,7 @@ class LoadedServer:
     device: Device
     is_amd_gpu: bool
     policy: SlotPolicy
-    process: BackendProcess
+    process: Runner
     client: httpx.AsyncClient
     pinned: bool = False
     in_flight: int = 0
@@ -110,7 +111,7 @@ class LoadedServer:
                 "status": "busy" if self.in_flight else "ready", "pinned": self.pinned,
                 "in_flight": self.in_flight, "queued": self.queued,
                 "recipe_options": self.options,
-                "launch_command": list(self.process.spec.argv)}
+                "launch_command": list(self.process.argv)}
 
 
 class Router:
@@ -129,6 +130,11 @@ class Router:
     async def __aenter__(self) -> Router:
         self._tg = anyio.create_task_group()
         await self._tg.__aenter__()
+        for name, task in self.plugins.startup_tasks(self.backends.instance):
+            try:
+                await task()
+            except Exception as exc:  # noqa: BLE001 - a plugin's chore must not stop startup
+                log.error("plugin startup task failed", plugin=name, error=repr(exc))
         return self
 
     async def __aexit__(self, exc_type: type[BaseException] | None,
@@ -278,12 +284,14 @@ class Router:
                                   f"{plan.backend.name}'", 503, "backend_error")
             runtime_env = decision.env(self.host.os, os.environ)
         context = LaunchContext(model_path, plan.options, install_dir, BACKEND_HOST, port,
-                                os.getpid(), runtime_env)
+                                os.getpid(), runtime_env,
+                                installed_record(install_dir) or {}, self.backends.instance)
         spec = self.plugins.launch_spec(recipe, backend, model, context, self.host)
         if spec is None:
             raise RouterError(f"no plugin launches {recipe.name}:{backend.name}", 500,
                               "server_error", "no_launcher")
-        process = BackendProcess(model.name, spec, BACKEND_HOST, port)
+        process: Runner = BackendProcess(model.name, spec, BACKEND_HOST, port) \
+            if isinstance(spec, LaunchSpec) else spec
         started = time.monotonic()
         await process.start(self._tg, self.settings.load_timeout)
         log.info("model loaded", model=model.name, backend=f"{recipe.name}:{backend.name}",
@@ -292,6 +300,7 @@ class Router:
         server = LoadedServer(model, recipe, backend, plan.options, plan.device,
                               plan.is_amd_gpu, plan.policy, process,
                               httpx.AsyncClient(base_url=process.base_url,
+                                                transport=process.transport,
                                                 timeout=BACKEND_TIMEOUT), pinned)
         server.drained.set()
         if backend.max_concurrency is not None:

@@ -14,6 +14,7 @@ import os
 import socket
 from collections import deque
 from collections.abc import Callable
+from typing import Any
 
 import anyio
 import httpx
@@ -56,11 +57,16 @@ class BackendProcess:
     def __init__(self, name: str, spec: LaunchSpec, host: str, port: int) -> None:
         self.name, self.spec = name, spec
         self.base_url = f"http://{host}:{port}"
+        self.transport: httpx.AsyncBaseTransport | None = None
         self.last_lines: deque[str] = deque(maxlen=30)
         self.exited = anyio.Event()
         self._proc: asyncio.subprocess.Process | None = None
         self._stopping = False
-        self._on_exit: list[Callable[[BackendProcess], None]] = []
+        self._on_exit: list[Callable[[Any], None]] = []
+
+    @property
+    def argv(self) -> tuple[str, ...]:
+        return self.spec.argv
 
     @property
     def pid(self) -> int | None:
@@ -79,7 +85,7 @@ class BackendProcess:
         """Exited without being asked to stop."""
         return self.exited.is_set() and not self._stopping
 
-    def on_exit(self, callback: Callable[[BackendProcess], None]) -> None:
+    def on_exit(self, callback: Callable[[Any], None]) -> None:
         self._on_exit.append(callback)
 
     async def start(self, task_group: anyio.abc.TaskGroup, ready_within: float) -> None:

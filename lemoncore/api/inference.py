@@ -6,11 +6,13 @@ import json
 from contextlib import AsyncExitStack
 from typing import Any
 
+import anyio
 import httpx
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from lemoncore.api.errors import ApiError, json_object, required_str
+from lemoncore.backends import BackendState
 from lemoncore.core import Core
 from lemoncore.proxy import (
     BackendFailure,
@@ -19,7 +21,7 @@ from lemoncore.proxy import (
     relay_sse,
     send_request,
 )
-from lemoncore.recipes import ModelInfo, ModelType
+from lemoncore.recipes import ModelInfo, ModelType, Tier
 
 
 def model_card(core: Core, model: ModelInfo) -> dict[str, Any]:
@@ -31,12 +33,27 @@ def model_card(core: Core, model: ModelInfo) -> dict[str, Any]:
 
 
 async def list_models(request: Request) -> Response:
+    """Downloaded models (with ``show_all``, every model), except models that only run on
+    an experimental backend that is not installed yet."""
     core: Core = request.app.state.core
     show_all = request.query_params.get("show_all", "").lower() in {"1", "true", "yes"}
+    hidden = await anyio.to_thread.run_sync(_experimental_only_recipes, core)
     cards = [model_card(core, m) for m in core.models.all().values()
-             if m.recipe in core.plugins.registry.recipes]
+             if m.recipe in core.plugins.registry.recipes and m.recipe not in hidden]
     return JSONResponse({"object": "list",
                          "data": [c for c in cards if show_all or c["downloaded"]]})
+
+
+def _experimental_only_recipes(core: Core) -> set[str]:
+    """Recipes whose only usable backends are experimental and none is installed."""
+    hidden = set()
+    for recipe in core.plugins.registry.recipes.values():
+        statuses = [s for s in core.backends.statuses(recipe)
+                    if s.state is not BackendState.UNSUPPORTED]
+        if all(s.backend.tier is Tier.EXPERIMENTAL for s in statuses) and not any(
+                s.state is BackendState.INSTALLED for s in statuses):
+            hidden.add(recipe.name)
+    return hidden
 
 
 async def get_model(request: Request) -> Response:

@@ -211,7 +211,7 @@ async def uninstall(request: Request) -> Response:
     for server in list(core.router.servers.values()):
         if f"{server.recipe.name}:{server.backend.name}" == name:
             await core.router.unload(server.model.name)
-    removed = await anyio.to_thread.run_sync(core.backends.uninstall, name)
+    removed = await core.backends.uninstall(name)
     return JSONResponse({"status": "success", "backend": name, "removed": removed})
 
 
