@@ -107,8 +107,11 @@ class OciPlugin:
         values = {"model": inside, "ctx_size": str(context.options.get("ctx_size", 4096)),
                   "socket": SOCKET}
         env = {k: v.format(**values) for k, v in policy.env.items()}
-        if "/dev/kfd" in policy.devices:
-            gpus = [d for d in host.devices if d.kind is DeviceKind.AMD_GPU and not d.integrated]
+        if "/dev/kfd" in policy.devices:  # the one GPU of a family the backend supports
+            families = {f for row in backend.support
+                        for f in row.devices.get(DeviceKind.AMD_GPU, frozenset())}
+            gpus = [d for d in host.devices if d.kind is DeviceKind.AMD_GPU
+                    and (not families or d.family in families)]
             env["HIP_VISIBLE_DEVICES"] = str(gpus[0].index if gpus else 0)
         request = RunRequest(
             name=f"lemon-{context.instance}-{re.sub(r'[^a-zA-Z0-9_.-]', '-', model.name)}",

@@ -1,0 +1,39 @@
+"""The setup assistant's answers reach users: backend state, message and fix."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+import pytest
+
+from lemoncore import Settings, create_app
+from lemoncore.hosts import HostDevice, HostInfo
+from lemoncore.recipes import DeviceKind
+
+from lemon_plugin_oci import OciPlugin
+from lemon_plugin_oci.setup import Facts
+
+STRIX_HALO = HostInfo("linux", (HostDevice(DeviceKind.CPU, "Ryzen AI Max+ 395"),
+                                HostDevice(DeviceKind.AMD_GPU, "Radeon 8060S", "gfx1151",
+                                           integrated=True)))
+NO_PODMAN = Facts(engine=None, engine_works=False, rootless=True, groups=frozenset(),
+                  present_devices=frozenset(), selinux_enforcing=False,
+                  selinux_devices_allowed=True, oci_runtime="")
+
+
+@pytest.mark.anyio
+async def test_missing_podman_is_action_required_with_the_install_command(
+    tmp_path: Path, anyio_backend: str
+) -> None:
+    app = create_app(Settings(cache_dir=tmp_path, plugins_allow="llamacpp"),
+                     plugins={"oci": OciPlugin(facts=lambda: NO_PODMAN)}, host=STRIX_HALO)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app),
+                                 base_url="http://lemon") as client:
+        info = (await client.get("/api/v1/system-info")).json()["recipes"]
+    for recipe, backend in (("halogen", "rocm"), ("llamacpp", "nathanw"), ("ds4", "rocm")):
+        state = info[recipe]["backends"][backend]
+        assert state["state"] == "action_required", (recipe, state)
+        assert "no container tool" in state["message"]
+        assert "apt-get install -y podman" in state["action"]
+        assert (state["tier"], state["format"]) == ("experimental", "container")
