@@ -30,7 +30,7 @@ from lemoncore.install import (
 from lemoncore.launch import InstallPlan
 from lemoncore.lock import Lock, platform_key
 from lemoncore.plugins import PluginHost
-from lemoncore.recipes import Backend, Recipe
+from lemoncore.recipes import Backend, Recipe, Tier
 from lemoncore.rocm import (
     RocmUnavailable,
     RuntimeDecision,
@@ -54,9 +54,9 @@ class BackendState(StrEnum):
 class BackendError(Exception):
     """A backend cannot be selected or made ready; ``status`` is the HTTP status."""
 
-    def __init__(self, message: str, status: int = 400) -> None:
+    def __init__(self, message: str, status: int = 400, code: str | None = None) -> None:
         super().__init__(message)
-        self.status = status
+        self.status, self.code = status, code
 
 
 @dataclass(frozen=True)
@@ -93,6 +93,8 @@ class Backends:
         self.plugins, self.host, self.lock = plugins, host, lock
         self.config, self.offline = settings.recipes, settings.offline
         self.allow_unverified = set(settings.unverified_allowed)
+        self.allow_experimental = set(Settings._names(settings.allow_experimental))
+        self.consent_file = settings.cache_dir / "consent.json"
         self.bin_dir = settings.cache_dir / "bin"
         self.downloads = settings.cache_dir / "downloads"
         self.rocm_record = settings.cache_dir / "runtime" / "rocm.json"
@@ -183,15 +185,44 @@ class Backends:
 
     # Install / uninstall -----------------------------------------------------------------
 
+    def needs_consent(self, status: BackendStatus) -> bool:
+        """An experimental backend's first install needs the user's explicit consent."""
+        if status.backend.tier is not Tier.EXPERIMENTAL or \
+                status.state is BackendState.INSTALLED:
+            return False
+        consented = set(json.loads(self.consent_file.read_text())) \
+            if self.consent_file.exists() else set()
+        return not ({"all", status.name} & (self.allow_experimental | consented))
+
+    def _record_consent(self, name: str) -> None:
+        consented = set(json.loads(self.consent_file.read_text())) \
+            if self.consent_file.exists() else set()
+        self.consent_file.parent.mkdir(parents=True, exist_ok=True)
+        self.consent_file.write_text(json.dumps(sorted(consented | {name})))
+
     async def ensure_installed(self, status: BackendStatus,
-                               on_progress: ProgressCallback | None = None) -> BackendStatus:
-        """Install the backend (and decide its runtime) when no user action is needed."""
+                               on_progress: ProgressCallback | None = None,
+                               consent: bool = False) -> BackendStatus:
+        """Install the backend (and decide its runtime) when no user action is needed.
+
+        An experimental backend's first install needs ``consent`` (or the setting
+        ``allow_experimental``); the consent is remembered.
+        """
         if status.state is BackendState.INSTALLED:
             return status
         if status.state not in {BackendState.INSTALLABLE, BackendState.UPDATE_REQUIRED}:
             fix = f" Fix: {status.action}" if status.action else ""
             raise BackendError(f"backend {status.name} is {status.state.value}: "
                                f"{status.message}.{fix}", status=503)
+        if self.needs_consent(status):
+            if not consent:
+                raise BackendError(
+                    f"{status.name} is an experimental backend: community-developed, use at "
+                    "your own risk. Consent before its first install: 'lemon backends "
+                    f"install {status.name}' (asks), POST /api/v1/install with \"consent\": "
+                    f"true, or the setting LEMON_ALLOW_EXPERIMENTAL={status.name}",
+                    status=403, code="consent_required")
+            self._record_consent(status.name)
         assert status.plan is not None
         install_dir = status.install_dir
         if status.plan.location is None and install_dir is None:

@@ -95,7 +95,7 @@ def cmd_backends(args: argparse.Namespace) -> int:
         if not args.target:
             print(f"usage: lemon backends {args.action} RECIPE:BACKEND", file=sys.stderr)
             return 2
-        return _install(core, args.target) if args.action == "install" else \
+        return _install(core, args.target, args.yes) if args.action == "install" else \
             _uninstall(core, args.target)
     rows = [{"recipe": recipe.name, "backend": s.backend.name, **s.as_dict()}
             for recipe in core.plugins.registry.recipes.values()
@@ -104,7 +104,7 @@ def cmd_backends(args: argparse.Namespace) -> int:
     def table() -> None:
         for r in rows:
             print(f"{r['recipe'] + ':' + r['backend']:<22} {r['state']:<16} {r['tier']:<12} "
-                  f"{r['version']}")
+                  f"{r['format']:<9} {r['version']}")
             for text in filter(None, [r["message"], r["action"] and f"fix: {r['action']}"]):
                 print(f"    {text}")
 
@@ -125,7 +125,8 @@ def progress_bar(label: str) -> Callable[[int, int], None]:
     return show
 
 
-def _install(core: Any, target: str) -> int:
+def _install(core: Any, target: str, yes: bool) -> int:
+    from lemoncore.api.manage import tier_notice
     from lemoncore.backends import THEROCK, BackendError
     from lemoncore.install import InstallError
 
@@ -136,7 +137,21 @@ def _install(core: Any, target: str) -> int:
                   f"{decision.root}", file=sys.stderr)
             return 0
         status = core.backends.status(*core.backends.lookup(target))
-        status = anyio.run(core.backends.ensure_installed, status, progress_bar(target))
+        consent = yes
+        if core.backends.needs_consent(status) and not yes:
+            if not sys.stdin.isatty():
+                print(f"{target} is experimental: community-developed, use at your own risk. "
+                      "Run again with --yes to consent.", file=sys.stderr)
+                return 1
+            answer = input(f"{target} is experimental: community-developed, use at your own "
+                           "risk. Install it? [y/N] ")
+            consent = answer.strip().lower() in {"y", "yes"}
+            if not consent:
+                return 1
+        if notice := tier_notice(status.backend.tier):
+            print(notice, file=sys.stderr)
+        status = anyio.run(core.backends.ensure_installed, status, progress_bar(target),
+                           consent)
     except (BackendError, InstallError) as exc:
         print(f"\n{exc}", file=sys.stderr)
         return 1
@@ -264,6 +279,8 @@ def parser() -> argparse.ArgumentParser:
     backends.add_argument("action", nargs="?", choices=["list", "install", "uninstall"],
                           default="list")
     backends.add_argument("target", nargs="?", help="RECIPE:BACKEND")
+    backends.add_argument("--yes", action="store_true",
+                          help="consent to installing an experimental backend")
     backends.set_defaults(func=cmd_backends)
     lock = sub.add_parser("lock", help="every pinned artifact and its provenance")
     lock.set_defaults(func=cmd_lock)

@@ -25,7 +25,9 @@ from lemoncore.recipes import (
     ModelInfo,
     Recipe,
     SlotPolicy,
+    Tier,
 )
+from lemoncore.tiers import core_granted
 
 ENTRY_POINT_GROUP = "lemon"
 
@@ -42,10 +44,15 @@ class PluginRecord:
     error: str = ""
     warnings: list[str] = field(default_factory=list)
     recipes: list[str] = field(default_factory=list)
+    distribution: str = ""
+    hooks: list[str] = field(default_factory=list)
+    tiers: dict[str, str] = field(default_factory=dict)  # recipe:backend -> tier
 
     def as_dict(self) -> dict[str, Any]:
         return {"name": self.name, "status": self.status, "version": self.version,
-                "error": self.error, "warnings": self.warnings, "recipes": self.recipes}
+                "distribution": self.distribution, "error": self.error,
+                "warnings": self.warnings, "recipes": self.recipes, "hooks": self.hooks,
+                "tiers": self.tiers}
 
 
 @dataclass
@@ -83,31 +90,34 @@ class PluginHost:
         self, allow: Sequence[str] | None = None, deny: Sequence[str] = ()
     ) -> None:
         for ep in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
+            dist = ep.dist.name if ep.dist is not None else ""
             if ep.name in deny or (allow is not None and ep.name not in allow):
                 self.records.append(PluginRecord(ep.name, "disabled", _version(ep),
-                                                 error="disabled by LEMON_PLUGINS_ALLOW/DENY"))
+                                                 error="disabled by LEMON_PLUGINS_ALLOW/DENY",
+                                                 distribution=dist))
                 continue
-            self._load(ep.name, _version(ep), ep.load)
+            self._load(ep.name, _version(ep), ep.load, dist)
 
     def add(self, name: str, plugin: object, version: str = "") -> None:
         """Register an in-process plugin object (module or instance), isolated like any."""
         self._load(name, version, lambda: plugin)
 
-    def _load(self, name: str, version: str, importer: Any) -> None:
-        record = PluginRecord(name, "loaded", version)
+    def _load(self, name: str, version: str, importer: Any, distribution: str = "") -> None:
+        record = PluginRecord(name, "loaded", version, distribution=distribution)
         plugin: object | None = None
         try:
             plugin = importer()
             self.pm.register(plugin, name=name)
             self._validate_hooks(name, plugin)
             contributions = self._collect(plugin)
-            self._merge_recipes(name, contributions.recipes)
+            self._merge_recipes(record, contributions.recipes)
         except Exception as exc:  # noqa: BLE001 - isolating plugin failures is the point
             if plugin is not None and self.pm.is_registered(plugin):
                 self.pm.unregister(plugin)
             record.status, record.error = "failed", f"{type(exc).__name__}: {exc}"
         else:
             record.recipes = [r.name for r in contributions.recipes]
+            record.hooks = sorted(c.name for c in self.pm.get_hookcallers(plugin) or [])
             self._pending.append((record, contributions))
         self.records.append(record)
 
@@ -150,14 +160,16 @@ class PluginHost:
                               own("register_backends", BackendContribution),
                               own("register_models", ModelInfo), locks)
 
-    def _merge_recipes(self, name: str, recipes: Iterable[Recipe]) -> None:
+    def _merge_recipes(self, record: PluginRecord, recipes: Iterable[Recipe]) -> None:
         for recipe in recipes:
             if recipe.name in self.registry.recipes:
                 raise PluginError(f"recipe {recipe.name!r} is already registered by plugin "
                                   f"{self.registry.owners[recipe.name]!r}")
         for recipe in recipes:
-            self.registry.recipes[recipe.name] = recipe
-            self.registry.owners[recipe.name] = name
+            vetted = recipe.model_copy(update={"backends": tuple(
+                _vet_tier(record, recipe.name, b) for b in recipe.backends)})
+            self.registry.recipes[recipe.name] = vetted
+            self.registry.owners[recipe.name] = record.name
 
     def finish(self) -> Registry:
         """Apply cross-plugin backend contributions and catalogue models; return the registry."""
@@ -173,8 +185,8 @@ class PluginHost:
                     record.warnings.append(f"backend {c.recipe}:{c.backend.name} skipped: "
                                            "already defined")
                 else:
-                    reg.recipes[c.recipe] = recipe.model_copy(
-                        update={"backends": (*recipe.backends, c.backend)})
+                    reg.recipes[c.recipe] = recipe.model_copy(update={"backends": (
+                        *recipe.backends, _vet_tier(record, c.recipe, c.backend))})
             for model in contrib.models:
                 if model.recipe not in reg.recipes:
                     record.warnings.append(f"model {model.name!r} skipped: recipe "
@@ -238,6 +250,17 @@ class PluginHost:
                 raise
             raise PluginError(f"hook {hook!r} failed in a plugin: {type(exc).__name__}: "
                               f"{exc}") from exc
+
+
+def _vet_tier(record: PluginRecord, recipe: str, backend: Backend) -> Backend:
+    """Plugins declare their tier, but ``core`` only where lemoncore's registry grants it."""
+    name = f"{recipe}:{backend.name}"
+    if backend.tier is Tier.CORE and not core_granted(record.distribution, name):
+        record.warnings.append(f"{name} claims tier core, which only lemoncore's registry "
+                               "grants; it is listed as community")
+        backend = backend.model_copy(update={"tier": Tier.COMMUNITY})
+    record.tiers[name] = backend.tier.value
+    return backend
 
 
 def _version(ep: EntryPoint) -> str:

@@ -55,6 +55,9 @@ class Settings(BaseSettings):
         default_factory=dict, description="Per-recipe configuration sections.")
     lock_files: list[Path] = Field(
         default_factory=list, description="Administrator lock files, merged last.")
+    allow_experimental: str = Field(
+        "", description="Comma-separated recipe:backend names (or 'all') whose experimental "
+                        "first install is consented to.")
     allow_unverified: str = Field(
         "", description="Comma-separated recipe:backend names that may install without a "
                         "pinned SHA-256 (not recommended).")

@@ -21,7 +21,7 @@ from lemoncore.core import Core
 from lemoncore.hosts import HostDevice, HostInfo
 from lemoncore.launch import InstallPlan
 from lemoncore.lock import Pin, platform_key
-from lemoncore.recipes import Backend, DeviceKind, Recipe, SupportRow
+from lemoncore.recipes import Backend, DeviceKind, ModelInfo, Recipe, SupportRow, Tier
 from lemoncore.testing import serve_directory
 
 pytestmark = pytest.mark.anyio
@@ -37,11 +37,17 @@ class Engine:
     @hookimpl
     def register_recipes(self) -> Sequence[Recipe]:
         return [Recipe(name="engine", display_name="Engine", backends=(
-            Backend(name="native", support=(ROW,)), Backend(name="hip", support=(AMD,))))]
+            Backend(name="native", support=(ROW,)), Backend(name="hip", support=(AMD,)))),
+            Recipe(name="risky", display_name="Risky", backends=(
+                Backend(name="native", support=(ROW,), tier=Tier.EXPERIMENTAL),))]
+
+    @hookimpl
+    def register_models(self) -> Sequence[ModelInfo]:
+        return [ModelInfo(name="risky-model", recipe="risky", checkpoint="x/y:z.gguf")]
 
     @hookimpl
     def install(self, recipe: Recipe, backend: Backend, pin: Pin | None) -> InstallPlan | None:
-        if recipe.name != "engine" or pin is None:
+        if recipe.name not in {"engine", "risky"} or pin is None:
             return None
         return InstallPlan(pin.version, pin.artifacts,
                            runtime="rocm" if backend.name == "hip" else None)
@@ -80,8 +86,8 @@ class World:
         return {"url": f"{self.url}/{name}", "sha256": hashlib.sha256(data).hexdigest()}
 
     def pin(self, backends: dict[str, tuple[str, dict[str, Any]]],
-            therock: dict[str, Any] | None = None) -> None:
-        lock: dict[str, Any] = {"backends": {"engine": {
+            therock: dict[str, Any] | None = None, recipe: str = "engine") -> None:
+        lock: dict[str, Any] = {"backends": {recipe: {
             name: {"version": version, "platforms": {KEY: [artifact]}}
             for name, (version, artifact) in backends.items()}}}
         if therock is not None:
@@ -131,8 +137,10 @@ async def test_install_streams_progress_then_a_pin_change_needs_a_reinstall(
         response = await client.post("/api/v1/install",
                                      json={"backend": "engine:native", "stream": True})
         events = sse(response.text)
-        assert events[-1] == ("complete", {"backend": "engine:native", "state": "installed",
-                                           "version": "1.0"})
+        assert events[-1][0] == "complete"
+        assert {"backend": "engine:native", "state": "installed", "version": "1.0",
+                "tier": "community"}.items() <= events[-1][1].items()
+        assert "not supported for production" in events[-1][1]["notice"]
         assert any(e == "progress" and d["bytes_total"] > 0 for e, d in events)
         assert (await world.state(client, "native"))["state"] == "installed"
     world.pin({"native": ("2.0", world.publish("e2.zip", zip_bytes({"engine": b"two"})))})
@@ -215,3 +223,33 @@ async def test_a_matching_system_rocm_is_used_without_downloading_therock(
     assert json.loads((world.root / "cache/runtime/rocm.json").read_text())["source"] == \
         "system"
     assert not (world.root / "cache/bin/runtime").exists()
+
+
+async def test_experimental_backends_need_consent_and_hide_their_models(world: World) -> None:
+    world.pin({"native": ("1.0", world.publish("r.zip", zip_bytes({"engine": b"r"})))},
+              recipe="risky")
+
+    async def listed(client: httpx.AsyncClient) -> dict[str, Any]:
+        data = (await client.get("/v1/models", params={"show_all": "true"})).json()["data"]
+        return {m["id"]: m for m in data}
+
+    async with world.app() as client:
+        assert "risky-model" not in await listed(client)
+        refused = await client.post("/api/v1/install", json={"backend": "risky:native",
+                                                              "stream": True})
+        assert refused.status_code == 403
+        assert refused.json()["error"]["code"] == "consent_required"
+        assert "LEMON_ALLOW_EXPERIMENTAL=risky:native" in refused.json()["error"]["message"]
+        assert not (world.root / "cache/bin/risky").exists()
+        done = await client.post("/api/v1/install", json={"backend": "risky:native",
+                                                           "consent": True})
+        assert done.status_code == 200
+        assert done.json()["notice"].startswith("experimental backend")
+        card = (await listed(client))["risky-model"]
+        assert card["backends"] == [{"name": "native", "tier": "experimental",
+                                     "format": "native"}]
+        await client.post("/api/v1/uninstall", json={"backend": "risky:native"})
+        again = await client.post("/api/v1/install", json={"backend": "risky:native"})
+        assert again.status_code == 200  # consent is remembered
+        community = await client.post("/api/v1/install", json={"backend": "engine:native"})
+        assert community.status_code == 400  # nothing pinned for it here, but no consent asked

@@ -44,7 +44,10 @@ def _classify(exc: Exception) -> ApiError:
             return exc
         case RouterError():
             return ApiError(str(exc), exc.status, exc.type, exc.code, headers=exc.headers)
-        case ModelError() | BackendError():
+        case BackendError():
+            type_ = "invalid_request_error" if exc.status < 500 else "backend_error"
+            return ApiError(str(exc), exc.status, type_, exc.code)
+        case ModelError():
             type_ = "invalid_request_error" if exc.status < 500 else "backend_error"
             return ApiError(str(exc), exc.status, type_)
         case LaunchRefused():

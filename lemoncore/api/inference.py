@@ -25,8 +25,11 @@ from lemoncore.recipes import ModelInfo, ModelType, Tier
 
 
 def model_card(core: Core, model: ModelInfo) -> dict[str, Any]:
+    recipe = core.plugins.registry.recipes.get(model.recipe)
+    backends = [{"name": b.name, "tier": b.tier.value, "format": b.format.value}
+                for b in (recipe.backends if recipe else ())]
     return {"id": model.name, "object": "model", "created": 0, "owned_by": "lemoncore",
-            "checkpoint": model.checkpoint, "recipe": model.recipe,
+            "checkpoint": model.checkpoint, "recipe": model.recipe, "backends": backends,
             "downloaded": core.models.local_path(model) is not None,
             "suggested": model.suggested, "labels": list(model.labels),
             "aliases": list(model.aliases), "recipe_options": dict(model.recipe_options)}

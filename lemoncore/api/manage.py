@@ -18,7 +18,7 @@ from lemoncore.backends import THEROCK, BackendState
 from lemoncore.core import Core
 from lemoncore.install import ProgressCallback
 from lemoncore.proxy import SSE_HEADERS
-from lemoncore.recipes import ModelInfo, ModelType
+from lemoncore.recipes import ModelInfo, ModelType, Tier
 
 LOAD_CONTROL_FIELDS = {"model_name", "model", "pinned", "dry_run", "save_options"}
 
@@ -142,6 +142,13 @@ async def metrics(request: Request) -> Response:
                     media_type="text/plain; version=0.0.4; charset=utf-8")
 
 
+def tier_notice(tier: Tier) -> str:
+    return {Tier.COMMUNITY: "community backend: maintained by its plugin's authors, not "
+                            "supported for production",
+            Tier.EXPERIMENTAL: "experimental backend: community-developed, use at your own "
+                               "risk"}.get(tier, "")
+
+
 def _backend_name(body: dict[str, Any]) -> str:
     backend = body.get("backend")
     if not isinstance(backend, str) or not backend:
@@ -157,18 +164,25 @@ async def install(request: Request) -> Response:
     body = await json_object(request)
     name = _backend_name(body)
 
-    async def run(progress: ProgressCallback | None) -> dict[str, Any]:
-        if name == THEROCK:
-            decision = await core.backends.install_therock(progress)
-            return {"backend": name, "state": "installed", "runtime": decision.source,
-                    "version": decision.version}
-        status = core.backends.status(*core.backends.lookup(name))
+    consent = body.get("consent") is True
+    status = None if name == THEROCK else core.backends.status(*core.backends.lookup(name))
+    if status is not None:  # refuse before any stream starts
         if status.state in {BackendState.UNSUPPORTED, BackendState.ACTION_REQUIRED}:
             raise ApiError(f"{name} is {status.state.value}: {status.message}"
                            + (f". Fix: {status.action}" if status.action else ""),
                            code=status.state.value)
-        status = await core.backends.ensure_installed(status, progress)
-        return {"backend": name, "state": status.state.value, "version": status.version}
+        if core.backends.needs_consent(status) and not consent:
+            await core.backends.ensure_installed(status)  # raises the 403 that says how
+
+    async def run(progress: ProgressCallback | None) -> dict[str, Any]:
+        if status is None:
+            decision = await core.backends.install_therock(progress)
+            return {"backend": name, "state": "installed", "runtime": decision.source,
+                    "version": decision.version}
+        installed = await core.backends.ensure_installed(status, progress, consent=consent)
+        return {"backend": name, "state": installed.state.value, "version": installed.version,
+                "tier": installed.backend.tier.value,
+                "notice": tier_notice(installed.backend.tier)}
 
     if not body.get("stream"):
         return JSONResponse({"status": "success", **await run(None)})

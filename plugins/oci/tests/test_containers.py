@@ -162,6 +162,7 @@ async def lemon(tmp: Path, lock: dict[str, Any], trusted: bool = True,
                        policies={("boxed", "llama"): POLICY}, lock=lock)
     namespaces = [lock_url(lock).split("/lemontest/")[0] + "/lemontest/"] if trusted else []
     app = create_app(Settings(cache_dir=tmp / "cache", plugins_allow="", stop_grace=2,
+                              allow_experimental="boxed:llama",
                               recipes={"boxed": {"trusted_namespaces": namespaces,
                                                  "ctx_size": 2048}}),
                      plugins={"oci": plugin}, host=HOST)

@@ -120,7 +120,8 @@ class World:
                     **settings: Any) -> AsyncIterator[httpx.AsyncClient]:
         therock = therock or self.publish("therock.tar.gz", therock_tarball())
         app = create_app(Settings(cache_dir=self.root / "cache", plugins_allow="vte",
-                                  lock_files=[self.pin(therock)], **settings),
+                                  lock_files=[self.pin(therock)],
+                                  allow_experimental="vte:rocm", **settings),
                          plugins={"amdtool": AmdTool()}, host=host)
         async with app.router.lifespan_context(app), httpx.AsyncClient(
                 transport=httpx.ASGITransport(app), base_url="http://lemon",

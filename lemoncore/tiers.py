@@ -1,0 +1,95 @@
+"""Tiers as code: who may claim ``core``, and the rules that promote or demote a backend.
+
+Rules (``assess``), over the evidence in lemoncore's tier registry
+(``lemoncore/data/tiers.json``):
+
+- **experimental → community** when the backend passes the conformance kit on every
+  platform it declares, has a CI row running the kit, and has a named maintainer.
+- **community → core** when, in addition, no critical issue has been open for
+  ``STABLE_RELEASES`` releases and its pin can be refreshed; core is granted only by
+  lemoncore's registry (``core_grants``), never by a plugin's own claim.
+- **demote one tier** when the kit fails on a declared platform it used to pass, or the
+  pin can no longer be refreshed; an experimental backend that would be demoted is
+  proposed for removal.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import cache
+from importlib.resources import files
+from typing import Any
+
+from lemoncore.recipes import Tier
+
+STABLE_RELEASES = 3
+
+
+@dataclass(frozen=True)
+class Evidence:
+    platforms: tuple[str, ...] = ()
+    conformance: tuple[str, ...] = ()  # platforms where the kit passes
+    ci_row: bool = False
+    maintainer: str = ""
+    open_critical: int = 0
+    releases_clean: int = 0
+    pin_refreshable: bool = False
+
+
+@dataclass(frozen=True)
+class Assessment:
+    tier: Tier
+    criteria: dict[str, bool] = field(default_factory=dict)
+    verdict: str = "keep"
+
+
+CRITERIA = {
+    "conformance": "passes the conformance kit on every declared platform",
+    "ci_row": "has a CI row that runs the kit",
+    "maintainer": "has a named maintainer",
+    "stable": f"no open critical issue for {STABLE_RELEASES} releases",
+    "pin": "its pin can be refreshed",
+}
+
+
+def assess(tier: Tier, evidence: Evidence) -> Assessment:
+    met = {
+        "conformance": bool(evidence.platforms)
+        and set(evidence.platforms) <= set(evidence.conformance),
+        "ci_row": evidence.ci_row,
+        "maintainer": bool(evidence.maintainer),
+        "stable": evidence.open_critical == 0 and evidence.releases_clean >= STABLE_RELEASES,
+        "pin": evidence.pin_refreshable,
+    }
+    failing = not met["pin"] or (bool(evidence.conformance) and not met["conformance"])
+    if failing:
+        verdict = "propose removal" if tier is Tier.EXPERIMENTAL else "demote"
+    elif tier is Tier.EXPERIMENTAL and met["conformance"] and met["ci_row"] and \
+            met["maintainer"]:
+        verdict = "promote to community"
+    elif tier is Tier.COMMUNITY and all(met.values()):
+        verdict = "promote to core (needs a core grant)"
+    else:
+        verdict = "keep"
+    return Assessment(tier, met, verdict)
+
+
+@cache
+def registry() -> Mapping[str, Any]:
+    data: Mapping[str, Any] = json.loads(
+        files("lemoncore").joinpath("data/tiers.json").read_text())
+    return data
+
+
+def core_granted(distribution: str, backend: str) -> bool:
+    return backend in registry()["core_grants"].get(distribution, [])
+
+
+def evidence_for(backend: str) -> Evidence:
+    raw = registry()["evidence"].get(backend, {})
+    return Evidence(tuple(raw.get("platforms", ())), tuple(raw.get("conformance", ())),
+                    bool(raw.get("ci_row")), str(raw.get("maintainer", "")),
+                    int(raw.get("open_critical", 0)), int(raw.get("releases_clean", 0)),
+                    bool(raw.get("pin_refreshable")))
