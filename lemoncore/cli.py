@@ -76,16 +76,57 @@ def _core(args: argparse.Namespace) -> Any:
 
 
 def cmd_plugins(args: argparse.Namespace) -> int:
+    if args.action in {"install", "uninstall"}:
+        return _pip(args.action, args.name)
     records = [r.as_dict() for r in _core(args).plugins.records]
 
     def table() -> None:
         for r in records:
             print(f"{r['name']:<16} {r['status']:<9} {r['version']:<10} "
                   f"{','.join(r['recipes']) or '-'}")
+            if r["hooks"]:
+                print(f"    hooks: {', '.join(r['hooks'])}")
+            if r["tiers"]:
+                print("    tiers: " + ", ".join(f"{b}={t}" for b, t in r["tiers"].items()))
             for problem in filter(None, [r["error"], *r["warnings"]]):
                 print(f"    {problem}")
 
     _print(records, args.json, table)
+    return 0
+
+
+def _pip(action: str, name: str | None) -> int:
+    """pip into lemoncore's own environment; imports no plugin, so a broken one cannot
+    stop its own removal."""
+    import subprocess
+
+    if not name:
+        print(f"usage: lemon plugins {action} NAME", file=sys.stderr)
+        return 2
+    argv = [sys.executable, "-m", "pip", action, *(["-y"] if action == "uninstall" else []),
+            name]
+    return subprocess.run(argv, check=False).returncode
+
+
+def cmd_tiers(args: argparse.Namespace) -> int:
+    """Per backend: its tier, which promotion criteria it meets, and the verdict."""
+    from lemoncore.tiers import CRITERIA, assess, evidence_for
+
+    core = _core(args)
+    rows = []
+    for recipe in core.plugins.registry.recipes.values():
+        for backend in recipe.backends:
+            name = f"{recipe.name}:{backend.name}"
+            result = assess(backend.tier, evidence_for(name))
+            rows.append({"backend": name, "tier": backend.tier.value,
+                         "criteria": result.criteria, "verdict": result.verdict})
+
+    def table() -> None:
+        for r in rows:
+            met = " ".join(("+" if r["criteria"][c] else "-") + c for c in CRITERIA)
+            print(f"{r['backend']:<22} {r['tier']:<12} {r['verdict']:<36} {met}")
+
+    _print(rows, args.json, table)
     return 0
 
 
@@ -273,8 +314,13 @@ def parser() -> argparse.ArgumentParser:
                        choices=["debug", "info", "warning", "error"])
     serve.add_argument("--offline", action="store_true", default=None)
     serve.set_defaults(func=cmd_serve)
-    plugins = sub.add_parser("plugins", help="list plugins, including those that failed")
+    plugins = sub.add_parser("plugins", help="list, install or uninstall plugins")
+    plugins.add_argument("action", nargs="?", choices=["list", "install", "uninstall"],
+                         default="list")
+    plugins.add_argument("name", nargs="?", help="distribution to (un)install with pip")
     plugins.set_defaults(func=cmd_plugins)
+    tiers = sub.add_parser("tiers", help="promotion criteria per backend")
+    tiers.set_defaults(func=cmd_tiers)
     backends = sub.add_parser("backends", help="list or install backends")
     backends.add_argument("action", nargs="?", choices=["list", "install", "uninstall"],
                           default="list")
@@ -298,7 +344,7 @@ def parser() -> argparse.ArgumentParser:
                          help="a load option, e.g. -o backend=cpu -o ctx_size=8192")
     explain.add_argument("--server", help="server URL (default: http://127.0.0.1:<port>)")
     explain.set_defaults(func=cmd_explain)
-    for sp in (plugins, backends, models, explain, lock):
+    for sp in (plugins, backends, models, explain, lock, tiers):
         sp.add_argument("--json", action="store_true")
     return p
 

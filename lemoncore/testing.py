@@ -3,6 +3,12 @@
 ``running_server`` starts ``lemon serve`` as a real subprocess on a free loopback port
 with its own cache directory and yields its base URL; leaving stops it with SIGTERM.
 ``serve_directory`` serves files over real HTTP on loopback (installs, downloads).
+
+As a pytest plugin (``pytest_plugins = ["lemoncore.testing"]`` in a conftest) it also
+provides fixtures: ``lemon_settings`` (a temporary cache and config), ``lemon_plugins``
+(a fresh plugin manager with your plugin objects), ``lemon_app`` (the ASGI app with its
+lifespan running) and ``lemon_client`` (an ``httpx.AsyncClient`` over ASGI). Override
+``lemon_extra_plugins`` to add in-process plugins.
 """
 
 from __future__ import annotations
@@ -14,15 +20,23 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import httpx
+import pytest
 
 from lemoncore.supervisor import free_port
+
+if TYPE_CHECKING:
+    from starlette.applications import Starlette
+
+    from lemoncore.plugins import PluginHost
+    from lemoncore.settings import Settings
 
 
 @dataclass
@@ -91,3 +105,49 @@ def serve_directory(root: Path) -> Iterator[str]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+@pytest.fixture
+def lemon_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Settings:
+    """Settings over a temporary cache, with no config file and no LEMON_* environment."""
+    from lemoncore.settings import Settings
+
+    for name in [n for n in os.environ if n.startswith("LEMON_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("LEMON_CONFIG_FILE", str(tmp_path / "config.toml"))
+    return Settings(cache_dir=tmp_path / "cache")
+
+
+@pytest.fixture
+def lemon_extra_plugins() -> dict[str, object]:
+    """In-process plugins to load beside the installed ones; override in your conftest."""
+    return {}
+
+
+@pytest.fixture
+def lemon_plugins(lemon_settings: Settings, lemon_extra_plugins: dict[str, object]
+                  ) -> PluginHost:
+    """A fresh plugin manager: installed entry points plus ``lemon_extra_plugins``."""
+    from lemoncore.plugins import load_plugins
+
+    return load_plugins(lemon_settings.allowed_plugins, lemon_settings.denied_plugins,
+                        lemon_extra_plugins)
+
+
+@pytest.fixture
+async def lemon_app(lemon_settings: Settings, lemon_extra_plugins: dict[str, object]
+                    ) -> AsyncIterator[Starlette]:
+    """The app, its lifespan running (backends stop when the test ends)."""
+    from lemoncore.app import create_app
+
+    app = create_app(lemon_settings, plugins=lemon_extra_plugins)
+    async with app.router.lifespan_context(app):
+        yield app
+
+
+@pytest.fixture
+async def lemon_client(lemon_app: Starlette) -> AsyncIterator[httpx.AsyncClient]:
+    """An httpx client talking to ``lemon_app`` in-process."""
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(lemon_app),
+                                 base_url="http://lemon", timeout=120) as client:
+        yield client

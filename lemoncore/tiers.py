@@ -54,7 +54,10 @@ CRITERIA = {
 }
 
 
-def assess(tier: Tier, evidence: Evidence) -> Assessment:
+def assess(tier: Tier, evidence: Evidence | None) -> Assessment:
+    if evidence is None:
+        return Assessment(tier, dict.fromkeys(CRITERIA, False),
+                          "unassessed: no evidence in lemoncore's registry")
     met = {
         "conformance": bool(evidence.platforms)
         and set(evidence.platforms) <= set(evidence.conformance),
@@ -87,8 +90,10 @@ def core_granted(distribution: str, backend: str) -> bool:
     return backend in registry()["core_grants"].get(distribution, [])
 
 
-def evidence_for(backend: str) -> Evidence:
-    raw = registry()["evidence"].get(backend, {})
+def evidence_for(backend: str) -> Evidence | None:
+    raw = registry()["evidence"].get(backend)
+    if raw is None:
+        return None
     return Evidence(tuple(raw.get("platforms", ())), tuple(raw.get("conformance", ())),
                     bool(raw.get("ci_row")), str(raw.get("maintainer", "")),
                     int(raw.get("open_critical", 0)), int(raw.get("releases_clean", 0)),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 import textwrap
 from collections.abc import Iterator
@@ -19,7 +21,9 @@ from lemoncore.recipes import (
     Device,
     DeviceKind,
     Recipe,
+    SlotPolicy,
     SupportRow,
+    Tier,
 )
 
 LINUX_CPU = HostInfo("linux", (HostDevice(DeviceKind.CPU, "cpu"),))
@@ -143,6 +147,14 @@ class GpuOverride:
     def effective_device(self, backend: Backend) -> Device | None:
         return Device.GPU if backend.name == "boxed" else None
 
+    @hookimpl
+    def effective_is_amd_gpu(self, backend: Backend, options: dict[str, object]) -> bool | None:
+        return True if backend.name == "boxed" and options.get("gpu") == "amd" else None
+
+    @hookimpl
+    def slot_policy(self, backend: Backend, options: dict[str, object]) -> SlotPolicy | None:
+        return SlotPolicy.UNMETERED if options.get("remote") else None
+
 
 def test_a_plugin_adds_a_backend_to_another_plugins_recipe() -> None:
     # Extender loads first: contributions apply once every plugin has loaded.
@@ -159,3 +171,97 @@ def test_a_plugin_adds_a_backend_to_another_plugins_recipe() -> None:
     assert boxed is not None and native is not None
     assert host.effective_device(base, boxed, {}, LINUX_CPU) is Device.GPU
     assert host.effective_device(base, native, {}, LINUX_CPU) is Device.CPU
+    assert host.effective_is_amd_gpu(base, boxed, {"gpu": "amd"}, LINUX_CPU) is True
+    assert host.effective_is_amd_gpu(base, boxed, {}, LINUX_CPU) is False  # derived: cpu row
+    assert host.slot_policy(base, native, {"remote": True}, LINUX_CPU) is SlotPolicy.UNMETERED
+    assert host.slot_policy(base, native, {}, LINUX_CPU) is SlotPolicy.STANDARD
+
+
+class CoreClaimer:
+    @hookimpl
+    def register_recipes(self) -> list[Recipe]:
+        return [Recipe(name="claims", display_name="Claims", backends=(
+            Backend(name="fast", support=(ROW,), tier=Tier.CORE),))]
+
+
+def test_a_third_party_plugin_cannot_claim_core() -> None:
+    host = load_plugins([], [], {"claimer": CoreClaimer()})
+    backend = host.registry.recipes["claims"].backend("fast")
+    assert backend is not None and backend.tier is Tier.COMMUNITY
+    claimer = record(host, "claimer")
+    assert claimer["tiers"] == {"claims:fast": "community"}
+    assert any("only lemoncore's registry grants" in w
+               for w in claimer["warnings"])  # type: ignore[union-attr]
+
+
+def lemon_cli(site: Path, *args: str, stdin: str | None = None
+              ) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": f"{site}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+           "LEMON_CACHE_DIR": str(site / "cache"), "LEMON_CONFIG_FILE": str(site / "c.toml")}
+    return subprocess.run([sys.executable, "-m", "lemoncore.cli", *args], env=env, text=True,
+                          capture_output=True, input=stdin, check=False)
+
+
+def test_cli_lists_and_uninstalls_with_a_broken_plugin_present(site: Path) -> None:
+    install_dist(site, "lemontest_importerror", "raise RuntimeError('boom at import')\n")
+    listing = lemon_cli(site, "plugins")
+    assert listing.returncode == 0
+    assert "lemontest_importerror" in listing.stdout and "boom at import" in listing.stdout
+    removal = lemon_cli(site, "plugins", "uninstall", "lemon-plugin-not-installed")
+    assert removal.returncode == 0  # pip runs; no plugin was imported to get there
+    assert "not installed" in removal.stderr
+
+
+EXPERIMENTAL_DIST = """
+import json
+from lemoncore import hookimpl
+from lemoncore.launch import InstallPlan
+from lemoncore.recipes import Backend, DeviceKind, Recipe, SupportRow, Tier
+
+@hookimpl
+def register_recipes():
+    row = SupportRow(os={"linux"}, devices={DeviceKind.CPU: frozenset()})
+    return [Recipe(name="wild", display_name="Wild", backends=(
+        Backend(name="native", support=(row,), tier=Tier.EXPERIMENTAL),))]
+
+@hookimpl
+def install(recipe, pin):
+    if recipe.name == "wild" and pin is not None:
+        return InstallPlan(pin.version, artifacts=pin.artifacts)
+"""
+
+
+def test_cli_install_of_an_experimental_backend_needs_consent(site: Path) -> None:
+    import hashlib
+    import io
+    import json
+    import zipfile
+
+    from lemoncore.lock import platform_key
+    from lemoncore.testing import serve_directory
+
+    install_dist(site, "lemontest_wild", EXPERIMENTAL_DIST)
+    www = site / "www"
+    www.mkdir()
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as zf:
+        zf.writestr("wild-engine", "#!/bin/sh\n")
+    (www / "wild.zip").write_bytes(buffer.getvalue())
+    with serve_directory(www) as url:
+        lock = {"backends": {"wild": {"native": {"version": "1", "platforms": {
+            platform_key("linux"): [{"url": f"{url}/wild.zip",
+                                     "sha256": hashlib.sha256(buffer.getvalue()).hexdigest()}]
+        }}}}}
+        (site / "lock.json").write_text(json.dumps(lock))
+        (site / "c.toml").write_text(f'lock_files = ["{site / "lock.json"}"]\n')
+        refused = lemon_cli(site, "backends", "install", "wild:native", stdin="")
+        assert refused.returncode == 1
+        assert "experimental" in refused.stderr and "--yes" in refused.stderr
+        assert not (site / "cache/bin/wild").exists()
+        done = lemon_cli(site, "backends", "install", "wild:native", "--yes")
+        assert done.returncode == 0, done.stderr
+        assert "experimental backend: community-developed" in done.stderr
+    listing = json.loads(lemon_cli(site, "backends", "--json").stdout)
+    wild = next(r for r in listing if r["recipe"] == "wild")
+    assert (wild["state"], wild["tier"], wild["format"]) == ("installed", "experimental",
+                                                              "native")

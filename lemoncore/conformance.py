@@ -1,0 +1,169 @@
+"""The conformance kit: one test suite every backend plugin runs against its real engine.
+
+Subclass :class:`BackendConformance` in your plugin's tests and provide the
+``conformance_target`` fixture (a running lemoncore server with your plugin, and a model
+your backend serves)::
+
+    from lemoncore.conformance import BackendConformance, ConformanceTarget
+
+    class TestMyBackend(BackendConformance):
+        @pytest.fixture(scope="class")
+        @classmethod
+        def conformance_target(cls, tmp_path_factory):
+            with running_server(tmp_path_factory.mktemp("lemon")) as server:
+                yield ConformanceTarget(server, model="my-model", backend="mine:cpu")
+
+The suite checks what clients and lemoncore rely on: OpenAI shapes for chat and
+completions (streaming and not), usage arithmetic, ``include_usage``, OpenAI-shaped
+errors, readiness (lemoncore reports a model ready only when its engine answers health),
+a clean shutdown within the grace period, and a device and policy consistent with the
+backend's declared support rows.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import httpx
+import pytest
+
+from lemoncore.defaults import backend_device_kinds
+from lemoncore.hosts import detect_host
+from lemoncore.recipes import Backend, DeviceKind, SupportRow
+from lemoncore.testing import ServerProcess
+
+
+@dataclass
+class ConformanceTarget:
+    server: ServerProcess
+    model: str
+    backend: str  # recipe:backend
+    completions: bool = True  # the engine serves /v1/completions (non-streaming)
+    stop_grace: float = 5.0
+
+
+def _usage_adds_up(usage: dict[str, Any]) -> None:
+    assert usage["prompt_tokens"] > 0 and usage["completion_tokens"] > 0
+    assert usage["total_tokens"] == usage["prompt_tokens"] + usage["completion_tokens"]
+
+
+def _error_shaped(response: httpx.Response, status: int) -> None:
+    assert response.status_code == status, response.text
+    error = response.json()["error"]
+    assert isinstance(error["message"], str) and error["message"]
+    assert isinstance(error["type"], str) and error["type"]
+
+
+class BackendConformance:
+    """Subclass this (its name must start with ``Test``) and provide the target fixture."""
+
+    MESSAGES: ClassVar[list[dict[str, str]]] = [
+        {"role": "user", "content": "Count from one to five."}]
+
+    def _chat(self, target: ConformanceTarget, **extra: Any) -> httpx.Response:
+        return httpx.post(target.server.api + "/chat/completions", timeout=120, json={
+            "model": target.model, "messages": self.MESSAGES, "max_tokens": 8, **extra})
+
+    def _stream(self, target: ConformanceTarget, **extra: Any) -> list[str]:
+        with httpx.stream("POST", target.server.api + "/chat/completions", timeout=120, json={
+                "model": target.model, "messages": self.MESSAGES, "max_tokens": 8,
+                "stream": True, **extra}) as response:
+            assert response.status_code == 200
+            assert response.headers["content-type"].startswith("text/event-stream")
+            return [line[6:] for line in response.iter_lines() if line.startswith("data: ")]
+
+    def test_chat_completion_shape_and_usage(self, conformance_target: ConformanceTarget
+                                             ) -> None:
+        body = self._chat(conformance_target).json()
+        assert body["object"] == "chat.completion"
+        choice = body["choices"][0]
+        assert choice["message"]["role"] == "assistant"
+        assert isinstance(choice["message"]["content"], str) and choice["message"]["content"]
+        assert choice["finish_reason"] in {"stop", "length"}
+        _usage_adds_up(body["usage"])
+
+    def test_streaming_chunks_end_with_done(self, conformance_target: ConformanceTarget
+                                            ) -> None:
+        data = self._stream(conformance_target)
+        assert data[-1] == "[DONE]"
+        chunks = [json.loads(d) for d in data[:-1]]
+        assert all(c["object"] == "chat.completion.chunk" for c in chunks)
+        text = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks
+                       if c["choices"])
+        assert text
+        assert not any("total_tokens" in (c.get("usage") or {}) for c in chunks)
+        assert any(c["choices"] and c["choices"][0].get("finish_reason") for c in chunks)
+
+    def test_include_usage_adds_a_usage_chunk(self, conformance_target: ConformanceTarget
+                                              ) -> None:
+        data = self._stream(conformance_target, stream_options={"include_usage": True})
+        last = json.loads(data[-2])
+        assert last["choices"] == []
+        _usage_adds_up(last["usage"])
+
+    def test_completions_shape(self, conformance_target: ConformanceTarget) -> None:
+        if not conformance_target.completions:
+            pytest.skip("the backend declares no /v1/completions")
+        body = httpx.post(conformance_target.server.api + "/completions", timeout=120, json={
+            "model": conformance_target.model, "prompt": "One, two,",
+            "max_tokens": 8}).json()
+        assert body["object"] == "text_completion"
+        assert isinstance(body["choices"][0]["text"], str)
+        _usage_adds_up(body["usage"])
+
+    def test_errors_are_openai_shaped(self, conformance_target: ConformanceTarget) -> None:
+        api = conformance_target.server.api
+        _error_shaped(httpx.post(api + "/chat/completions", json={
+            "model": "no-such-model", "messages": self.MESSAGES}), 404)
+        _error_shaped(httpx.post(api + "/chat/completions", json={
+            "model": conformance_target.model}), 400)
+
+    def test_ready_means_the_engine_answers(self, conformance_target: ConformanceTarget
+                                            ) -> None:
+        url = conformance_target.server.url
+        httpx.post(url + "/api/v1/load", json={"model_name": conformance_target.model},
+                   timeout=120).raise_for_status()
+        loaded = {m["model_name"]: m for m in
+                  httpx.get(url + "/api/v1/health").json()["all_models_loaded"]}
+        server = loaded[conformance_target.model]
+        assert server["status"] in {"ready", "busy"}
+        assert f"{server['recipe']}:{server['backend']}" == conformance_target.backend
+        assert self._chat(conformance_target).status_code == 200  # no warm-up needed
+
+    def test_declared_device_matches_the_support_rows(
+        self, conformance_target: ConformanceTarget
+    ) -> None:
+        url = conformance_target.server.url
+        recipe_name, backend_name = conformance_target.backend.split(":")
+        info = httpx.get(url + "/api/v1/system-info").json()["recipes"][recipe_name]
+        declared = info["backends"][backend_name]
+        rows = tuple(SupportRow(os=frozenset(r["os"]), devices={
+            DeviceKind(k): frozenset(v) for k, v in r["devices"].items()})
+            for r in declared["support"])
+        kinds = backend_device_kinds(Backend(name=backend_name, support=rows), detect_host())
+        httpx.post(url + "/api/v1/load", json={"model_name": conformance_target.model},
+                   timeout=120).raise_for_status()
+        server = next(m for m in httpx.get(url + "/api/v1/health").json()["all_models_loaded"]
+                      if m["model_name"] == conformance_target.model)
+        assert server["device"] in {k.device.value for k in kinds}
+        assert server["is_amd_gpu"] == (kinds == {DeviceKind.AMD_GPU})
+
+    def test_unload_stops_the_engine_within_the_grace_period(
+        self, conformance_target: ConformanceTarget
+    ) -> None:
+        url = conformance_target.server.url
+        httpx.post(url + "/api/v1/load", json={"model_name": conformance_target.model},
+                   timeout=120).raise_for_status()
+        pid = next(m["pid"] for m in httpx.get(url + "/api/v1/health").json()[
+            "all_models_loaded"] if m["model_name"] == conformance_target.model)
+        started = time.monotonic()
+        httpx.post(url + "/api/v1/unload", json={"model_name": conformance_target.model},
+                   timeout=60).raise_for_status()
+        assert time.monotonic() - started <= conformance_target.stop_grace + 1
+        if pid:
+            with pytest.raises(ProcessLookupError):
+                os.kill(pid, 0)

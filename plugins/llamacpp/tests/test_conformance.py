@@ -1,0 +1,19 @@
+"""lemon-plugin-llamacpp passes lemoncore's conformance kit with a real llama-server."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from lemoncore.conformance import BackendConformance, ConformanceTarget
+from lemoncore.testing import running_server
+
+
+class TestLlamaCppConformance(BackendConformance):
+    @pytest.fixture(scope="class")
+    @classmethod
+    def conformance_target(cls, tmp_path_factory: pytest.TempPathFactory
+                           ) -> Iterator[ConformanceTarget]:
+        with running_server(tmp_path_factory.mktemp("conformance")) as server:
+            yield ConformanceTarget(server, "SmolLM2-135M-Instruct-GGUF", "llamacpp:pypi")
