@@ -8,14 +8,12 @@ backend failure mid-stream into an error frame instead of hanging.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
 from typing import Any
 
 import anyio
 import httpx
-from anyio.streams.memory import MemoryObjectSendStream
-from starlette.responses import StreamingResponse
+from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 PING = b": ping\n\n"
@@ -47,50 +45,76 @@ async def send_request(client: httpx.AsyncClient, path: str, body: dict[str, Any
         raise BackendFailure(f"backend connection failed: {exc!r}") from exc
 
 
-async def relay_sse(response: httpx.Response, heartbeat: float) -> AsyncIterator[bytes]:
-    """Yield the backend's SSE bytes, with heartbeats and a final ``[DONE]`` or error."""
-    send, receive = anyio.create_memory_object_stream[bytes | BackendFailure](64)
-    tail = b""
-    async with anyio.create_task_group() as tg, receive:
-        tg.start_soon(_pump, response, send)
-        while True:
-            with anyio.move_on_after(heartbeat) as silent:
-                try:
-                    item = await receive.receive()
-                except anyio.EndOfStream:
-                    break
-            if silent.cancelled_caught:
-                yield PING
-            elif isinstance(item, BackendFailure):
-                yield sse_error(str(item))
-                return
-            else:
-                tail = (tail + item)[-64:]
-                yield item
-    if DONE.strip() not in tail:
-        yield DONE
+class SSERelay(Response):
+    """Relay a backend's SSE response to the client, chunk by chunk.
 
+    The hot path is one ``send`` per backend chunk, with no task switch between the
+    backend and the client. A heartbeat task adds ``: ping`` when the backend has been
+    silent for ``heartbeat`` seconds; a disconnect watcher cancels the relay (closing the
+    backend connection stops its generation). ``resources`` (the router's hold on the
+    server, the backend response) are released however the relay ends.
+    """
 
-async def _pump(response: httpx.Response,
-                send: MemoryObjectSendStream[bytes | BackendFailure]) -> None:
-    async with send:
-        try:
-            async for chunk in response.aiter_raw():
-                await send.send(chunk)
-        except httpx.TransportError as exc:
-            await send.send(BackendFailure(f"backend stream broke: {exc!r}"))
-
-
-class ManagedStreamingResponse(StreamingResponse):
-    """A streaming response that closes ``resources`` however the response ends."""
-
-    def __init__(self, content: AsyncIterator[bytes], resources: AsyncExitStack) -> None:
-        super().__init__(content, media_type="text/event-stream", headers=SSE_HEADERS)
-        self.resources = resources
+    def __init__(self, upstream: httpx.Response, heartbeat: float,
+                 resources: AsyncExitStack) -> None:
+        # No Response.__init__: it would add "content-length: 0" for an empty body.
+        self.status_code, self.background = 200, None
+        self.raw_headers = [(b"content-type", b"text/event-stream; charset=utf-8"),
+                            *((k.lower().encode(), v.encode()) for k, v in SSE_HEADERS.items())]
+        self.upstream, self.heartbeat, self.resources = upstream, heartbeat, resources
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
-            await super().__call__(scope, receive, send)
+            await send({"type": "http.response.start", "status": 200,
+                        "headers": self.raw_headers})
+            await self._relay(receive, send)
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        except OSError:
+            pass  # the client went away; ASGI servers raise OSError on send then
         finally:
             with anyio.CancelScope(shield=True):
                 await self.resources.aclose()
+
+    async def _relay(self, receive: Receive, send: Send) -> None:
+        last_sent = anyio.current_time()
+        ping: anyio.Event | None = None  # set while a heartbeat is being sent
+
+        async def body(data: bytes) -> None:
+            nonlocal last_sent
+            if ping is not None:
+                await ping.wait()
+            await send({"type": "http.response.body", "body": data, "more_body": True})
+            last_sent = anyio.current_time()
+
+        async def heartbeat() -> None:
+            nonlocal ping, last_sent
+            while True:
+                await anyio.sleep(max(0.0, last_sent + self.heartbeat - anyio.current_time()))
+                if anyio.current_time() - last_sent >= self.heartbeat:
+                    ping = anyio.Event()
+                    try:
+                        await send({"type": "http.response.body", "body": PING,
+                                    "more_body": True})
+                        last_sent = anyio.current_time()
+                    finally:
+                        ping.set()
+                        ping = None
+
+        async def disconnect() -> None:
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            tg.cancel_scope.cancel()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(heartbeat)
+            tg.start_soon(disconnect)
+            tail = b""
+            try:
+                async for chunk in self.upstream.aiter_raw():
+                    tail = (tail + chunk)[-64:]
+                    await body(chunk)
+                if DONE.strip() not in tail:
+                    await body(DONE)
+            except httpx.TransportError as exc:
+                await body(sse_error(f"backend stream broke: {exc!r}"))
+            tg.cancel_scope.cancel()

@@ -14,13 +14,7 @@ from starlette.responses import JSONResponse, Response
 from lemoncore.api.errors import ApiError, json_object, required_str
 from lemoncore.backends import BackendState
 from lemoncore.core import Core
-from lemoncore.proxy import (
-    BackendFailure,
-    ManagedStreamingResponse,
-    error_body,
-    relay_sse,
-    send_request,
-)
+from lemoncore.proxy import BackendFailure, SSERelay, error_body, send_request
 from lemoncore.recipes import ModelInfo, ModelType, Tier
 
 
@@ -123,8 +117,7 @@ async def _stream(core: Core, model: ModelInfo, path: str, body: dict[str, Any])
         except BaseException:
             await resources.aclose()
             raise
-        return ManagedStreamingResponse(
-            relay_sse(upstream, core.settings.heartbeat_interval), resources)
+        return SSERelay(upstream, core.settings.heartbeat_interval, resources)
     raise AssertionError("unreachable")
 
 
