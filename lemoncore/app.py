@@ -7,10 +7,13 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
 from starlette.routing import BaseRoute, Route
 
 from lemoncore.api import inference, manage
 from lemoncore.api.errors import EXCEPTION_HANDLERS
+from lemoncore.api.guard import Guard
 from lemoncore.core import Core, build_core
 from lemoncore.hosts import HostInfo
 from lemoncore.settings import Settings
@@ -58,7 +61,16 @@ def create_app(settings: Settings | None = None, *,
         async with core.router:
             yield
 
-    app = Starlette(routes=_routes(), lifespan=run, exception_handlers=EXCEPTION_HANDLERS)
+    settings = core.settings
+    middleware = [Middleware(
+        Guard, api_key=settings.api_key.get_secret_value() if settings.api_key else None,
+        admin_key=settings.admin_api_key.get_secret_value() if settings.admin_api_key
+        else None, max_body_bytes=settings.max_body_bytes)]
+    if settings.cors_origins:
+        middleware.insert(0, Middleware(CORSMiddleware, allow_origins=settings.cors_origins,
+                                        allow_methods=["GET", "POST"], allow_headers=["*"]))
+    app = Starlette(routes=_routes(), lifespan=run, exception_handlers=EXCEPTION_HANDLERS,
+                    middleware=middleware)
     app.state.core = core
     return app
 

@@ -41,9 +41,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     settings = _settings(args)
     configure_logging(settings.log_format, settings.log_level)
-    if settings.host not in {"127.0.0.1", "localhost", "::1"}:
-        log.warning("binding beyond loopback: anyone who can reach this address can use "
-                    "the server", host=settings.host)
+    if settings.host not in {"127.0.0.1", "localhost", "::1"} and settings.api_key is None:
+        log.warning("binding beyond loopback without an API key: anyone who can reach this "
+                    "address can use the server; set LEMON_API_KEY", host=settings.host)
     app = create_app(settings)
     config = Config()
     config.bind = [f"{settings.host}:{settings.port}"]
@@ -302,6 +302,69 @@ def cmd_explain(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_bench(args: argparse.Namespace) -> int:
+    """Measure models on a running server: TTFT, decode and prompt tokens/s, warm and cold."""
+    import httpx
+
+    from lemoncore.bench import bench
+
+    url = args.server or f"http://127.0.0.1:{Settings().port}"
+    try:
+        report = bench(url, args.models, args.reps, not args.warm_only, args.max_tokens)
+    except httpx.HTTPError as exc:
+        print(f"benchmark against {url} failed: {exc}", file=sys.stderr)
+        return 1
+
+    def table() -> None:
+        print(f"{'model':<28} {'run':<6} {'TTFT p50 ms':>12} {'decode tok/s':>13} "
+              f"{'prompt tok/s':>13}   (p10-p90)")
+        for model, runs in report.items():
+            assert isinstance(runs, dict)
+            for run, r in runs.items():
+                t, d, p = r["ttft_ms"], r["decode_tps"], r["prompt_tps"]
+                print(f"{model:<28} {run:<6} {t['p50']:>12.1f} {d['p50']:>13.1f} "
+                      f"{p['p50']:>13.1f}   ({t['p10']:.0f}-{t['p90']:.0f} ms, "
+                      f"{d['p10']:.0f}-{d['p90']:.0f} tok/s)")
+
+    _print(report, args.json, table)
+    return 0
+
+
+def cmd_launch(args: argparse.Namespace) -> int:
+    """Start a coding agent against this server's OpenAI endpoint and a model."""
+    import os
+    import shutil
+    import subprocess
+
+    import httpx
+
+    from lemoncore.agents import AGENTS, agent_command
+
+    agent = AGENTS.get(args.agent)
+    if agent is None:
+        print(f"unknown agent {args.agent!r}; supported: {', '.join(sorted(AGENTS))}",
+              file=sys.stderr)
+        return 2
+    binary = shutil.which(agent.binary)
+    if binary is None:
+        print(f"{args.agent} is not installed; install it with: {agent.install}",
+              file=sys.stderr)
+        return 127
+    url = args.server or f"http://127.0.0.1:{Settings().port}"
+    try:
+        found = httpx.get(f"{url}/v1/models/{args.model}", timeout=10)
+    except httpx.TransportError:
+        print(f"no lemoncore server at {url}; start one with 'lemon serve'", file=sys.stderr)
+        return 1
+    if found.status_code != 200:
+        print(found.json()["error"]["message"], file=sys.stderr)
+        return 1
+    argv, env = agent_command(agent, f"{url}/v1", found.json()["id"],
+                              os.environ.get("LEMON_API_KEY", "lemoncore"), args.agent_args)
+    return subprocess.run([binary, *argv[1:]], env={**os.environ, **env},
+                          check=False).returncode
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="lemon", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
@@ -328,6 +391,19 @@ def parser() -> argparse.ArgumentParser:
     backends.add_argument("--yes", action="store_true",
                           help="consent to installing an experimental backend")
     backends.set_defaults(func=cmd_backends)
+    bench_p = sub.add_parser("bench", help="measure models on a running server")
+    bench_p.add_argument("models", nargs="+")
+    bench_p.add_argument("--reps", type=int, default=5)
+    bench_p.add_argument("--max-tokens", dest="max_tokens", type=int, default=96)
+    bench_p.add_argument("--warm-only", action="store_true", help="skip cold starts")
+    bench_p.add_argument("--server", help="server URL (default: http://127.0.0.1:<port>)")
+    bench_p.set_defaults(func=cmd_bench)
+    launch = sub.add_parser("launch", help="start a coding agent wired to this server; "
+                                           "arguments after -- go to the agent")
+    launch.add_argument("agent", help="opencode or pi")
+    launch.add_argument("-m", "--model", required=True)
+    launch.add_argument("--server", help="server URL (default: http://127.0.0.1:<port>)")
+    launch.set_defaults(func=cmd_launch)
     lock = sub.add_parser("lock", help="every pinned artifact and its provenance")
     lock.set_defaults(func=cmd_lock)
     models = sub.add_parser("models", help="list models")
@@ -344,13 +420,17 @@ def parser() -> argparse.ArgumentParser:
                          help="a load option, e.g. -o backend=cpu -o ctx_size=8192")
     explain.add_argument("--server", help="server URL (default: http://127.0.0.1:<port>)")
     explain.set_defaults(func=cmd_explain)
-    for sp in (plugins, backends, models, explain, lock, tiers):
+    for sp in (plugins, backends, models, explain, lock, tiers, bench_p):
         sp.add_argument("--json", action="store_true")
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    """Everything after ``--`` goes to the launched agent untouched."""
+    words = list(sys.argv[1:] if argv is None else argv)
+    cut = words.index("--") if "--" in words else len(words)
+    args = parser().parse_args(words[:cut])
+    args.agent_args = words[cut + 1:]
     result: int = args.func(args)
     return result
 

@@ -38,11 +38,21 @@ def sse_error(message: str, status: int = 502) -> bytes:
 
 async def send_request(client: httpx.AsyncClient, path: str, body: dict[str, Any],
                        stream: bool) -> httpx.Response:
-    """POST to the backend; transport failures become :class:`BackendFailure`."""
-    try:
-        return await client.send(client.build_request("POST", path, json=body), stream=stream)
-    except httpx.TransportError as exc:
-        raise BackendFailure(f"backend connection failed: {exc!r}") from exc
+    """POST to the backend; transport failures become :class:`BackendFailure`.
+
+    A pooled connection the backend closed before answering is retried once on a fresh
+    one: the backend never read that request.
+    """
+    for attempt in (1, 2):
+        try:
+            return await client.send(client.build_request("POST", path, json=body),
+                                     stream=stream)
+        except httpx.RemoteProtocolError as exc:
+            if attempt == 2 or "without sending" not in str(exc):
+                raise BackendFailure(f"backend connection failed: {exc!r}") from exc
+        except httpx.TransportError as exc:
+            raise BackendFailure(f"backend connection failed: {exc!r}") from exc
+    raise AssertionError("unreachable")
 
 
 class SSERelay(Response):

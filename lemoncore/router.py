@@ -40,7 +40,15 @@ log = structlog.get_logger("lemoncore.router")
 BACKEND_HOST = "127.0.0.1"
 # No read limit: a long prefill or generation is legitimate; streams send heartbeats.
 BACKEND_TIMEOUT = httpx.Timeout(connect=10.0, read=None, write=60.0, pool=None)
+# Idle connections are dropped well before servers close them (llama-server's HTTP
+# library closes after 5 s), so a request never lands on a connection being closed.
+BACKEND_LIMITS = httpx.Limits(max_connections=None, max_keepalive_connections=64,
+                              keepalive_expiry=2.0)
 
+
+# A backend that fails to start this many times in a row is held off, with a back-off
+# doubling from COOLDOWN_S up to COOLDOWN_MAX_S, instead of being respawned per request.
+CRASH_LOOP_FAILURES, COOLDOWN_S, COOLDOWN_MAX_S = 3, 5.0, 300.0
 
 EVICTION_KINDS = ("lru", "exclusive_gpu", "exclusive_npu", "coexist_by_type", "reload",
                   "load_failure", "unload")
@@ -124,6 +132,7 @@ class Router:
         self.servers: dict[str, LoadedServer] = {}
         self.evictions: Counter[str] = Counter({k: 0 for k in EVICTION_KINDS})
         self.loads = 0
+        self._failed_starts: dict[str, tuple[int, float]] = {}  # model: (count, held until)
         self._lock = anyio.Lock()
         self._tg: anyio.abc.TaskGroup | None = None
 
@@ -239,13 +248,42 @@ class Router:
             if plan.decision.refused:
                 raise RouterError(f"cannot load {plan.model.name!r}: {plan.decision.refused}",
                                   409, "slots_pinned_error", "slots_pinned")
+            if not explicit:  # an explicit /load is the user's retry
+                self._check_cooldown(plan.model.name)
             if current is not None:
                 await self._evict(current, Eviction(current.model.name, "reload",
                                                     "reload with new options"))
-            server = await self._execute(plan, bool(pinned))
+            try:
+                server = await self._execute(plan, bool(pinned))
+            except StartError as exc:
+                raise self._failed_start(plan.model.name, exc) from exc
+            self._failed_starts.pop(plan.model.name, None)
             self.servers[plan.model.name] = server
             self.loads += 1
             return server
+
+    def _check_cooldown(self, name: str) -> None:
+        count, until = self._failed_starts.get(name, (0, 0.0))
+        wait = until - time.monotonic()
+        if wait > 0:
+            raise RouterError(
+                f"{name} failed to start {count} times in a row; lemoncore holds it off for "
+                f"{wait:.0f} s more instead of respawning it per request. Check its log "
+                "(the last failure is above), then retry or reload it explicitly",
+                503, "model_load_error", "backend_cooldown",
+                headers={"Retry-After": str(max(1, round(wait)))})
+
+    def _failed_start(self, name: str, exc: StartError) -> StartError:
+        count = self._failed_starts.get(name, (0, 0.0))[0] + 1
+        until = 0.0
+        if count >= CRASH_LOOP_FAILURES:
+            until = time.monotonic() + min(COOLDOWN_MAX_S,
+                                           COOLDOWN_S * 2 ** (count - CRASH_LOOP_FAILURES))
+        self._failed_starts[name] = (count, until)
+        if until:
+            return StartError(f"{exc}\n({name} failed to start {count} times in a row: "
+                              f"held off for {until - time.monotonic():.0f} s)")
+        return exc
 
     async def _execute(self, plan: LoadPlan, pinned: bool) -> LoadedServer:
         status = await self.backends.ensure_installed(plan.backend)
@@ -301,7 +339,8 @@ class Router:
                               plan.is_amd_gpu, plan.policy, process,
                               httpx.AsyncClient(base_url=process.base_url,
                                                 transport=process.transport,
-                                                timeout=BACKEND_TIMEOUT), pinned)
+                                                timeout=BACKEND_TIMEOUT,
+                                                limits=BACKEND_LIMITS), pinned)
         server.drained.set()
         if backend.max_concurrency is not None:
             server.gate = anyio.Semaphore(backend.max_concurrency)

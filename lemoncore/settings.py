@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, SecretStr
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -36,6 +36,12 @@ class Settings(BaseSettings):
                                       extra="ignore")
 
     host: str = Field("127.0.0.1", description="Address to bind; loopback by default.")
+    api_key: SecretStr | None = Field(None, description="Required by every API route.")
+    admin_api_key: SecretStr | None = Field(
+        None, description="Required by load/unload/pull/delete/install; default: api_key.")
+    cors_origins: list[str] = Field(default_factory=list,
+                                    description="Origins allowed by CORS; none by default.")
+    max_body_bytes: int = Field(32 * 1024 * 1024, ge=1024, description="Largest request body.")
     port: int = Field(13305, ge=0, le=65535)
     cache_dir: Path = Field(default_factory=lambda: _dirs()[1],
                             description="Installed backends, user models, downloads.")

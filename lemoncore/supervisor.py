@@ -51,6 +51,22 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(s.getsockname()[1])
 
 
+async def wait_healthy(client: httpx.AsyncClient, url: str, exited: anyio.Event,
+                       ready_within: float) -> bool:
+    """Poll ``url`` every 10 ms until it answers 200 (True), the server exits or
+    ``ready_within`` passes (False). Connection errors mean "still starting"."""
+    with anyio.move_on_after(ready_within):
+        while not exited.is_set():
+            try:
+                if (await client.get(url)).status_code == 200:
+                    return True
+            except httpx.TransportError:
+                pass
+            with anyio.move_on_after(READY_POLL_SECONDS):
+                await exited.wait()
+    return False
+
+
 class BackendProcess:
     """A started backend: ``base_url`` serves the OpenAI API once :meth:`start` returns."""
 
@@ -108,19 +124,13 @@ class BackendProcess:
             raise
 
     async def _wait_ready(self, ready_within: float) -> None:
-        url = self.base_url + self.spec.health_path
         async with httpx.AsyncClient(timeout=2) as client:
-            with anyio.move_on_after(ready_within) as scope:
-                while not self.exited.is_set():
-                    try:
-                        if (await client.get(url)).status_code == 200:
-                            return
-                    except httpx.TransportError:
-                        pass
-                    with anyio.move_on_after(READY_POLL_SECONDS):
-                        await self.exited.wait()
+            ready = await wait_healthy(client, self.base_url + self.spec.health_path,
+                                       self.exited, ready_within)
+        if ready:
+            return
         tail = "\n".join(self.last_lines)
-        if scope.cancelled_caught:
+        if not self.exited.is_set():
             raise StartError(f"{self.name}: not ready after {ready_within:.0f} s. "
                              f"Last output:\n{tail}")
         raise StartError(f"{self.name}: backend exited with code {self.returncode} while "

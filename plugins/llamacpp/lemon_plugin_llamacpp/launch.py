@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shlex
 import sys
+from pathlib import Path
 
 from lemoncore.launch import LaunchContext, LaunchRefused, LaunchSpec
 from lemoncore.recipes import ModelInfo, ModelType
@@ -33,7 +34,10 @@ def user_args(text: str) -> list[str]:
 
 
 def build_launch(model: ModelInfo, context: LaunchContext) -> LaunchSpec:
-    exe = find_executable(context.install_dir)
+    configured = context.options.get("system_bin")  # the system backend's own binary name
+    exe = Path(str(configured)) if configured and \
+        Path(str(configured)).parent == context.install_dir else \
+        find_executable(context.install_dir)
     if exe is None:
         raise LaunchRefused(f"llama-server not found in {context.install_dir}; reinstall the "
                             "backend with 'lemon backends install llamacpp:<backend>'")

@@ -26,7 +26,7 @@ import httpx
 import structlog
 
 from lemoncore.launch import LaunchRefused
-from lemoncore.supervisor import StartError
+from lemoncore.supervisor import StartError, wait_healthy
 
 from lemon_plugin_oci.engine import Engine, RunRequest, run, run_argv
 from lemon_plugin_oci.installer import verified_image
@@ -128,16 +128,9 @@ class ContainerServer:
     async def _ready(self, ready_within: float) -> None:
         async with httpx.AsyncClient(transport=httpx.AsyncHTTPTransport(
                 uds=f"{self.request.socket_dir}/engine.sock"), timeout=2) as client:
-            with anyio.move_on_after(ready_within):
-                while not self.exited.is_set():
-                    try:
-                        if (await client.get("http://engine" + self.policy.health_path)
-                                ).status_code == 200:
-                            return
-                    except httpx.TransportError:
-                        pass
-                    with anyio.move_on_after(0.02):
-                        await self.exited.wait()
+            if await wait_healthy(client, "http://engine" + self.policy.health_path,
+                                  self.exited, ready_within):
+                return
         await anyio.sleep(0.1)  # let the log pump catch the last lines
         raise StartError(f"container {self.request.name} did not become ready "
                          f"({self.reason or 'timeout'}). Last output:\n"

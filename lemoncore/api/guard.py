@@ -1,0 +1,92 @@
+"""Who may call what, and how big a request may be: an ASGI middleware.
+
+With ``api_key`` set, every API route needs it (``Authorization: Bearer …`` or
+``x-api-key``); management routes (load, unload, pull, delete, install, uninstall) need
+``admin_api_key``, which defaults to ``api_key``. ``/live`` stays open. Keys are
+compared in constant time and never logged. Bodies over ``max_body_bytes`` get a 413.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+ADMIN_ENDPOINTS = {"load", "unload", "pull", "delete", "install", "uninstall"}
+
+
+def required_key(path: str) -> str | None:
+    """``admin``, ``api`` or ``None`` (open) for a request path."""
+    if path == "/live":
+        return None
+    return "admin" if path.rstrip("/").rsplit("/", 1)[-1] in ADMIN_ENDPOINTS else "api"
+
+
+def presented_key(headers: dict[bytes, bytes]) -> str:
+    auth = headers.get(b"authorization", b"").decode(errors="replace")
+    if auth.lower().startswith("bearer "):
+        return auth[7:].strip()
+    return headers.get(b"x-api-key", b"").decode(errors="replace")
+
+
+def same(a: str, b: str) -> bool:
+    """Constant time whatever the lengths: compare digests."""
+    return hmac.compare_digest(hashlib.sha256(a.encode()).digest(),
+                               hashlib.sha256(b.encode()).digest())
+
+
+class BodyTooLarge(Exception):
+    pass
+
+
+class Guard:
+    def __init__(self, app: ASGIApp, api_key: str | None, admin_key: str | None,
+                 max_body_bytes: int) -> None:
+        self.app, self.api_key = app, api_key
+        self.admin_key = admin_key or api_key
+        self.max_body = max_body_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = dict(scope["headers"])
+        needed = required_key(scope["path"])
+        expected = self.admin_key if needed == "admin" else self.api_key if needed else None
+        if expected and not same(presented_key(headers), expected):
+            what = "an admin API key" if needed == "admin" else "an API key"
+            await _error(send, 401, f"this route needs {what}: send 'Authorization: Bearer "
+                                    "<key>' or 'x-api-key: <key>'", "invalid_api_key")
+            return
+        length = headers.get(b"content-length")
+        if length is not None and length.isdigit() and int(length) > self.max_body:
+            await _error(send, 413, f"request body is {int(length)} bytes; the limit is "
+                                    f"{self.max_body} (setting max_body_bytes)",
+                         "request_too_large")
+            return
+        received = 0
+
+        async def counted() -> Message:
+            nonlocal received
+            message = await receive()
+            received += len(message.get("body", b""))
+            if received > self.max_body:
+                raise BodyTooLarge
+            return message
+
+        try:
+            await self.app(scope, counted, send)
+        except BodyTooLarge:
+            await _error(send, 413, f"request body exceeds {self.max_body} bytes (setting "
+                                    "max_body_bytes)", "request_too_large")
+
+
+async def _error(send: Send, status: int, message: str, code: str) -> None:
+    body = json.dumps({"error": {"message": message, "type": "invalid_request_error",
+                                 "code": code, "param": None}}).encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"),
+                            (b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body})

@@ -1,0 +1,66 @@
+"""`lemon bench`, `lemon launch` and a smoke run of the comparison harness, against real
+servers. Timings are not asserted: benchmarks report them."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from lemoncore.testing import ServerProcess
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def lemon(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "lemoncore.cli", *args], text=True,
+                          capture_output=True, env={**os.environ, **(env or {})}, check=False)
+
+
+def test_lemon_bench_reports_warm_runs_per_scenario(server: ServerProcess) -> None:
+    result = lemon("bench", "m1", "--reps", "2", "--warm-only", "--max-tokens", "16",
+                   "--json", "--server", server.url)
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)["m1"]
+    for scenario in ("short", "long"):
+        assert report[scenario]["ttft_ms"]["n"] == 2
+        assert report[scenario]["ttft_ms"]["p50"] > 0
+        assert report[scenario]["decode_tps"]["p50"] > 0
+    assert report["long"]["ttft_ms"]["p50"] > report["short"]["ttft_ms"]["p50"]
+
+
+def test_lemon_launch_wires_an_agent_to_the_server(server: ServerProcess,
+                                                   tmp_path: Path) -> None:
+    record = tmp_path / "agent.json"
+    agent = tmp_path / "bin" / "opencode"
+    agent.parent.mkdir()
+    agent.write_text(f"#!{sys.executable}\nimport json, os, sys\n"
+                     f"json.dump({{'argv': sys.argv[1:], 'url': os.environ['OPENAI_BASE_URL']}},"
+                     f" open({str(record)!r}, 'w'))\n")
+    agent.chmod(0o755)
+    path = f"{agent.parent}{os.pathsep}{os.environ['PATH']}"
+    done = lemon("launch", "opencode", "-m", "smollm2", "--server", server.url, "--",
+                 "run", "fix the bug", env={"PATH": path})
+    assert done.returncode == 0, done.stderr
+    assert json.loads(record.read_text()) == {
+        "argv": ["--model", "openai/SmolLM2-135M-Instruct-GGUF", "run", "fix the bug"],
+        "url": server.api}
+    missing = lemon("launch", "pi", "-m", "smollm2", "--server", server.url,
+                    env={"PATH": "/usr/bin:/bin"})
+    assert missing.returncode == 127
+    assert "npm install -g" in missing.stderr
+
+
+def test_comparison_harness_smoke(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks/compare.py"), "--smoke",
+                           "--out", str(tmp_path)], capture_output=True, text=True,
+                          timeout=900, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads((tmp_path / "smoke.json").read_text())
+    assert set(result["stream"]) >= {"direct", "lemoncore", "router"}
+    assert result["streams_256"]["errors"] == 0
+    assert {"decode_ratio", "added_ttft_p50_ms", "rps_ratio_c8", "cold_load_overhead_ms",
+            "swap_overhead_ms", "serve_to_ready_s"} <= set(result["metrics"])
+    assert (tmp_path / "smoke.md").read_text().startswith("# Benchmark smoke")

@@ -1,0 +1,127 @@
+"""Auth, body limits, CORS and crash-loop cooldown, through the real app."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from lemoncore import Settings, create_app, hookimpl
+from lemoncore.hosts import HostDevice, HostInfo
+from lemoncore.launch import InstallPlan, LaunchContext, LaunchSpec
+from lemoncore.recipes import Backend, DeviceKind, ModelInfo, Recipe, SupportRow
+
+pytestmark = pytest.mark.anyio
+HOST = HostInfo("linux", (HostDevice(DeviceKind.CPU, "cpu"),))
+TINY = Path(__file__).with_name("tinyserver.py")
+
+
+class Broken:
+    """A backend whose engine always fails to start (its model file is missing)."""
+
+    def __init__(self, root: Path) -> None:
+        (root / "w.bin").write_bytes(b"w")
+        self.root = root
+
+    @hookimpl
+    def register_recipes(self) -> Sequence[Recipe]:
+        row = SupportRow(os=frozenset({"linux"}), devices={DeviceKind.CPU: frozenset()})
+        return [Recipe(name="broken", display_name="Broken",
+                       backends=(Backend(name="cpu", support=(row,)),))]
+
+    @hookimpl
+    def register_models(self) -> Sequence[ModelInfo]:
+        return [ModelInfo(name="flaky", recipe="broken", checkpoint=f"file:{self.root}/w.bin")]
+
+    @hookimpl
+    def install(self) -> InstallPlan:
+        return InstallPlan("1", location=TINY.parent)
+
+    @hookimpl
+    def launch(self, context: LaunchContext) -> LaunchSpec:
+        return LaunchSpec(argv=(sys.executable, str(TINY), "--port", str(context.port),
+                                "--name", "flaky", "--model", "/missing", "--ctx-size", "1",
+                                "--registry", str(self.root / "reg")))
+
+
+@asynccontextmanager
+async def lemon(tmp_path: Path, **settings: Any) -> AsyncIterator[httpx.AsyncClient]:
+    app = create_app(Settings(cache_dir=tmp_path / "cache", plugins_allow="", **settings),
+                     plugins={"broken": Broken(tmp_path)}, host=HOST)
+    async with app.router.lifespan_context(app), httpx.AsyncClient(
+            transport=httpx.ASGITransport(app), base_url="http://lemon") as client:
+        yield client
+
+
+async def test_api_and_admin_keys(tmp_path: Path, anyio_backend: str) -> None:
+    async with lemon(tmp_path, api_key="user-secret", admin_api_key="admin-secret") as c:
+        assert (await c.get("/live")).status_code == 200
+        refused = await c.get("/v1/models")
+        assert refused.status_code == 401
+        assert refused.json()["error"]["code"] == "invalid_api_key"
+        assert (await c.get("/v1/models", headers={"x-api-key": "nope"})).status_code == 401
+        bearer = {"Authorization": "Bearer user-secret"}
+        assert (await c.get("/v1/models", headers=bearer)).status_code == 200
+        assert (await c.get("/api/v1/health", headers={"x-api-key": "user-secret"})
+                ).status_code == 200
+        assert (await c.post("/api/v1/unload", json={}, headers=bearer)).status_code == 401
+        admin = {"Authorization": "Bearer admin-secret"}
+        assert (await c.post("/api/v1/unload", json={}, headers=admin)).status_code == 200
+
+
+async def test_admin_key_defaults_to_the_api_key_and_secrets_stay_hidden(
+    tmp_path: Path, anyio_backend: str
+) -> None:
+    settings = Settings(cache_dir=tmp_path, api_key="only-key")
+    assert "only-key" not in repr(settings) and "only-key" not in str(settings.model_dump())
+    async with lemon(tmp_path, api_key="only-key") as c:
+        response = await c.post("/api/v1/unload", json={},
+                                headers={"Authorization": "Bearer only-key"})
+        assert response.status_code == 200
+
+
+async def test_oversized_bodies_get_413(tmp_path: Path, anyio_backend: str) -> None:
+    async with lemon(tmp_path, max_body_bytes=2048) as c:
+        big = {"model": "flaky", "messages": [{"role": "user", "content": "x" * 4096}]}
+        declared = await c.post("/v1/chat/completions", json=big)
+        assert declared.status_code == 413
+        assert "max_body_bytes" in declared.json()["error"]["message"]
+
+        async def chunks() -> AsyncIterator[bytes]:
+            for _ in range(4):
+                yield b" " * 1024
+
+        streamed = await c.post("/v1/chat/completions", content=chunks())
+        assert streamed.status_code == 413
+
+
+async def test_cors_is_off_unless_origins_are_configured(tmp_path: Path,
+                                                         anyio_backend: str) -> None:
+    origin = {"Origin": "http://app.example"}
+    async with lemon(tmp_path) as c:
+        assert "access-control-allow-origin" not in (await c.get("/v1/models",
+                                                                  headers=origin)).headers
+    async with lemon(tmp_path, cors_origins=["http://app.example"]) as c:
+        response = await c.get("/v1/models", headers=origin)
+        assert response.headers["access-control-allow-origin"] == "http://app.example"
+
+
+async def test_a_crash_looping_backend_is_held_off(tmp_path: Path, anyio_backend: str) -> None:
+    chat = {"model": "flaky", "messages": [{"role": "user", "content": "hi"}]}
+    async with lemon(tmp_path) as c:
+        for _ in range(3):
+            failed = await c.post("/v1/chat/completions", json=chat)
+            assert failed.status_code == 503
+            assert failed.json()["error"]["code"] == "backend_start_failed"
+        assert "held off" in failed.json()["error"]["message"]
+        held = await c.post("/v1/chat/completions", json=chat)
+        assert held.status_code == 503
+        assert held.json()["error"]["code"] == "backend_cooldown"
+        assert int(held.headers["retry-after"]) >= 1
+        explicit = await c.post("/api/v1/load", json={"model_name": "flaky"})
+        assert explicit.json()["error"]["code"] == "backend_start_failed"  # the user's retry
