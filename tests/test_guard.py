@@ -125,3 +125,32 @@ async def test_a_crash_looping_backend_is_held_off(tmp_path: Path, anyio_backend
         assert int(held.headers["retry-after"]) >= 1
         explicit = await c.post("/api/v1/load", json={"model_name": "flaky"})
         assert explicit.json()["error"]["code"] == "backend_start_failed"  # the user's retry
+
+
+class Wedged(Broken):
+    """Starts and answers /health fine, but every request fails with a 500."""
+
+    @hookimpl
+    def launch(self, context: LaunchContext) -> LaunchSpec:
+        return LaunchSpec(argv=(sys.executable, str(TINY), "--port", str(context.port),
+                                "--name", "flaky", "--model", str(context.model_path),
+                                "--ctx-size", "1", "--registry", str(self.root / "reg"),
+                                "--answer", "500"))
+
+
+async def test_a_wedged_backend_is_restarted(tmp_path: Path, anyio_backend: str) -> None:
+    app = create_app(Settings(cache_dir=tmp_path / "cache", plugins_allow=""),
+                     plugins={"wedged": Wedged(tmp_path)}, host=HOST)
+    chat = {"model": "flaky", "messages": [{"role": "user", "content": "hi"}]}
+    async with app.router.lifespan_context(app), httpx.AsyncClient(
+            transport=httpx.ASGITransport(app), base_url="http://lemon") as c:
+        pids = []
+        for _ in range(3):
+            assert (await c.post("/v1/chat/completions", json=chat)).status_code == 502
+            pids += [m["pid"] for m in (await c.get("/api/v1/health")).json()[
+                "all_models_loaded"]]
+        assert len(set(pids[:2])) == 1 and len(pids) == 2  # third failure: restarted
+        assert (await c.post("/v1/chat/completions", json=chat)).status_code == 502
+        new_pid = (await c.get("/api/v1/health")).json()["all_models_loaded"][0]["pid"]
+        assert new_pid != pids[0]
+        assert 'lemon_evictions_total{reason="wedged"} 1' in (await c.get("/metrics")).text

@@ -24,6 +24,7 @@ args_parser.add_argument("--model", required=True)
 args_parser.add_argument("--ctx-size", type=int, required=True)
 args_parser.add_argument("--registry", type=Path, required=True)
 args_parser.add_argument("--alone", action="store_true")
+args_parser.add_argument("--answer", type=int, default=200, help="status of every POST")
 args = args_parser.parse_args()
 
 if not Path(args.model).is_file():
@@ -50,6 +51,9 @@ class Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         time.sleep(float(body.get("delay", 0)))
+        if args.answer != 200:
+            self._json(args.answer, {"error": {"message": "wedged", "type": "server_error"}})
+            return
         self._json(200, {
             "id": "tiny", "object": "chat.completion", "model": args.name, "created": 0,
             "choices": [{"index": 0, "finish_reason": "stop",

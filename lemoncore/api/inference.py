@@ -89,10 +89,14 @@ async def _infer(request: Request, path: str, required: str, serves: ModelType) 
         async with core.router.acquire(model.name) as server:
             core.plugins.normalize_request(server.recipe, server.backend, path, body)
             try:
-                return backend_response(await send_request(server.client, path, body, False))
+                upstream = await send_request(server.client, path, body, False)
             except BackendFailure:
                 if attempt == 2 or not await core.router.recover(server):
+                    core.router.record_outcome(server, failed=True)
                     raise
+                continue
+            core.router.record_outcome(server, failed=upstream.status_code >= 500)
+            return backend_response(upstream)
     raise AssertionError("unreachable")
 
 
