@@ -39,7 +39,8 @@ _ENDPOINTS = [
 
 def _routes() -> list[BaseRoute]:
     routes: list[BaseRoute] = [Route("/live", manage.live, methods=["GET"]),
-                               Route("/metrics", manage.metrics, methods=["GET"])]
+                               Route("/metrics", manage.metrics, methods=["GET"]),
+                               Route("/openapi.json", manage.openapi, methods=["GET"])]
     for prefix in API_PREFIXES:
         routes += [Route(prefix + path, fn, methods=methods) for path, fn, methods in _ENDPOINTS]
     return routes

@@ -204,8 +204,8 @@ class Router:
             return
         if server.gate.value == 0 and server.queued >= self.settings.max_queue:
             raise RouterError(
-                f"{server.model.name} is busy: {server.queued} requests already wait for its "
-                f"{server.backend.max_concurrency} slot(s); retry shortly", 503,
+                f"{server.model.name} is busy: {server.queued} requests already wait for a "
+                "free slot; retry shortly", 503,
                 "server_busy", "queue_full", headers={"Retry-After": "1"})
         server.queued += 1
         try:
@@ -345,8 +345,9 @@ class Router:
                                                 timeout=BACKEND_TIMEOUT,
                                                 limits=BACKEND_LIMITS), pinned)
         server.drained.set()
-        if backend.max_concurrency is not None:
-            server.gate = anyio.Semaphore(backend.max_concurrency)
+        limits = [n for n in (backend.max_concurrency, self.settings.max_concurrency) if n]
+        if limits:
+            server.gate = anyio.Semaphore(min(limits))
         process.on_exit(lambda p: self._forget_if_crashed(server))
         return server
 

@@ -55,6 +55,8 @@ class Settings(BaseSettings):
     heartbeat_interval: float = Field(1.0, gt=0, description="SSE ping while backend is silent.")
     load_timeout: float = Field(600.0, gt=0, description="Seconds a backend may take to start.")
     stop_grace: float = Field(5.0, ge=0, description="SIGTERM-to-SIGKILL grace, seconds.")
+    max_concurrency: int = Field(0, ge=0, description="Requests one model serves at once "
+                                                      "(0: no limit beyond the backend's).")
     max_queue: int = Field(16, ge=0, description="Requests that may wait for a backend with "
                                                  "limited concurrency before 503s.")
     recipes: dict[str, dict[str, Any]] = Field(

@@ -154,3 +154,39 @@ async def test_a_wedged_backend_is_restarted(tmp_path: Path, anyio_backend: str)
         new_pid = (await c.get("/api/v1/health")).json()["all_models_loaded"][0]["pid"]
         assert new_pid != pids[0]
         assert 'lemon_evictions_total{reason="wedged"} 1' in (await c.get("/metrics")).text
+
+
+class Slow(Broken):
+    """Starts fine; answers each request after the body's "delay"."""
+
+    @hookimpl
+    def launch(self, context: LaunchContext) -> LaunchSpec:
+        return LaunchSpec(argv=(sys.executable, str(TINY), "--port", str(context.port),
+                                "--name", "flaky", "--model", str(context.model_path),
+                                "--ctx-size", "1", "--registry", str(self.root / "reg")))
+
+
+async def test_per_model_concurrency_queues_then_refuses(tmp_path: Path,
+                                                         anyio_backend: str) -> None:
+    import anyio
+
+    app = create_app(Settings(cache_dir=tmp_path / "cache", plugins_allow="",
+                              max_concurrency=1, max_queue=1),
+                     plugins={"slow": Slow(tmp_path)}, host=HOST)
+    chat = {"model": "flaky", "messages": [{"role": "user", "content": "hi"}], "delay": 0.5}
+    codes: list[int] = []
+    async with app.router.lifespan_context(app), httpx.AsyncClient(
+            transport=httpx.ASGITransport(app), base_url="http://lemon", timeout=30) as c:
+        await c.post("/api/v1/load", json={"model_name": "flaky"})
+
+        async def one() -> None:
+            response = await c.post("/v1/chat/completions", json=chat)
+            codes.append(response.status_code)
+            if response.status_code == 503:
+                assert response.headers["retry-after"] == "1"
+
+        async with anyio.create_task_group() as tg:
+            for _ in range(3):
+                tg.start_soon(one)
+                await anyio.sleep(0.05)
+    assert sorted(codes) == [200, 200, 503]

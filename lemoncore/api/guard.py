@@ -19,7 +19,7 @@ ADMIN_ENDPOINTS = {"load", "unload", "pull", "delete", "install", "uninstall"}
 
 def required_key(path: str) -> str | None:
     """``admin``, ``api`` or ``None`` (open) for a request path."""
-    if path == "/live":
+    if path in {"/live", "/openapi.json"}:
         return None
     return "admin" if path.rstrip("/").rsplit("/", 1)[-1] in ADMIN_ENDPOINTS else "api"
 

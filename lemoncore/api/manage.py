@@ -27,6 +27,14 @@ async def live(request: Request) -> Response:
     return JSONResponse({"status": "ok"})
 
 
+async def openapi(request: Request) -> Response:
+    """The API's OpenAPI document (lemoncore/data/openapi.json)."""
+    from importlib.resources import files
+
+    return Response(files("lemoncore").joinpath("data/openapi.json").read_bytes(),
+                    media_type="application/json")
+
+
 async def health(request: Request) -> Response:
     core: Core = request.app.state.core
     servers = list(core.router.servers.values())
