@@ -190,3 +190,32 @@ async def test_per_model_concurrency_queues_then_refuses(tmp_path: Path,
                 tg.start_soon(one)
                 await anyio.sleep(0.05)
     assert sorted(codes) == [200, 200, 503]
+
+
+class Garbled(Broken):
+    """Streams malformed SSE and ends without [DONE]."""
+
+    @hookimpl
+    def launch(self, context: LaunchContext) -> LaunchSpec:
+        return LaunchSpec(argv=(sys.executable, str(TINY), "--port", str(context.port),
+                                "--name", "flaky", "--model", str(context.model_path),
+                                "--ctx-size", "1", "--registry", str(self.root / "reg"),
+                                "--garbage-stream"))
+
+
+async def test_malformed_sse_from_a_backend_is_relayed_and_closed(
+    tmp_path: Path, anyio_backend: str
+) -> None:
+    import anyio
+
+    app = create_app(Settings(cache_dir=tmp_path / "cache", plugins_allow=""),
+                     plugins={"garbled": Garbled(tmp_path)}, host=HOST)
+    chat = {"model": "flaky", "messages": [{"role": "user", "content": "hi"}]}
+    async with app.router.lifespan_context(app), httpx.AsyncClient(
+            transport=httpx.ASGITransport(app), base_url="http://lemon", timeout=30) as c:
+        with anyio.fail_after(10):  # never a hang
+            streamed = await c.post("/v1/chat/completions", json={**chat, "stream": True})
+        assert streamed.status_code == 200
+        assert streamed.content.startswith(b"data: {not json")
+        assert streamed.content.endswith(b"data: [DONE]\n\n")  # the stream is closed cleanly
+        assert (await c.post("/v1/chat/completions", json=chat)).status_code == 200

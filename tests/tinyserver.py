@@ -25,6 +25,8 @@ args_parser.add_argument("--ctx-size", type=int, required=True)
 args_parser.add_argument("--registry", type=Path, required=True)
 args_parser.add_argument("--alone", action="store_true")
 args_parser.add_argument("--answer", type=int, default=200, help="status of every POST")
+args_parser.add_argument("--garbage-stream", action="store_true",
+                         help="answer streams with malformed SSE and no [DONE]")
 args = args_parser.parse_args()
 
 if not Path(args.model).is_file():
@@ -53,6 +55,14 @@ class Handler(BaseHTTPRequestHandler):
         time.sleep(float(body.get("delay", 0)))
         if args.answer != 200:
             self._json(args.answer, {"error": {"message": "wedged", "type": "server_error"}})
+            return
+        if args.garbage_stream and body.get("stream"):
+            payload = b"data: {not json\n\n\xff\xfe raw bytes\nevent: ???\n\n"
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
             return
         self._json(200, {
             "id": "tiny", "object": "chat.completion", "model": args.name, "created": 0,
