@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
 from lemoncore.launch import LaunchRefused
@@ -74,8 +74,7 @@ def effective_policy(policy: ContainerPolicy, labels: Mapping[str, str] | None,
     return result
 
 
-def _check_models(text: str, refuse: object) -> None:
-    assert callable(refuse)
+def _check_models(text: str, refuse: Callable[[str, str], LaunchRefused]) -> None:
     try:
         models = json.loads(text) if len(text) <= 4096 else None
         paths = [m["path"] for m in models]  # type: ignore[union-attr]

@@ -109,7 +109,7 @@ class ContainerServer:
         self._argv = tuple(run_argv(self.engine, replace(request, labels=labels)))
         await run(self.engine, "rm", "-f", self.request.name)
         log.info("container run", model=self.name, command=" ".join(self._argv))
-        code, out, err = await _run_argv(self._argv)
+        code, out, err = await run(self.engine, *self._argv[1:])
         if code != 0:
             raise LaunchRefused(f"{self.engine.kind} run failed: {err.strip()[-500:]}")
         self.container_id = out.strip()
@@ -211,11 +211,6 @@ class ContainerServer:
         with anyio.move_on_after(5):
             await self.exited.wait()
         shutil.rmtree(self.request.socket_dir, ignore_errors=True)
-
-
-async def _run_argv(argv: tuple[str, ...]) -> tuple[int, str, str]:
-    result = await anyio.run_process(list(argv), check=False)
-    return result.returncode, result.stdout.decode(), result.stderr.decode()
 
 
 def socket_dir() -> str:
