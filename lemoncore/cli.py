@@ -8,12 +8,15 @@ import signal
 import sys
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import structlog
 
 from lemoncore.settings import Settings
+
+if TYPE_CHECKING:
+    from starlette.applications import Starlette
 
 STARTED = time.perf_counter()
 log = structlog.get_logger("lemoncore.cli")
@@ -33,9 +36,6 @@ def _print(data: Any, as_json: bool, table: Callable[[], None]) -> None:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from hypercorn.asyncio import serve
-    from hypercorn.config import Config
-
     from lemoncore.app import create_app
     from lemoncore.logs import configure_logging
 
@@ -44,17 +44,35 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if settings.host not in {"127.0.0.1", "localhost", "::1"} and settings.api_key is None:
         log.warning("binding beyond loopback without an API key: anyone who can reach this "
                     "address can use the server; set LEMON_API_KEY", host=settings.host)
-    app = create_app(settings)
+    serve_app(create_app(settings))
+    return 0
+
+
+def serve_app(app: Starlette) -> None:
+    """Serve a :func:`~lemoncore.app.create_app` app with Hypercorn until SIGINT/SIGTERM.
+
+    On the signal the router refuses new requests and gives in-flight ones ``stop_grace``
+    seconds (streams then end with an error frame); Hypercorn's own grace is a second
+    longer, so those answers still reach their clients. Then every backend is stopped.
+    """
+    from hypercorn.asyncio import serve
+    from hypercorn.config import Config
+
+    from lemoncore.app import core_of
+
+    core = core_of(app)
+    settings = core.settings
     config = Config()
     config.bind = [f"{settings.host}:{settings.port}"]
     config.accesslog = None
-    config.graceful_timeout = settings.stop_grace
+    config.graceful_timeout = settings.stop_grace + 1
 
     async def main() -> None:
         stop = anyio.Event()
         with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
             async def watch() -> None:
                 async for _ in signals:
+                    core.router.begin_shutdown()
                     stop.set()
                     return
 
@@ -66,7 +84,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 tg.cancel_scope.cancel()
 
     anyio.run(main)
-    return 0
 
 
 def _core(args: argparse.Namespace) -> Any:

@@ -2,13 +2,15 @@
 
 Streams pass backend bytes through untouched, add ``: ping`` comments while the backend
 is silent, end with ``data: [DONE]`` (appended when a backend omits it) and turn a
-backend failure mid-stream into an error frame instead of hanging.
+backend failure mid-stream, or a shutdown's drain deadline, into an error frame instead
+of hanging or breaking the connection.
 """
 
 from __future__ import annotations
 
 import json
-from contextlib import AsyncExitStack
+from collections.abc import Callable
+from contextlib import AbstractContextManager, AsyncExitStack
 from typing import Any
 
 import anyio
@@ -31,8 +33,9 @@ def error_body(message: str, type_: str, code: str | None = None,
                       **extra}}
 
 
-def sse_error(message: str, status: int = 502) -> bytes:
-    body = error_body(message, "backend_error", "backend_error", status_code=status)
+def sse_error(message: str, status: int = 502, type_: str = "backend_error",
+              code: str = "backend_error") -> bytes:
+    body = error_body(message, type_, code, status_code=status)
     return b"data: " + json.dumps(body).encode() + b"\n\n"
 
 
@@ -61,17 +64,23 @@ class SSERelay(Response):
     The hot path is one ``send`` per backend chunk, with no task switch between the
     backend and the client. A heartbeat task adds ``: ping`` when the backend has been
     silent for ``heartbeat`` seconds; a disconnect watcher cancels the relay (closing the
-    backend connection stops its generation). ``resources`` (the router's hold on the
-    server, the backend response) are released however the relay ends.
+    backend connection stops its generation). The relay runs inside ``cut_scope()``; when
+    that scope expires (a shutdown's drain deadline), the stream ends with a
+    ``shutting_down`` error frame. ``resources`` (the
+    router's hold on the server, the backend response) are released however the relay
+    ends.
     """
 
     def __init__(self, upstream: httpx.Response, heartbeat: float,
-                 resources: AsyncExitStack) -> None:
+                 resources: AsyncExitStack,
+                 cut_scope: Callable[[], AbstractContextManager[anyio.CancelScope]]
+                 = anyio.CancelScope) -> None:
         # No Response.__init__: it would add "content-length: 0" for an empty body.
         self.status_code, self.background = 200, None
         self.raw_headers = [(b"content-type", b"text/event-stream; charset=utf-8"),
                             *((k.lower().encode(), v.encode()) for k, v in SSE_HEADERS.items())]
         self.upstream, self.heartbeat, self.resources = upstream, heartbeat, resources
+        self.cut_scope = cut_scope
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
@@ -115,16 +124,24 @@ class SSERelay(Response):
                 pass
             tg.cancel_scope.cancel()
 
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(heartbeat)
-            tg.start_soon(disconnect)
-            tail = b""
-            try:
-                async for chunk in self.upstream.aiter_raw():
-                    tail = (tail + chunk)[-64:]
-                    await body(chunk)
-                if DONE.strip() not in tail:
-                    await body(DONE)
-            except httpx.TransportError as exc:
-                await body(sse_error(f"backend stream broke: {exc!r}"))
-            tg.cancel_scope.cancel()
+        tail = b""
+        with self.cut_scope() as deadline:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(heartbeat)
+                tg.start_soon(disconnect)
+                try:
+                    async for chunk in self.upstream.aiter_raw():
+                        tail = (tail + chunk)[-64:]
+                        await body(chunk)
+                    if DONE.strip() not in tail:
+                        await body(DONE)
+                except httpx.TransportError as exc:
+                    await body(sse_error(f"backend stream broke: {exc!r}"))
+                tg.cancel_scope.cancel()
+        if deadline.cancelled_caught:
+            # A cancelled send has already handed its bytes to the transport; a blank line
+            # first ends an event the backend had only half sent.
+            gap = b"" if tail.endswith(b"\n\n") else b"\n\n"
+            await send({"type": "http.response.body", "more_body": True, "body": gap + sse_error(
+                "the server is shutting down and its drain deadline passed; retry once it "
+                "is back", 503, "server_error", "shutting_down")})

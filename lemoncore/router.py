@@ -9,11 +9,12 @@ never take it.
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator, Mapping
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -138,6 +139,9 @@ class Router:
         self._failed_starts: dict[str, tuple[int, float]] = {}  # model: (count, held until)
         self._lock = anyio.Lock()
         self._tg: anyio.abc.TaskGroup | None = None
+        self.closing = False  # a shutdown began: new requests are refused
+        self.drain_deadline = math.inf
+        self._cuttable: set[anyio.CancelScope] = set()  # in-flight requests
 
     async def __aenter__(self) -> Router:
         self._tg = anyio.create_task_group()
@@ -151,11 +155,35 @@ class Router:
 
     async def __aexit__(self, exc_type: type[BaseException] | None,
                         exc: BaseException | None, tb: TracebackType | None) -> None:
+        self.begin_shutdown()
         with anyio.CancelScope(shield=True):
-            await self.unload_all(drain_timeout=self.settings.stop_grace)
+            await self.unload_all(
+                drain_timeout=max(0.0, self.drain_deadline - anyio.current_time()))
         assert self._tg is not None
         self._tg.cancel_scope.cancel()
         await self._tg.__aexit__(exc_type, exc, tb)
+
+    def begin_shutdown(self) -> None:
+        """Refuse new requests (503) and give in-flight ones ``stop_grace`` seconds to
+        finish; then their :meth:`cut_at_drain_deadline` scopes expire. Idempotent."""
+        if self.closing:
+            return
+        self.closing, self.drain_deadline = True, anyio.current_time() + self.settings.stop_grace
+        for scope in self._cuttable:
+            scope.deadline = self.drain_deadline
+        log.info("shutting down: draining in-flight requests", in_flight=len(self._cuttable),
+                 deadline_s=self.settings.stop_grace)
+
+    @contextmanager
+    def cut_at_drain_deadline(self) -> Iterator[anyio.CancelScope]:
+        """A cancel scope that expires at a shutdown's drain deadline (never before one
+        begins); check ``cancelled_caught`` to tell the client why it was cut."""
+        with anyio.CancelScope(deadline=self.drain_deadline) as scope:
+            self._cuttable.add(scope)
+            try:
+                yield scope
+            finally:
+                self._cuttable.discard(scope)
 
     # Queries ---------------------------------------------------------------------------
 
@@ -182,8 +210,12 @@ class Router:
 
         A backend with ``max_concurrency`` gets at most that many requests at once; up to
         ``max_queue`` more wait their turn, and beyond that the request is refused with
-        503 and ``Retry-After``.
+        503 and ``Retry-After``. Once shutdown has begun every request is refused (503).
         """
+        if self.closing:
+            raise RouterError("the server is shutting down; retry once it is back", 503,
+                              "server_error", "shutting_down",
+                              headers={"Retry-After": str(max(1, round(self.settings.stop_grace)))})
         server = self.loaded(name) or await self.load(name, explicit=False)
         if server.in_flight == 0:
             server.drained = anyio.Event()

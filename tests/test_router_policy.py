@@ -19,6 +19,7 @@ import httpx
 import pytest
 
 from lemoncore import Settings, create_app, hookimpl
+from lemoncore.app import core_of
 from lemoncore.hosts import HostDevice, HostInfo
 from lemoncore.launch import InstallPlan, LaunchContext, LaunchSpec
 from lemoncore.recipes import (
@@ -31,6 +32,7 @@ from lemoncore.recipes import (
     SlotPolicy,
     SupportRow,
 )
+from lemoncore.router import Router
 
 pytestmark = pytest.mark.anyio
 
@@ -110,8 +112,8 @@ class TinyBackends:
 
 
 class Lemon:
-    def __init__(self, client: httpx.AsyncClient) -> None:
-        self.client = client
+    def __init__(self, client: httpx.AsyncClient, router: Router) -> None:
+        self.client, self.router = client, router
 
     async def load(self, name: str, **body: Any) -> httpx.Response:
         return await self.client.post("/api/v1/load", json={"model_name": name, **body})
@@ -135,7 +137,7 @@ async def lemon_for(tmp_path: Path, host: HostInfo, **settings: Any
                      plugins={"tiny": TinyBackends(tmp_path)}, host=host)
     async with app.router.lifespan_context(app), httpx.AsyncClient(
             transport=httpx.ASGITransport(app), base_url="http://lemon", timeout=30) as client:
-        yield Lemon(client)
+        yield Lemon(client, core_of(app).router)
 
 
 @pytest.fixture
@@ -269,3 +271,27 @@ async def test_missing_file_failure_is_not_retried(lemon: Lemon) -> None:
     assert response.status_code == 503
     assert "does not exist" in response.json()["error"]["message"]
     assert set(await lemon.loaded()) == {"llama-cpu", "vte"}
+
+
+async def test_shutdown_refuses_new_requests_and_cuts_stragglers_at_the_deadline(
+        tmp_path: Path, anyio_backend: str) -> None:
+    async with lemon_for(tmp_path, MIXED_HOST, stop_grace=1.0) as lemon:
+        await lemon.sequence("llama-cpu")
+        results: dict[str, httpx.Response] = {}
+
+        async def chat(key: str, delay: float) -> None:
+            results[key] = await lemon.client.post("/v1/chat/completions", json={
+                "model": "llama-cpu", "messages": [{"role": "user", "content": "hi"}],
+                "delay": delay})
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(chat, "finishes", 0.5)
+            tg.start_soon(chat, "straggler", 5.0)
+            await anyio.sleep(0.2)
+            lemon.router.begin_shutdown()
+            await chat("new", 0)
+    assert results["finishes"].status_code == 200
+    for key in ("straggler", "new"):
+        assert results[key].status_code == 503
+        assert results[key].json()["error"]["code"] == "shutting_down"
+    assert results["new"].headers["retry-after"] == "1"

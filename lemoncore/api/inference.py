@@ -89,7 +89,12 @@ async def _infer(request: Request, path: str, required: str, serves: ModelType) 
         async with core.router.acquire(model.name) as server:
             core.plugins.normalize_request(server.recipe, server.backend, path, body)
             try:
-                upstream = await send_request(server.client, path, body, False)
+                with core.router.cut_at_drain_deadline() as deadline:
+                    upstream = await send_request(server.client, path, body, False)
+                if deadline.cancelled_caught:
+                    raise ApiError("the server is shutting down and its drain deadline "
+                                   "passed; retry once it is back", 503, "server_error",
+                                   "shutting_down")
             except BackendFailure:
                 if attempt == 2 or not await core.router.recover(server):
                     core.router.record_outcome(server, failed=True)
@@ -121,7 +126,8 @@ async def _stream(core: Core, model: ModelInfo, path: str, body: dict[str, Any])
         except BaseException:
             await resources.aclose()
             raise
-        return SSERelay(upstream, core.settings.heartbeat_interval, resources)
+        return SSERelay(upstream, core.settings.heartbeat_interval, resources,
+                        core.router.cut_at_drain_deadline)
     raise AssertionError("unreachable")
 
 

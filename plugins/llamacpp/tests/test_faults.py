@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -185,3 +186,55 @@ def test_children_die_with_the_server(tmp_path: Path, sig: signal.Signals) -> No
     print(f"{sig.name} to the server: children gone after {elapsed:.2f} s")
     assert not any(Path(f"/proc/{k}").exists() for k in kids)
     assert elapsed <= 10
+
+
+def test_shutdown_drains_in_flight_requests_and_cuts_the_rest_at_the_deadline(
+        tmp_path: Path) -> None:
+    """SIGTERM: a request that finishes within stop_grace finishes; the rest end at the
+    deadline with a ``shutting_down`` error (an SSE frame, or 503), then children stop."""
+    grace = 3.0
+    with running_server(tmp_path, {"LEMON_STOP_GRACE": str(grace)}) as server, \
+            ThreadPoolExecutor(3) as pool:
+        chat(server).raise_for_status()
+        kids = children(server.process.pid)
+        ended: dict[str, float] = {}
+
+        def timed(name: str, call: Callable[[], object]) -> object:
+            try:
+                return call()
+            finally:
+                ended[name] = time.monotonic()
+
+        long_stream = pool.submit(timed, "stream", lambda: stream(server, MODEL, 100_000))
+        long_request = pool.submit(timed, "request", lambda: httpx.post(
+            server.api + "/chat/completions", timeout=60, json={
+                "model": MODEL, "max_tokens": 100_000, "ignore_eos": True,
+                "messages": [{"role": "user", "content": "Tell me a long story."}]}))
+        while loaded(server)[MODEL]["in_flight"] != 2:
+            time.sleep(0.01)
+        first = threading.Event()
+        short_stream = pool.submit(stream, server, MODEL, 32, first.set)
+        assert first.wait(30)
+        signalled = time.monotonic()
+        server.process.send_signal(signal.SIGTERM)
+
+        short, cut = short_stream.result(), long_stream.result()
+        refused = long_request.result()
+        server.process.wait(timeout=20)
+        exited = time.monotonic() - signalled
+        while any(Path(f"/proc/{k}").exists() for k in kids) and \
+                time.monotonic() - signalled < 10:
+            time.sleep(0.02)
+        gone = time.monotonic() - signalled
+
+    assert short[-1] == "[DONE]"
+    assert isinstance(cut, list) and json.loads(cut[-1])["error"]["code"] == "shutting_down"
+    assert isinstance(refused, httpx.Response) and refused.status_code == 503
+    assert refused.json()["error"]["code"] == "shutting_down"
+    cut_after = {name: at - signalled for name, at in ended.items()}
+    print(f"SIGTERM with 3 requests in flight (stop_grace {grace:g} s): the short stream "
+          f"finished with [DONE]; the long stream and request ended with shutting_down "
+          f"after {cut_after['stream']:.2f} s / {cut_after['request']:.2f} s; server exited "
+          f"after {exited:.2f} s, children gone after {gone:.2f} s")
+    assert all(grace - 0.5 <= t <= grace + 2 for t in cut_after.values())
+    assert not any(Path(f"/proc/{k}").exists() for k in kids) and gone <= 10
