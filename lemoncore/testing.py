@@ -55,9 +55,14 @@ class ServerProcess:
 
 @contextmanager
 def running_server(cache_dir: Path, env: Mapping[str, str] | None = None,
-                   args: tuple[str, ...] = (), ready_within: float = 30.0
+                   args: tuple[str, ...] = (), ready_within: float = 30.0,
+                   command: tuple[str, ...] = ("-m", "lemoncore.cli", "serve"),
                    ) -> Iterator[ServerProcess]:
-    """Run ``lemon serve`` until the context exits; raise with its log if it never starts."""
+    """Run ``lemon serve`` until the context exits; raise with its log if it never starts.
+
+    ``command`` (Python's arguments, before ``--port N`` and ``args``) runs another server
+    instead, such as a script serving an app with in-process plugins.
+    """
     port = free_port()
     log_file = cache_dir / "server.log"
     cache_dir.mkdir(parents=True, exist_ok=True)
@@ -65,7 +70,7 @@ def running_server(cache_dir: Path, env: Mapping[str, str] | None = None,
                 "LEMON_CONFIG_FILE": str(cache_dir / "config.toml"), **(env or {})}
     with log_file.open("wb") as out:
         process = subprocess.Popen(
-            [sys.executable, "-m", "lemoncore.cli", "serve", "--port", str(port), *args],
+            [sys.executable, *command, "--port", str(port), *args],
             env=full_env, stdout=out, stderr=subprocess.STDOUT)
     server = ServerProcess(f"http://127.0.0.1:{port}", process, log_file)
     try:

@@ -4,11 +4,15 @@ registry (Debian's docker-registry) and installed by digest through lemoncore.""
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import io
+import json
 import os
 import shutil
+import signal
 import subprocess
+import sys
 import tarfile
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -21,15 +25,15 @@ import anyio
 import httpx
 import pytest
 
-from lemoncore import Settings, create_app
-from lemoncore.hosts import HostDevice, HostInfo
 from lemoncore.lock import platform_key
-from lemoncore.recipes import Backend, DeviceKind, Format, Recipe, SupportRow, Tier
 from lemoncore.supervisor import free_port
+from lemoncore.testing import running_server
 
-from lemon_plugin_oci import OciPlugin
-from lemon_plugin_oci.policy import ContainerPolicy
 from lemon_plugin_oci.recipes import LLAMA_SERVER
+from lemon_plugin_oci.server import OWNER_LABEL
+
+sys.path.insert(0, str(Path(__file__).parent))  # pytest's importlib mode adds no test dirs
+from boxed import boxed_app, lock_url
 
 NEEDED = ("podman", "skopeo", "docker-registry")
 if not all(shutil.which(tool) for tool in NEEDED):
@@ -38,12 +42,7 @@ if not all(shutil.which(tool) for tool in NEEDED):
     pytest.skip(f"needs {', '.join(NEEDED)} (installed by .ci/run)", allow_module_level=True)
 
 pytestmark = pytest.mark.anyio
-HOST = HostInfo("linux", (HostDevice(DeviceKind.CPU, "cpu"),))
-BOXED = Recipe(name="boxed", display_name="llama-server in a container", backends=(
-    Backend(name="llama", tier=Tier.EXPERIMENTAL, format=Format.CONTAINER,
-            support=(SupportRow(os=frozenset({"linux"}),
-                                devices={DeviceKind.CPU: frozenset()}),)),))
-POLICY = ContainerPolicy(command=LLAMA_SERVER)  # no devices: this machine has no GPU
+BOXED_SERVER = Path(__file__).with_name("boxed.py")
 
 
 def podman(*args: str, check: bool = True) -> str:
@@ -158,25 +157,13 @@ def lock_for(registry: Registry, name: str, digest: str,
 @asynccontextmanager
 async def lemon(tmp: Path, lock: dict[str, Any], trusted: bool = True,
                 ) -> AsyncIterator[httpx.AsyncClient]:
-    plugin = OciPlugin(recipes=[BOXED], contributions=[],
-                       policies={("boxed", "llama"): POLICY}, lock=lock)
-    namespaces = [lock_url(lock).split("/lemontest/")[0] + "/lemontest/"] if trusted else []
-    app = create_app(Settings(cache_dir=tmp / "cache", plugins_allow="", stop_grace=2,
-                              allow_experimental="boxed:llama",
-                              recipes={"boxed": {"trusted_namespaces": namespaces,
-                                                 "ctx_size": 2048}}),
-                     plugins={"oci": plugin}, host=HOST)
+    app = boxed_app(lock, trusted, cache_dir=tmp / "cache")
     async with app.router.lifespan_context(app), httpx.AsyncClient(
             transport=httpx.ASGITransport(app), base_url="http://lemon", timeout=60) as client:
         registered = await client.post("/api/v1/pull", json={
             "model_name": "boxed-smol", "recipe": "boxed", "checkpoint": f"file:{smollm2()}"})
         assert registered.status_code == 200
         yield client
-
-
-def lock_url(lock: dict[str, Any]) -> str:
-    url: str = lock["backends"]["boxed"]["llama"]["platforms"][platform_key("linux")][0]["url"]
-    return url.removeprefix("docker://")
 
 
 CHAT = {"model": "boxed-smol", "max_tokens": 4, "messages": [{"role": "user", "content": "Hi"}]}
@@ -306,3 +293,50 @@ async def test_boot_sweep_removes_only_this_installations_leftovers(
         assert podman("ps", "-a", "--filter", f"id={theirs}", "--format", "{{.ID}}")
     finally:
         podman("rm", "-f", ours, theirs, check=False)
+
+
+def containers_of(owner: str) -> list[str]:
+    return podman("ps", "-a", "--filter", f"label={OWNER_LABEL}={owner}",
+                  "--format", "{{.ID}}").split()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
+def test_containers_stop_with_the_server_or_are_swept_at_its_next_start(
+    registry: Registry, images: dict[str, str], tmp_path: Path, sig: signal.Signals
+) -> None:
+    """SIGTERM stops the container with the server. SIGKILL leaves it running (podman's
+    conmon, not the server, is its parent); the next start removes it before serving."""
+    lock_file = tmp_path / "lock.json"
+    lock_file.write_text(json.dumps(lock_for(registry, "llama", images["plain"])))
+    served = functools.partial(running_server, tmp_path / "cache",
+                               command=(str(BOXED_SERVER),), args=("--lock", str(lock_file)))
+    with served() as server:
+        for call in (("/api/v1/install", {"backend": "boxed:llama"}),
+                     ("/api/v1/pull", {"model_name": "boxed-smol", "recipe": "boxed",
+                                       "checkpoint": f"file:{smollm2()}"}),
+                     ("/v1/chat/completions", CHAT)):
+            httpx.post(server.url + call[0], json=call[1], timeout=120).raise_for_status()
+        argv = httpx.get(server.api + "/health").json()["all_models_loaded"][0][
+            "launch_command"]
+        owner = next(a.split("=", 1)[1] for a in argv if a.startswith(f"{OWNER_LABEL}="))
+        assert len(containers_of(owner)) == 1
+        signalled = time.monotonic()
+        server.process.send_signal(sig)
+        server.process.wait(timeout=20)
+        while containers_of(owner) and time.monotonic() - signalled < 10:
+            time.sleep(0.1)
+        left = containers_of(owner)
+        after = time.monotonic() - signalled
+    if sig is signal.SIGTERM:
+        print(f"SIGTERM to the server: its container gone after {after:.2f} s")
+        assert left == []
+        return
+    assert len(left) == 1
+    started = time.monotonic()
+    with served() as server:
+        swept = time.monotonic() - started
+        assert containers_of(owner) == []
+        assert httpx.post(server.api + "/chat/completions", json=CHAT,
+                          timeout=120).status_code == 200
+    print(f"SIGKILL to the server: its container outlived it; the next start swept it "
+          f"before serving (start to ready {swept:.2f} s)")

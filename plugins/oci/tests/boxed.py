@@ -1,0 +1,57 @@
+"""The container test engine: a recipe whose one backend is llama-server in a container,
+and a lemoncore app with only the OCI plugin serving it.
+
+Run as a script (``boxed.py --port N --lock FILE``) it serves that app the way
+``lemon serve`` does (settings from ``LEMON_*``), for tests that signal the server.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from starlette.applications import Starlette
+
+from lemoncore import Settings, create_app
+from lemoncore.hosts import HostDevice, HostInfo
+from lemoncore.lock import platform_key
+from lemoncore.recipes import Backend, DeviceKind, Format, Recipe, SupportRow, Tier
+
+from lemon_plugin_oci import OciPlugin
+from lemon_plugin_oci.policy import ContainerPolicy
+from lemon_plugin_oci.recipes import LLAMA_SERVER
+
+HOST = HostInfo("linux", (HostDevice(DeviceKind.CPU, "cpu"),))
+BOXED = Recipe(name="boxed", display_name="llama-server in a container", backends=(
+    Backend(name="llama", tier=Tier.EXPERIMENTAL, format=Format.CONTAINER,
+            support=(SupportRow(os=frozenset({"linux"}),
+                                devices={DeviceKind.CPU: frozenset()}),)),))
+POLICY = ContainerPolicy(command=LLAMA_SERVER)  # no devices: this machine has no GPU
+
+
+def lock_url(lock: dict[str, Any]) -> str:
+    url: str = lock["backends"]["boxed"]["llama"]["platforms"][platform_key("linux")][0]["url"]
+    return url.removeprefix("docker://")
+
+
+def boxed_app(lock: dict[str, Any], trusted: bool = True, **settings: Any) -> Starlette:
+    """The app; the lock's registry namespace is trusted unless ``trusted`` is false."""
+    plugin = OciPlugin(recipes=[BOXED], contributions=[],
+                       policies={("boxed", "llama"): POLICY}, lock=lock)
+    namespaces = [lock_url(lock).split("/lemontest/")[0] + "/lemontest/"] if trusted else []
+    return create_app(Settings(plugins_allow="", stop_grace=2, allow_experimental="boxed:llama",
+                               recipes={"boxed": {"trusted_namespaces": namespaces,
+                                                  "ctx_size": 2048}}, **settings),
+                      plugins={"oci": plugin}, host=HOST)
+
+
+if __name__ == "__main__":
+    from lemoncore.cli import serve_app
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--lock", type=Path, required=True)
+    args = parser.parse_args()
+    serve_app(boxed_app(json.loads(args.lock.read_text()), port=args.port))
