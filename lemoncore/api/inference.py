@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable
 from contextlib import AsyncExitStack
 from typing import Any
 
@@ -84,7 +85,41 @@ async def _infer(request: Request, path: str, required: str, serves: ModelType) 
     if body.get("max_tokens") is None and body.get("max_completion_tokens") is not None:
         body["max_tokens"] = body["max_completion_tokens"]
     if body.get("stream"):
-        return await _stream(core, model, path, body)
+        return await _until_disconnect(request, _stream(core, model, path, body))
+    return await _until_disconnect(request, _complete(core, model, path, body))
+
+
+async def _until_disconnect(request: Request, work: Awaitable[Response]) -> Response:
+    """Await ``work`` (a request waiting for a load, a queue slot or a backend's answer);
+    cancel it if the client disconnects first: closing the backend connection stops the
+    backend's generation. A stream's relay watches for the disconnect itself."""
+    outcome: list[Response | Exception] = []
+    gone = False
+    async with anyio.create_task_group() as tg:
+        async def watch() -> None:
+            nonlocal gone
+            while (await request.receive())["type"] != "http.disconnect":
+                pass
+            gone = True
+            tg.cancel_scope.cancel()
+
+        tg.start_soon(watch)
+        try:
+            outcome.append(await work)
+        except Exception as exc:  # noqa: BLE001 - re-raised below, outside the task group
+            outcome.append(exc)
+        tg.cancel_scope.cancel()
+    if gone:  # nobody is there to receive an answer; a relay would never see the close
+        if outcome and isinstance(outcome[0], SSERelay):
+            await outcome[0].resources.aclose()
+        return Response(status_code=499)
+    if isinstance(outcome[0], Exception):
+        raise outcome[0]
+    return outcome[0]
+
+
+async def _complete(core: Core, model: ModelInfo, path: str, body: dict[str, Any]
+                    ) -> Response:
     for attempt in (1, 2):
         async with core.router.acquire(model.name) as server:
             core.plugins.normalize_request(server.recipe, server.backend, path, body)

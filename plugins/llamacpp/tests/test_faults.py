@@ -94,6 +94,56 @@ def test_backend_killed_mid_stream(server: ServerProcess) -> None:
     assert clean == rounds and orphans == []
 
 
+def backend_sockets(port: int) -> list[str]:
+    """TCP states (``/proc/net/tcp`` codes: 01 established, 08 close-wait) of the backend's
+    ends of its connections."""
+    rows = [line.split() for line in Path("/proc/net/tcp").read_text().splitlines()[1:]]
+    return [row[3] for row in rows if int(row[1].split(":")[1], 16) == port]
+
+
+def test_a_client_that_goes_away_cancels_its_request_upstream(server: ServerProcess) -> None:
+    """A disconnect frees the model at once and closes the backend connection; for a
+    stream, llama-server then stops generating. (This llama-server build does not watch
+    the connection of a non-streaming request: it finishes that generation regardless.)"""
+    long = {"model": MODEL, "max_tokens": 100_000, "ignore_eos": True,
+            "messages": [{"role": "user", "content": "Tell me a long story."}]}
+    with pytest.raises(httpx.ReadTimeout):  # the first request loads the model
+        httpx.post(server.api + "/chat/completions", json=long, timeout=3)
+    port = int(str(loaded(server)[MODEL]["backend_url"]).rsplit(":", 1)[1])
+
+    def released_within(seconds: float) -> bool:
+        deadline = time.monotonic() + seconds
+        while loaded(server)[MODEL]["in_flight"] or "01" in backend_sockets(port):
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.02)
+        return True
+
+    assert released_within(5), backend_sockets(port)
+    # That generation would run to its end; a fresh backend for the streaming half:
+    httpx.post(server.url + "/api/v1/unload", json={}).raise_for_status()
+    chat(server).raise_for_status()
+    backend_url = loaded(server)[MODEL]["backend_url"]
+
+    def generating() -> bool:
+        metrics = httpx.get(f"{backend_url}/metrics").text
+        return next(line for line in metrics.splitlines()
+                    if line.startswith("llamacpp:requests_processing")).split()[1] != "0"
+
+    with httpx.stream("POST", server.api + "/chat/completions", timeout=60,
+                      json={**long, "stream": True}) as response:
+        lines = response.iter_lines()
+        while not generating():
+            next(lines)
+    started = time.monotonic()
+    while generating() and time.monotonic() - started < 10:
+        time.sleep(0.02)
+    stopped = time.monotonic() - started
+    print(f"client gone: model free and backend connection closed; a stream's generation "
+          f"stopped {stopped:.2f} s later")
+    assert not generating() and loaded(server)[MODEL]["in_flight"] == 0
+
+
 def test_load_unload_cycles_leak_nothing(server: ServerProcess) -> None:
     cycles = count(100, 10)
     chat(server).raise_for_status()
