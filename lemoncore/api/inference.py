@@ -85,37 +85,33 @@ async def _infer(request: Request, path: str, required: str, serves: ModelType) 
     if body.get("max_tokens") is None and body.get("max_completion_tokens") is not None:
         body["max_tokens"] = body["max_completion_tokens"]
     if body.get("stream"):
-        return await _until_disconnect(request, _stream(core, model, path, body))
+        return await _stream(core, model, path, body)
     return await _until_disconnect(request, _complete(core, model, path, body))
 
 
 async def _until_disconnect(request: Request, work: Awaitable[Response]) -> Response:
     """Await ``work`` (a request waiting for a load, a queue slot or a backend's answer);
-    cancel it if the client disconnects first: closing the backend connection stops the
-    backend's generation. A stream's relay watches for the disconnect itself."""
-    outcome: list[Response | Exception] = []
-    gone = False
+    cancel it if the client disconnects first, which closes the backend connection.
+
+    Streams skip this (a task per request costs ~0.2 ms of time to first token): their
+    relay watches for the disconnect from the moment the backend answers.
+    """
+    result: Response | Exception = Response(status_code=499)  # for a client that left
     async with anyio.create_task_group() as tg:
         async def watch() -> None:
-            nonlocal gone
             while (await request.receive())["type"] != "http.disconnect":
                 pass
-            gone = True
             tg.cancel_scope.cancel()
 
         tg.start_soon(watch)
         try:
-            outcome.append(await work)
+            result = await work
         except Exception as exc:  # noqa: BLE001 - re-raised below, outside the task group
-            outcome.append(exc)
+            result = exc
         tg.cancel_scope.cancel()
-    if gone:  # nobody is there to receive an answer; a relay would never see the close
-        if outcome and isinstance(outcome[0], SSERelay):
-            await outcome[0].resources.aclose()
-        return Response(status_code=499)
-    if isinstance(outcome[0], Exception):
-        raise outcome[0]
-    return outcome[0]
+    if isinstance(result, Exception):
+        raise result
+    return result
 
 
 async def _complete(core: Core, model: ModelInfo, path: str, body: dict[str, Any]
