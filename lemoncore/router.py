@@ -216,18 +216,30 @@ class Router:
             raise RouterError("the server is shutting down; retry once it is back", 503,
                               "server_error", "shutting_down",
                               headers={"Retry-After": str(max(1, round(self.settings.stop_grace)))})
-        server = self.loaded(name) or await self.load(name, explicit=False)
-        if server.in_flight == 0:
-            server.drained = anyio.Event()
-        server.in_flight += 1
+        server = self.loaded(name)
+        if server is None:
+            server = await self.load(name, explicit=False, hold=True)
+        else:
+            self._hold(server)
         try:
             async with self._turn(server):
                 yield server
         finally:
-            server.in_flight -= 1
-            server.last_used = time.monotonic()
-            if server.in_flight == 0:
-                server.drained.set()
+            self._release(server)
+
+    @staticmethod
+    def _hold(server: LoadedServer) -> None:
+        """Count a request on ``server``: a busy server is never evicted."""
+        if server.in_flight == 0:
+            server.drained = anyio.Event()
+        server.in_flight += 1
+
+    @staticmethod
+    def _release(server: LoadedServer) -> None:
+        server.in_flight -= 1
+        server.last_used = time.monotonic()
+        if server.in_flight == 0:
+            server.drained.set()
 
     @asynccontextmanager
     async def _turn(self, server: LoadedServer) -> AsyncIterator[None]:
@@ -268,10 +280,57 @@ class Router:
         return LoadPlan(model, recipe, status, options, device, is_amd, policy, decision)
 
     async def load(self, name: str, request: Mapping[str, Any] | None = None,
-                   pinned: bool | None = None, explicit: bool = True) -> LoadedServer:
+                   pinned: bool | None = None, explicit: bool = True,
+                   hold: bool = False) -> LoadedServer:
         """Load ``name`` (or return it when loaded); an explicit load with new options
-        reloads it."""
+        reloads it. With ``hold`` the server comes back already counted busy (release it
+        with :meth:`_release`), so no other load can evict it before the caller uses it.
+
+        The load runs in the router's own task, so a caller that gives up (a client that
+        disconnects or times out) does not cancel it: a retry finds the model loading or
+        loaded. A caller waits at most ``load_timeout`` seconds; then it gets 503
+        ``model_loading`` with ``Retry-After`` while the load goes on.
+        """
         self.model(name)  # an unknown name fails now, without waiting for other loads
+        done, outcome = anyio.Event(), list[LoadedServer | Exception]()
+        waiting = True
+        held: LoadedServer | None = None  # counted busy for this caller
+
+        async def run() -> None:
+            nonlocal held
+            try:
+                server = await self._load(name, request, pinned, explicit)
+                if hold and waiting:  # no checkpoint since the load lock was released
+                    self._hold(server)
+                    held = server
+                outcome.append(server)
+            except Exception as exc:  # noqa: BLE001 - handed to the caller below
+                outcome.append(exc)
+            finally:
+                done.set()
+
+        assert self._tg is not None, "use the router as an async context manager"
+        self._tg.start_soon(run)
+        try:
+            with anyio.move_on_after(self.settings.load_timeout):
+                await done.wait()
+        except BaseException:  # the caller was cancelled: give back what was held for it
+            if held is not None:
+                self._release(held)
+            raise
+        finally:
+            waiting = False
+        if not outcome:
+            raise RouterError(
+                f"{name} is still loading after {self.settings.load_timeout:.0f} s (a large "
+                "download or a slow start); the load goes on, retry shortly", 503,
+                "server_busy", "model_loading", headers={"Retry-After": "5"})
+        if isinstance(outcome[0], Exception):
+            raise outcome[0]
+        return outcome[0]
+
+    async def _load(self, name: str, request: Mapping[str, Any] | None,
+                    pinned: bool | None, explicit: bool) -> LoadedServer:
         async with self._lock:
             plan = self.plan(name, request)
             current = self.loaded(plan.model.name)

@@ -53,7 +53,9 @@ class Settings(BaseSettings):
     plugins_deny: str = Field("", description="Comma-separated plugins never to load.")
     offline: bool = Field(False, description="Never download; use what is installed.")
     heartbeat_interval: float = Field(1.0, gt=0, description="SSE ping while backend is silent.")
-    load_timeout: float = Field(600.0, gt=0, description="Seconds a backend may take to start.")
+    load_timeout: float = Field(
+        600.0, gt=0, description="Seconds a backend may take to start; also the longest a "
+        "request waits for its model to load (then 503 model_loading; the load goes on).")
     stop_grace: float = Field(5.0, ge=0, description="SIGTERM-to-SIGKILL grace, seconds.")
     max_concurrency: int = Field(0, ge=0, description="Requests one model serves at once "
                                                       "(0: no limit beyond the backend's).")

@@ -79,7 +79,10 @@ MODELS = {  # name: (recipe, backend, labels)
     "sd-cpu": ("sdlike", "cpu", ("image",)),
     "llama-alone": ("llamalike", "cpu", ()),
     "llama-missing": ("llamalike", "cpu", ()),
+    "slow-a": ("llamalike", "cpu", ()),  # each takes SLOW_START s to start
+    "slow-b": ("llamalike", "cpu", ()),
 }
+SLOW_START = 1.5
 
 
 class TinyBackends:
@@ -108,7 +111,11 @@ class TinyBackends:
         argv = [sys.executable, str(TINY), "--port", str(context.port), "--name", model.name,
                 "--model", str(weights), "--ctx-size", str(context.options["ctx_size"]),
                 "--registry", str(self.root / "running")]
-        return LaunchSpec(argv=tuple(argv + (["--alone"] if model.name == "llama-alone" else [])))
+        if model.name == "llama-alone":
+            argv.append("--alone")
+        if model.name.startswith("slow-"):
+            argv += ["--start-delay", str(SLOW_START)]
+        return LaunchSpec(argv=tuple(argv))
 
 
 class Lemon:
@@ -295,3 +302,28 @@ async def test_shutdown_refuses_new_requests_and_cuts_stragglers_at_the_deadline
         assert results[key].status_code == 503
         assert results[key].json()["error"]["code"] == "shutting_down"
     assert results["new"].headers["retry-after"] == "1"
+
+
+async def test_a_request_waits_for_its_model_at_most_load_timeout_and_the_load_goes_on(
+        tmp_path: Path, anyio_backend: str) -> None:
+    """slow-b's load waits behind slow-a's: together longer than load_timeout."""
+    async with lemon_for(tmp_path, MIXED_HOST, load_timeout=2.0) as lemon:
+        answers: dict[str, httpx.Response] = {}
+
+        async def chat(name: str) -> None:
+            answers[name] = await lemon.client.post("/v1/chat/completions", json={
+                "model": name, "messages": [{"role": "user", "content": "hi"}]})
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(chat, "slow-a")
+            await anyio.sleep(0.2)
+            tg.start_soon(chat, "slow-b")
+        assert answers["slow-a"].status_code == 200
+        assert answers["slow-b"].status_code == 503
+        assert answers["slow-b"].json()["error"]["code"] == "model_loading"
+        assert answers["slow-b"].headers["retry-after"] == "5"
+        with anyio.fail_after(SLOW_START + 2):
+            while "slow-b" not in await lemon.loaded():
+                await anyio.sleep(0.05)
+        await chat("slow-b")
+        assert answers["slow-b"].status_code == 200

@@ -1,8 +1,9 @@
 """A tiny OpenAI-shaped HTTP server standing in for engines whose hardware is missing.
 
 It answers ``GET /health`` and ``POST /v1/chat/completions`` (``{"delay": s}`` in the body
-makes it slow). ``--alone`` models memory pressure: it refuses to start, saying it is out
-of memory, while another tiny server runs (each marks itself in ``--registry``).
+makes it slow; ``--start-delay`` makes it slow to start). ``--alone`` models memory
+pressure: it refuses to start, saying it is out of memory, while another tiny server runs
+(each marks itself in ``--registry``).
 ``--model`` must exist, as a real engine's model file must.
 """
 
@@ -24,6 +25,7 @@ args_parser.add_argument("--model", required=True)
 args_parser.add_argument("--ctx-size", type=int, required=True)
 args_parser.add_argument("--registry", type=Path, required=True)
 args_parser.add_argument("--alone", action="store_true")
+args_parser.add_argument("--start-delay", type=float, default=0.0)
 args_parser.add_argument("--answer", type=int, default=200, help="status of every POST")
 args_parser.add_argument("--garbage-stream", action="store_true",
                          help="answer streams with malformed SSE and no [DONE]")
@@ -36,6 +38,7 @@ if args.alone and any(args.registry.iterdir()):
     sys.exit("error: out of memory: another engine holds the device")
 marker = args.registry / f"{os.getpid()}.running"
 marker.write_text(args.name)
+time.sleep(args.start_delay)
 
 
 class Handler(BaseHTTPRequestHandler):
