@@ -21,6 +21,8 @@ from starlette.types import Receive, Scope, Send
 PING = b": ping\n\n"
 DONE = b"data: [DONE]\n\n"
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+CUT_AT_SHUTDOWN = ("the server is shutting down and its drain deadline passed; retry once "
+                   "it is back")
 
 
 class BackendFailure(Exception):
@@ -66,9 +68,8 @@ class SSERelay(Response):
     silent for ``heartbeat`` seconds; a disconnect watcher cancels the relay (closing the
     backend connection stops its generation). The relay runs inside ``cut_scope()``; when
     that scope expires (a shutdown's drain deadline), the stream ends with a
-    ``shutting_down`` error frame. ``resources`` (the
-    router's hold on the server, the backend response) are released however the relay
-    ends.
+    ``shutting_down`` error frame. ``resources`` (the router's hold on the server, the
+    backend response) are released however the relay ends.
     """
 
     def __init__(self, upstream: httpx.Response, heartbeat: float,
@@ -142,6 +143,5 @@ class SSERelay(Response):
             # A cancelled send has already handed its bytes to the transport; a blank line
             # first ends an event the backend had only half sent.
             gap = b"" if tail.endswith(b"\n\n") else b"\n\n"
-            await send({"type": "http.response.body", "more_body": True, "body": gap + sse_error(
-                "the server is shutting down and its drain deadline passed; retry once it "
-                "is back", 503, "server_error", "shutting_down")})
+            frame = sse_error(CUT_AT_SHUTDOWN, 503, "server_error", "shutting_down")
+            await send({"type": "http.response.body", "body": gap + frame, "more_body": True})

@@ -213,9 +213,9 @@ class Router:
         503 and ``Retry-After``. Once shutdown has begun every request is refused (503).
         """
         if self.closing:
+            retry = str(max(1, round(self.settings.stop_grace)))
             raise RouterError("the server is shutting down; retry once it is back", 503,
-                              "server_error", "shutting_down",
-                              headers={"Retry-After": str(max(1, round(self.settings.stop_grace)))})
+                              "server_error", "shutting_down", headers={"Retry-After": retry})
         server = self.loaded(name)
         if server is None:
             server = await self.load(name, explicit=False, hold=True)
@@ -283,8 +283,8 @@ class Router:
                    pinned: bool | None = None, explicit: bool = True,
                    hold: bool = False) -> LoadedServer:
         """Load ``name`` (or return it when loaded); an explicit load with new options
-        reloads it. With ``hold`` the server comes back already counted busy (release it
-        with :meth:`_release`), so no other load can evict it before the caller uses it.
+        reloads it. With ``hold`` (as :meth:`acquire` loads) the server comes back already
+        counted busy, so no other load can evict it before the caller uses it.
 
         The load runs in the router's own task, so a caller that gives up (a client that
         disconnects or times out) does not cancel it: a retry finds the model loading or

@@ -56,7 +56,8 @@ class Settings(BaseSettings):
     load_timeout: float = Field(
         600.0, gt=0, description="Seconds a backend may take to start; also the longest a "
         "request waits for its model to load (then 503 model_loading; the load goes on).")
-    stop_grace: float = Field(5.0, ge=0, description="SIGTERM-to-SIGKILL grace, seconds.")
+    stop_grace: float = Field(5.0, ge=0, description="Seconds in-flight requests get to "
+                              "finish at shutdown, and a backend's SIGTERM-to-SIGKILL grace.")
     max_concurrency: int = Field(0, ge=0, description="Requests one model serves at once "
                                                       "(0: no limit beyond the backend's).")
     max_queue: int = Field(16, ge=0, description="Requests that may wait for a backend with "

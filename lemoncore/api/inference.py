@@ -15,7 +15,13 @@ from starlette.responses import JSONResponse, Response
 from lemoncore.api.errors import ApiError, json_object, required_str
 from lemoncore.backends import BackendState
 from lemoncore.core import Core
-from lemoncore.proxy import BackendFailure, SSERelay, error_body, send_request
+from lemoncore.proxy import (
+    CUT_AT_SHUTDOWN,
+    BackendFailure,
+    SSERelay,
+    error_body,
+    send_request,
+)
 from lemoncore.recipes import ModelInfo, ModelType, Tier
 
 
@@ -123,9 +129,7 @@ async def _complete(core: Core, model: ModelInfo, path: str, body: dict[str, Any
                 with core.router.cut_at_drain_deadline() as deadline:
                     upstream = await send_request(server.client, path, body, False)
                 if deadline.cancelled_caught:
-                    raise ApiError("the server is shutting down and its drain deadline "
-                                   "passed; retry once it is back", 503, "server_error",
-                                   "shutting_down")
+                    raise ApiError(CUT_AT_SHUTDOWN, 503, "server_error", "shutting_down")
             except BackendFailure:
                 if attempt == 2 or not await core.router.recover(server):
                     core.router.record_outcome(server, failed=True)
