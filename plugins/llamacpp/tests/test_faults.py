@@ -107,8 +107,10 @@ def test_a_client_that_goes_away_cancels_its_request_upstream(server: ServerProc
     the connection of a non-streaming request: it finishes that generation regardless.)"""
     long = {"model": MODEL, "max_tokens": 100_000, "ignore_eos": True,
             "messages": [{"role": "user", "content": "Tell me a long story."}]}
-    with pytest.raises(httpx.ReadTimeout):  # the first request loads the model
-        httpx.post(server.api + "/chat/completions", json=long, timeout=3)
+    httpx.post(server.url + "/api/v1/load", json={"model_name": MODEL},
+               timeout=120).raise_for_status()  # no pooled backend connection yet
+    with pytest.raises(httpx.ReadTimeout):
+        httpx.post(server.api + "/chat/completions", json=long, timeout=1.5)
     port = int(str(loaded(server)[MODEL]["backend_url"]).rsplit(":", 1)[1])
 
     def released_within(seconds: float) -> bool:
