@@ -10,6 +10,7 @@ from typing import Any, Protocol
 
 import anyio.abc
 import httpx
+import structlog
 
 
 class LaunchRefused(Exception):
@@ -121,6 +122,40 @@ class Runner(Protocol):
     async def start(self, task_group: anyio.abc.TaskGroup, ready_within: float) -> None: ...
 
     async def stop(self, grace: float) -> None: ...
+
+
+class ExitTracking:
+    """The part of a :class:`Runner` about its end: ``exited``, ``crashed``, ``on_exit``
+    callbacks, the last lines of output. A subclass sets ``_stopping`` before a stop it
+    asks for and calls :meth:`_mark_exited` when the server ends."""
+
+    name: str
+
+    def __init__(self) -> None:
+        self.exited = anyio.Event()
+        self.last_lines: deque[str] = deque(maxlen=30)
+        self._stopping = False
+        self._on_exit: list[Callable[[Any], None]] = []
+
+    @property
+    def crashed(self) -> bool:
+        """Exited without being asked to stop."""
+        return self.exited.is_set() and not self._stopping
+
+    def on_exit(self, callback: Callable[[Any], None]) -> None:
+        self._on_exit.append(callback)
+
+    def _mark_exited(self, **why: Any) -> None:
+        """Record the end once: set ``exited``, warn unless a stop was asked for, call
+        the ``on_exit`` callbacks."""
+        if self.exited.is_set():
+            return
+        self.exited.set()
+        if not self._stopping:
+            structlog.get_logger("lemoncore.launch").warning(
+                "backend exited", model=self.name, **why)
+        for callback in self._on_exit:
+            callback(self)
 
 
 StartupTask = Callable[[], Awaitable[None]]

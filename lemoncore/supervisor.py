@@ -12,15 +12,12 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
-from collections import deque
-from collections.abc import Callable
-from typing import Any
 
 import anyio
 import httpx
 import structlog
 
-from lemoncore.launch import LaunchSpec
+from lemoncore.launch import ExitTracking, LaunchSpec
 from lemoncore.platforms import ProcessPlatform, current
 
 log = structlog.get_logger("lemoncore.supervisor")
@@ -67,18 +64,15 @@ async def wait_healthy(client: httpx.AsyncClient, url: str, exited: anyio.Event,
     return False
 
 
-class BackendProcess:
+class BackendProcess(ExitTracking):
     """A started backend: ``base_url`` serves the OpenAI API once :meth:`start` returns."""
 
     def __init__(self, name: str, spec: LaunchSpec, host: str, port: int) -> None:
+        super().__init__()
         self.name, self.spec = name, spec
         self.base_url = f"http://{host}:{port}"
         self.transport: httpx.AsyncBaseTransport | None = None
-        self.last_lines: deque[str] = deque(maxlen=30)
-        self.exited = anyio.Event()
         self._proc: asyncio.subprocess.Process | None = None
-        self._stopping = False
-        self._on_exit: list[Callable[[Any], None]] = []
 
     @property
     def argv(self) -> tuple[str, ...]:
@@ -95,14 +89,6 @@ class BackendProcess:
     @property
     def alive(self) -> bool:
         return self._proc is not None and not self.exited.is_set()
-
-    @property
-    def crashed(self) -> bool:
-        """Exited without being asked to stop."""
-        return self.exited.is_set() and not self._stopping
-
-    def on_exit(self, callback: Callable[[Any], None]) -> None:
-        self._on_exit.append(callback)
 
     async def start(self, task_group: anyio.abc.TaskGroup, ready_within: float) -> None:
         """Spawn, then return when the health endpoint answers 200; raise StartError."""
@@ -148,11 +134,7 @@ class BackendProcess:
         assert self._proc is not None
         code = await self._proc.wait()
         PLATFORM.release(self._proc.pid)
-        self.exited.set()
-        if not self._stopping:
-            log.warning("backend exited", model=self.name, pid=self._proc.pid, code=code)
-        for callback in self._on_exit:
-            callback(self)
+        self._mark_exited(pid=self._proc.pid, code=code)
 
     async def stop(self, grace: float) -> None:
         """Ask the child to stop, force it after ``grace`` seconds; wait for it."""

@@ -14,8 +14,6 @@ import hashlib
 import json
 import shutil
 import tempfile
-from collections import deque
-from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -25,7 +23,7 @@ import anyio.abc
 import httpx
 import structlog
 
-from lemoncore.launch import LaunchRefused
+from lemoncore.launch import ExitTracking, LaunchRefused
 from lemoncore.supervisor import StartError, wait_healthy
 
 from lemon_plugin_oci.engine import Engine, RunRequest, run, run_argv
@@ -46,25 +44,22 @@ def available_memory_gb() -> float:
     return 0.0
 
 
-class ContainerServer:
+class ContainerServer(ExitTracking):
     def __init__(self, model: str, engine: Engine, ref: ImageRef, image_id: str,
                  policy: ContainerPolicy, request: RunRequest,
                  trusted_devices: frozenset[str]) -> None:
+        super().__init__()
         self.engine, self.ref, self.image_id, self.policy = engine, ref, image_id, policy
         self.request, self.trusted_devices = request, trusted_devices
         self.name = model
         self.base_url = "http://engine"
         self.transport: httpx.AsyncBaseTransport = httpx.AsyncHTTPTransport(
             uds=f"{request.socket_dir}/engine.sock")
-        self.exited = anyio.Event()
-        self.last_lines: deque[str] = deque(maxlen=30)
         self.container_id = ""
         self.reason = ""
         self._argv: tuple[str, ...] = ()
         self._pid: int | None = None
         self._code: int | None = None
-        self._stopping = False
-        self._on_exit: list[Callable[[Any], None]] = []
 
     @property
     def argv(self) -> tuple[str, ...]:
@@ -81,13 +76,6 @@ class ContainerServer:
     @property
     def alive(self) -> bool:
         return bool(self.container_id) and not self.exited.is_set()
-
-    @property
-    def crashed(self) -> bool:
-        return self.exited.is_set() and not self._stopping
-
-    def on_exit(self, callback: Callable[[Any], None]) -> None:
-        self._on_exit.append(callback)
 
     async def start(self, task_group: anyio.abc.TaskGroup, ready_within: float) -> None:
         image = await verified_image(self.engine, self.ref, self.image_id)
@@ -165,11 +153,7 @@ class ContainerServer:
         if self.exited.is_set():
             return
         self.reason = reason
-        self.exited.set()
-        if not self._stopping:
-            log.warning("container gone", model=self.name, reason=reason)
-        for callback in self._on_exit:
-            callback(self)
+        self._mark_exited(reason=reason)
 
     async def _pump_logs(self) -> None:
         process = await anyio.open_process([self.engine.exe, "logs", "-f", self.container_id],
