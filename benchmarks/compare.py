@@ -166,6 +166,7 @@ def main() -> None:
                                ' "$@"\n')
         zero_script.chmod(0o755)
         config.write_text(f'max_loaded_models = 1\nheartbeat_interval = 1.0\n'
+                          f'model_dirs = ["{model.parent}"]\n'
                           f'[recipes.llamacpp]\nsystem_bin = "{zero_script}"\n')
         env = {"LEMON_CACHE_DIR": str(tmp / "cache"), "LEMON_CONFIG_FILE": str(config),
                "LEMON_LOG_LEVEL": "warning"}

@@ -12,6 +12,7 @@ from starlette.middleware.cors import CORSMiddleware
 from starlette.routing import BaseRoute, Route
 
 from lemoncore.api import inference, manage
+from lemoncore.api.boundary import BrowserBoundary
 from lemoncore.api.errors import EXCEPTION_HANDLERS
 from lemoncore.api.guard import Guard
 from lemoncore.core import Core, build_core
@@ -66,10 +67,13 @@ def create_app(settings: Settings | None = None, *,
     middleware = [Middleware(
         Guard, api_key=settings.api_key.get_secret_value() if settings.api_key else None,
         admin_key=settings.admin_api_key.get_secret_value() if settings.admin_api_key
-        else None, max_body_bytes=settings.max_body_bytes)]
+        else None, max_body_bytes=settings.max_body_bytes,
+        allow_remote_admin=settings.allow_remote_admin)]
     if settings.cors_origins:
         middleware.insert(0, Middleware(CORSMiddleware, allow_origins=settings.cors_origins,
                                         allow_methods=["GET", "POST"], allow_headers=["*"]))
+    middleware.insert(0, Middleware(BrowserBoundary, allowed_hosts=settings.allowed_hosts,
+                                    cors_origins=settings.cors_origins))
     app = Starlette(routes=_routes(), lifespan=run, exception_handlers=EXCEPTION_HANDLERS,
                     middleware=middleware)
     app.state.core = core

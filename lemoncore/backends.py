@@ -29,6 +29,7 @@ from lemoncore.install import (
 )
 from lemoncore.launch import InstallPlan
 from lemoncore.lock import Lock, platform_key
+from lemoncore.options import SELECTOR, Layer, OptionError, check, declared, resolve, selector
 from lemoncore.plugins import PluginHost
 from lemoncore.recipes import Backend, Recipe, Tier
 from lemoncore.rocm import (
@@ -91,7 +92,8 @@ class Backends:
     def __init__(self, plugins: PluginHost, host: HostInfo, settings: Settings,
                  lock: Lock) -> None:
         self.plugins, self.host, self.lock = plugins, host, lock
-        self.config, self.offline = settings.recipes, settings.offline
+        self.sections, self.offline = settings.recipes, settings.offline
+        self._configs: dict[str, dict[str, Any]] = {}
         self.allow_unverified = set(settings.unverified_allowed)
         self.allow_experimental = set(Settings._names(settings.allow_experimental))
         self.consent_file = settings.cache_dir / "consent.json"
@@ -113,6 +115,26 @@ class Backends:
             raise BackendError(f"unknown backend {name!r}; known: {', '.join(known)}", 404)
         return recipe, backend
 
+    def configuration(self, recipe: Recipe) -> dict[str, Any]:
+        """The recipe's configuration section, checked against every option the recipe
+        and its backends declare; an unknown or bad value is an :class:`OptionError`."""
+        if recipe.name not in self._configs:
+            section = f"recipes.{recipe.name}"
+            layer = Layer(f"in {section} of the configuration",
+                          self.sections.get(recipe.name, {}))
+            checked = check(declared(recipe), layer, admin=True, section=section)
+            if (backend := selector([layer])) is not None:
+                checked[SELECTOR] = backend
+            self._configs[recipe.name] = checked
+        return self._configs[recipe.name]
+
+    def install_config(self, recipe: Recipe, backend: Backend) -> dict[str, Any]:
+        """What the ``install`` hook sees: the backend's declared defaults and configured
+        values, both scopes."""
+        options, admin = resolve(declared(recipe, backend), self.configuration(recipe), (),
+                                 f"recipes.{recipe.name}")
+        return {**options, **admin}
+
     def target(self, name: str) -> Path:
         recipe, _, backend = name.partition(":")
         return self.bin_dir / recipe / backend
@@ -127,8 +149,12 @@ class Backends:
             return BackendStatus(recipe.name, backend, BackendState.UNSUPPORTED,
                                  f"not supported on this machine; needs {needs}")
         pin = self.lock.backend_pin(recipe.name, backend.name, self.platform)
-        plan = self.plugins.install_plan(recipe, backend, self.host,
-                                         self.config.get(recipe.name, {}), pin)
+        try:
+            config = self.install_config(recipe, backend)
+        except OptionError as exc:
+            return BackendStatus(recipe.name, backend, BackendState.ACTION_REQUIRED, str(exc),
+                                 f"fix recipes.{recipe.name} in the configuration file")
+        plan = self.plugins.install_plan(recipe, backend, self.host, config, pin)
         if plan is None:
             return BackendStatus(recipe.name, backend, BackendState.ACTION_REQUIRED,
                                  "no installed plugin knows how to provide this backend")

@@ -16,8 +16,9 @@ your backend serves)::
 The suite checks what clients and lemoncore rely on: OpenAI shapes for chat and
 completions (streaming and not), usage arithmetic, ``include_usage``, OpenAI-shaped
 errors, readiness (lemoncore reports a model ready only when its engine answers health),
-a clean shutdown within the grace period, and a device and policy consistent with the
-backend's declared support rows.
+a clean shutdown within the grace period, a device and policy consistent with the
+backend's declared support rows, and owner dispatch (a backend another plugin adds to
+your recipe is answered by that plugin, never by yours, and yours never by it).
 """
 
 from __future__ import annotations
@@ -26,14 +27,25 @@ import json
 import os
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, ClassVar
 
 import httpx
 import pytest
 
 from lemoncore.defaults import backend_device_kinds
+from lemoncore.hookspecs import hookimpl
 from lemoncore.hosts import detect_host
-from lemoncore.recipes import Backend, DeviceKind, SupportRow
+from lemoncore.launch import InstallPlan, LaunchContext, LaunchSpec
+from lemoncore.plugins import PluginHost, load_plugins
+from lemoncore.recipes import (
+    Backend,
+    BackendContribution,
+    DeviceKind,
+    ModelInfo,
+    Recipe,
+    SupportRow,
+)
 from lemoncore.testing import ServerProcess
 
 
@@ -56,6 +68,37 @@ def _error_shaped(response: httpx.Response, status: int) -> None:
     error = response.json()["error"]
     assert isinstance(error["message"], str) and error["message"]
     assert isinstance(error["type"], str) and error["type"]
+
+
+class _Intruder:
+    """A careless plugin: adds a backend to someone else's recipe and answers every call
+    of an owner hook without asking whose backend it is."""
+
+    def __init__(self, recipe: str) -> None:
+        self.recipe, self.calls = recipe, list[str]()
+        self.plan = InstallPlan("intruder", location=Path("."))
+        self.spec = LaunchSpec(argv=("intruder",))
+
+    @hookimpl
+    def register_backends(self) -> list[BackendContribution]:
+        row = SupportRow(os=frozenset({"linux", "windows", "darwin"}),
+                         devices={DeviceKind.CPU: frozenset()})
+        return [BackendContribution(recipe=self.recipe,
+                                    backend=Backend(name="intruder", support=(row,)))]
+
+    @hookimpl
+    def install(self, backend: Backend) -> InstallPlan:
+        self.calls.append(f"install {backend.name}")
+        return self.plan
+
+    @hookimpl
+    def launch(self, backend: Backend) -> LaunchSpec:
+        self.calls.append(f"launch {backend.name}")
+        return self.spec
+
+    @hookimpl
+    def normalize_request(self, backend: Backend) -> None:
+        self.calls.append(f"normalize_request {backend.name}")
 
 
 class BackendConformance:
@@ -151,6 +194,28 @@ class BackendConformance:
                       if m["model_name"] == conformance_target.model)
         assert server["device"] in {k.device.value for k in kinds}
         assert server["is_amd_gpu"] == (kinds == {DeviceKind.AMD_GPU})
+
+    def test_owner_hooks_reach_only_the_backend_owner(
+        self, conformance_target: ConformanceTarget
+    ) -> None:
+        recipe_name, backend_name = conformance_target.backend.split(":")
+        installed = load_plugins(None, ())
+        owner = installed.registry.backend_owners[recipe_name, backend_name]
+        intruder = _Intruder(recipe_name)
+        plugins = PluginHost()
+        plugins.add(owner, installed.pm.get_plugin(owner))
+        plugins.add("intruder", intruder)
+        recipe: Recipe = plugins.finish().recipes[recipe_name]
+        theirs, ours = recipe.backend("intruder"), recipe.backend(backend_name)
+        assert theirs is not None and ours is not None
+        host = detect_host()
+        assert plugins.install_plan(recipe, theirs, host, {}, None) is intruder.plan
+        context = LaunchContext(Path("m.gguf"), {}, Path("."), "127.0.0.1", 1, 1)
+        model = ModelInfo(name="m", recipe=recipe_name, checkpoint="file:/m.gguf")
+        assert plugins.launch_spec(recipe, theirs, model, context, host) is intruder.spec
+        assert plugins.install_plan(recipe, ours, host, {}, None) is not intruder.plan
+        plugins.normalize_request(recipe, ours, "/v1/chat/completions", {"messages": []})
+        assert intruder.calls == ["install intruder", "launch intruder"]
 
     def test_unload_stops_the_engine_within_the_grace_period(
         self, conformance_target: ConformanceTarget

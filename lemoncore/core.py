@@ -31,6 +31,7 @@ def build_core(settings: Settings, plugins: Mapping[str, object] | None = None,
     plugin_host = load_plugins(settings.allowed_plugins, settings.denied_plugins, plugins)
     lock = load_lock(plugin_host.registry.locks, settings.lock_files)
     backends = Backends(plugin_host, host, settings, lock)
-    models = ModelStore(plugin_host.registry.models, settings.cache_dir, settings.offline)
+    models = ModelStore(plugin_host.registry.models, settings.cache_dir, settings.offline,
+                        settings.model_dirs)
     router = Router(settings, plugin_host, backends, models, host)
     return Core(settings, plugin_host, host, backends, models, router)

@@ -8,6 +8,10 @@ An ``async def`` implementation is rejected when the plugin loads.
 First-result hooks (``firstresult=True``) stop at the first implementation that returns
 something other than ``None``; return ``None`` to defer to the next plugin and finally to
 lemoncore's built-in defaults (``lemoncore.defaults``).
+
+Owner hooks (``install``, ``launch``, ``normalize_request``) are called only on the plugin
+that registered the backend in question (with its recipe, or as a contribution), so an
+implementation never needs to ask "is this mine?".
 """
 
 from __future__ import annotations
@@ -93,12 +97,13 @@ def install(
     recipe: Recipe, backend: Backend, host: HostInfo, config: Mapping[str, Any],
     pin: Pin | None,
 ) -> InstallPlan | None:
-    """Return where the backend's executable comes from: pinned artifacts, or a location.
+    """Owner hook. Return where the backend's executable comes from: pinned artifacts, or
+    a location.
 
     ``pin`` is the merged lock's entry for this backend on this platform (``None`` when
-    nothing is pinned); ``config`` is the recipe's section of the user's configuration.
-    Return ``None`` when this plugin does not own the backend. The core downloads,
-    verifies, extracts and commits the artifacts; the plugin never does I/O here.
+    nothing is pinned); ``config`` is the recipe's section of the administrator's
+    configuration, checked against the declared options. The core downloads, verifies,
+    extracts and commits the artifacts; the plugin never does I/O here.
     """
     raise NotImplementedError
 
@@ -114,11 +119,12 @@ def startup_tasks(instance: str) -> Sequence[StartupTask]:
 def launch(
     recipe: Recipe, backend: Backend, model: ModelInfo, context: LaunchContext, host: HostInfo
 ) -> LaunchSpec | Runner | None:
-    """Return the argv and environment that start a server for ``model`` (a
+    """Owner hook. Return the argv and environment that start a server for ``model`` (a
     ``LaunchSpec``), or a ``Runner`` the plugin starts and stops itself.
 
-    Raise ``lemoncore.launch.LaunchRefused`` with a message naming the fix when the
-    request cannot be honoured (for example a reserved flag in user arguments).
+    ``context.options`` are request-scope options, ``context.config`` admin values. Raise
+    ``lemoncore.launch.LaunchRefused`` with a message naming the fix when the request
+    cannot be honoured.
     """
     raise NotImplementedError
 
@@ -127,7 +133,7 @@ def launch(
 def normalize_request(
     recipe: Recipe, backend: Backend, endpoint: str, body: dict[str, Any]
 ) -> None:
-    """Adjust an inference request body in place before it is forwarded to the backend.
+    """Owner hook. Adjust an inference request body in place before it is forwarded.
 
     Raise ``lemoncore.launch.RequestRefused`` for a request the backend cannot serve.
     """

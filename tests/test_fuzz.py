@@ -18,7 +18,8 @@ from lemoncore import Settings, create_app  # noqa: E402
 CASES_PER_OPERATION = 100  # 11 operations with inputs: over 1,000 cases in all
 os.environ.setdefault("LEMON_CONFIG_FILE", "/nonexistent/lemon-fuzz.toml")
 APP = create_app(Settings(cache_dir=Path(tempfile.mkdtemp(prefix="lemon-fuzz-")),
-                          plugins_allow="llamacpp"))
+                          plugins_allow="llamacpp",
+                          allowed_hosts=["testserver"]))  # the Host schemathesis sends
 schema = schemathesis.openapi.from_asgi("/openapi.json", APP)
 
 

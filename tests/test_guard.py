@@ -25,7 +25,8 @@ class Broken:
     """A backend whose engine always fails to start (its model file is missing)."""
 
     def __init__(self, root: Path) -> None:
-        (root / "w.bin").write_bytes(b"w")
+        (root / "cache" / "models").mkdir(parents=True, exist_ok=True)  # the model store
+        (root / "cache" / "models" / "w.bin").write_bytes(b"w")
         self.root = root
 
     @hookimpl
@@ -36,7 +37,8 @@ class Broken:
 
     @hookimpl
     def register_models(self) -> Sequence[ModelInfo]:
-        return [ModelInfo(name="flaky", recipe="broken", checkpoint=f"file:{self.root}/w.bin")]
+        return [ModelInfo(name="flaky", recipe="broken",
+                          checkpoint=f"file:{self.root}/cache/models/w.bin")]
 
     @hookimpl
     def install(self) -> InstallPlan:
@@ -54,7 +56,7 @@ async def lemon(tmp_path: Path, **settings: Any) -> AsyncIterator[httpx.AsyncCli
     app = create_app(Settings(cache_dir=tmp_path / "cache", plugins_allow="", **settings),
                      plugins={"broken": Broken(tmp_path)}, host=HOST)
     async with app.router.lifespan_context(app), httpx.AsyncClient(
-            transport=httpx.ASGITransport(app), base_url="http://lemon") as client:
+            transport=httpx.ASGITransport(app), base_url="http://localhost") as client:
         yield client
 
 
@@ -143,7 +145,7 @@ async def test_a_wedged_backend_is_restarted(tmp_path: Path, anyio_backend: str)
                      plugins={"wedged": Wedged(tmp_path)}, host=HOST)
     chat = {"model": "flaky", "messages": [{"role": "user", "content": "hi"}]}
     async with app.router.lifespan_context(app), httpx.AsyncClient(
-            transport=httpx.ASGITransport(app), base_url="http://lemon") as c:
+            transport=httpx.ASGITransport(app), base_url="http://localhost") as c:
         pids = []
         for _ in range(3):
             assert (await c.post("/v1/chat/completions", json=chat)).status_code == 502
@@ -176,7 +178,7 @@ async def test_per_model_concurrency_queues_then_refuses(tmp_path: Path,
     chat = {"model": "flaky", "messages": [{"role": "user", "content": "hi"}], "delay": 0.5}
     codes: list[int] = []
     async with app.router.lifespan_context(app), httpx.AsyncClient(
-            transport=httpx.ASGITransport(app), base_url="http://lemon", timeout=30) as c:
+            transport=httpx.ASGITransport(app), base_url="http://localhost", timeout=30) as c:
         await c.post("/api/v1/load", json={"model_name": "flaky"})
 
         async def one() -> None:
@@ -212,7 +214,7 @@ async def test_malformed_sse_from_a_backend_is_relayed_and_closed(
                      plugins={"garbled": Garbled(tmp_path)}, host=HOST)
     chat = {"model": "flaky", "messages": [{"role": "user", "content": "hi"}]}
     async with app.router.lifespan_context(app), httpx.AsyncClient(
-            transport=httpx.ASGITransport(app), base_url="http://lemon", timeout=30) as c:
+            transport=httpx.ASGITransport(app), base_url="http://localhost", timeout=30) as c:
         with anyio.fail_after(10):  # never a hang
             streamed = await c.post("/v1/chat/completions", json={**chat, "stream": True})
         assert streamed.status_code == 200

@@ -114,7 +114,7 @@ async def test_server_starts_and_reports_a_broken_plugin(
     install_dist(site, "lemontest_importerror", "raise RuntimeError('boom at import')\n")
     app = create_app(Settings(cache_dir=tmp_path / "cache"))
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app),
-                                 base_url="http://lemon") as client:
+                                 base_url="http://localhost") as client:
         info = (await client.get("/api/v1/system-info")).json()
         assert (await client.get("/v1/models")).status_code == 200
     broken = next(p for p in info["plugins"] if p["name"] == "lemontest_importerror")

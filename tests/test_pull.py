@@ -103,13 +103,21 @@ def test_pull_of_a_missing_file_reports_an_error(server: ServerProcess) -> None:
     assert "ghost.gguf" in response.json()["error"]["message"]
 
 
-def test_pull_registers_a_local_file(server: ServerProcess, tmp_path: Path) -> None:
-    local = tmp_path / "local.gguf"
+def test_pull_registers_a_file_in_the_model_store_only(server: ServerProcess,
+                                                       tmp_path: Path) -> None:
+    local = tmp_path / "lemon" / "models" / "local.gguf"  # <cache_dir>/models
+    local.parent.mkdir()
     local.write_bytes(BLOB)
     response = httpx.post(server.url + "/api/v1/pull", json={
         "model_name": "local", "checkpoint": str(local), "recipe": "llamacpp"})
     assert response.status_code == 200
     assert models(server)["local"]["checkpoint"] == str(local)
+    outside = tmp_path / "outside.gguf"
+    outside.write_bytes(BLOB)
+    refused = httpx.post(server.url + "/api/v1/pull", json={
+        "model_name": "outside", "checkpoint": str(outside), "recipe": "llamacpp"})
+    assert refused.status_code == 403 and "model_dirs" in refused.json()["error"]["message"]
+    assert "outside" not in models(server)
 
 
 def test_offline_pull_fails_with_a_clear_message(tmp_path: Path, hub: str) -> None:

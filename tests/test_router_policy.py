@@ -88,7 +88,9 @@ SLOW_START = 1.5
 class TinyBackends:
     def __init__(self, root: Path) -> None:
         self.root = root
-        (root / "weights.bin").write_bytes(b"weights")
+        self.weights = root / "cache" / "models" / "weights.bin"  # in the model store
+        self.weights.parent.mkdir(parents=True, exist_ok=True)
+        self.weights.write_bytes(b"weights")
 
     @hookimpl
     def register_recipes(self) -> Sequence[Recipe]:
@@ -97,7 +99,7 @@ class TinyBackends:
     @hookimpl
     def register_models(self) -> Sequence[ModelInfo]:
         return [ModelInfo(name=name, recipe=recipe, labels=labels,
-                          checkpoint=f"file:{self.root / 'weights.bin'}",
+                          checkpoint=f"file:{self.weights}",
                           recipe_options={"backend": backend})
                 for name, (recipe, backend, labels) in MODELS.items()]
 
@@ -143,7 +145,7 @@ async def lemon_for(tmp_path: Path, host: HostInfo, **settings: Any
                               **{"max_loaded_models": 8, **settings}),
                      plugins={"tiny": TinyBackends(tmp_path)}, host=host)
     async with app.router.lifespan_context(app), httpx.AsyncClient(
-            transport=httpx.ASGITransport(app), base_url="http://lemon", timeout=30) as client:
+            transport=httpx.ASGITransport(app), base_url="http://localhost", timeout=30) as client:
         yield Lemon(client, core_of(app).router)
 
 

@@ -14,6 +14,7 @@ from lemoncore.backends import BackendError
 from lemoncore.install import InstallError
 from lemoncore.launch import LaunchRefused, RequestRefused
 from lemoncore.models import ModelError
+from lemoncore.options import OptionError
 from lemoncore.plugins import PluginError
 from lemoncore.proxy import BackendFailure, error_body
 from lemoncore.router import RouterError
@@ -50,6 +51,12 @@ def _classify(exc: Exception) -> ApiError:
         case ModelError():
             type_ = "invalid_request_error" if exc.status < 500 else "backend_error"
             return ApiError(str(exc), exc.status, type_)
+        case OptionError() if exc.status < 500:
+            return ApiError(str(exc), exc.status, "invalid_request_error", "invalid_option",
+                            exc.param)
+        case OptionError():
+            return ApiError(str(exc), exc.status, "server_error", "invalid_configuration",
+                            exc.param)
         case LaunchRefused():
             return ApiError(str(exc), 400, "invalid_request_error", "launch_refused")
         case RequestRefused():
@@ -81,7 +88,8 @@ async def handle_http_exception(request: Request, exc: Exception) -> Response:
     return error_response(message, exc.status_code, "invalid_request_error")
 
 
-_KNOWN = (ApiError, RouterError, ModelError, BackendError, LaunchRefused, RequestRefused,
+_KNOWN = (ApiError, RouterError, ModelError, BackendError, OptionError, LaunchRefused,
+          RequestRefused,
           StartError, InstallError, BackendFailure, PluginError)
 # Known errors are answered by Starlette's ExceptionMiddleware; anything else reaches the
 # server-error middleware, which answers the same JSON and re-raises for the server log.

@@ -2,14 +2,17 @@
 
 With ``api_key`` set, every API route needs it (``Authorization: Bearer …`` or
 ``x-api-key``); management routes (load, unload, pull, delete, install, uninstall) need
-``admin_api_key``, which defaults to ``api_key``. ``/live`` stays open. Keys are
-compared in constant time and never logged. Bodies over ``max_body_bytes`` get a 413.
+``admin_api_key``, which defaults to ``api_key``. With no admin key, management routes
+answer only loopback clients unless ``allow_remote_admin`` is set. ``/live`` stays open.
+Keys are compared in constant time and never logged. Bodies over ``max_body_bytes`` get
+a 413.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import ipaddress
 import json
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -41,12 +44,23 @@ class BodyTooLarge(Exception):
     pass
 
 
+def is_loopback(client: tuple[str, int] | None) -> bool:
+    """Whether an ASGI ``client`` address is this machine (a unix socket counts)."""
+    if client is None:
+        return True
+    try:
+        return ipaddress.ip_address(client[0]).is_loopback
+    except ValueError:
+        return False
+
+
 class Guard:
     def __init__(self, app: ASGIApp, api_key: str | None, admin_key: str | None,
-                 max_body_bytes: int) -> None:
+                 max_body_bytes: int, allow_remote_admin: bool = False) -> None:
         self.app, self.api_key = app, api_key
         self.admin_key = admin_key or api_key
         self.max_body = max_body_bytes
+        self.allow_remote_admin = allow_remote_admin
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -57,14 +71,19 @@ class Guard:
         expected = self.admin_key if needed == "admin" else self.api_key if needed else None
         if expected and not same(presented_key(headers), expected):
             what = "an admin API key" if needed == "admin" else "an API key"
-            await _error(send, 401, f"this route needs {what}: send 'Authorization: Bearer "
-                                    "<key>' or 'x-api-key: <key>'", "invalid_api_key")
+            await send_error(send, 401, f"this route needs {what}: send 'Authorization: "
+                             "Bearer <key>' or 'x-api-key: <key>'", "invalid_api_key")
+            return
+        if needed == "admin" and not expected and not self.allow_remote_admin \
+                and not is_loopback(scope.get("client")):
+            await send_error(send, 403, "management routes answer only this machine while no "
+                             "admin key is set: set admin_api_key (LEMON_ADMIN_API_KEY), or "
+                             "allow_remote_admin", "remote_admin_refused")
             return
         length = headers.get(b"content-length")
         if length is not None and length.isdigit() and int(length) > self.max_body:
-            await _error(send, 413, f"request body is {int(length)} bytes; the limit is "
-                                    f"{self.max_body} (setting max_body_bytes)",
-                         "request_too_large")
+            await send_error(send, 413, f"request body is {int(length)} bytes; the limit is "
+                             f"{self.max_body} (setting max_body_bytes)", "request_too_large")
             return
         received = 0
 
@@ -79,11 +98,11 @@ class Guard:
         try:
             await self.app(scope, counted, send)
         except BodyTooLarge:
-            await _error(send, 413, f"request body exceeds {self.max_body} bytes (setting "
-                                    "max_body_bytes)", "request_too_large")
+            await send_error(send, 413, f"request body exceeds {self.max_body} bytes "
+                             "(setting max_body_bytes)", "request_too_large")
 
 
-async def _error(send: Send, status: int, message: str, code: str) -> None:
+async def send_error(send: Send, status: int, message: str, code: str) -> None:
     body = json.dumps({"error": {"message": message, "type": "invalid_request_error",
                                  "code": code, "param": None}}).encode()
     await send({"type": "http.response.start", "status": status,

@@ -17,6 +17,7 @@ from lemoncore.api.errors import ApiError, json_object, required_str
 from lemoncore.backends import THEROCK, BackendState
 from lemoncore.core import Core
 from lemoncore.install import ProgressCallback
+from lemoncore.options import Layer, check, declared, selector
 from lemoncore.proxy import SSE_HEADERS
 from lemoncore.recipes import ModelInfo, ModelType, Tier
 
@@ -61,8 +62,7 @@ async def load(request: Request) -> Response:
         plan = core.router.plan(name, options)
         loaded = core.router.loaded(name)
         return JSONResponse({**plan.explain(), "dry_run": True,
-                             "already_loaded": loaded is not None
-                             and loaded.options == plan.options})
+                             "already_loaded": loaded is not None and plan.serves_as(loaded)})
     server = await core.router.load(name, options, pinned)
     if body.get("save_options") and options:
         core.models.save_options(server.model.name, options)
@@ -99,9 +99,13 @@ def _pull_target(core: Core, body: dict[str, Any]) -> ModelInfo:
                           recipe_options=body.get("recipe_options", {}))
     except (ValidationError, TypeError) as exc:
         raise ApiError(f"invalid model registration: {exc}") from exc
-    if model.recipe not in core.plugins.registry.recipes:
+    recipe = core.plugins.registry.recipes.get(model.recipe)
+    if recipe is None:
         raise ApiError(f"unknown recipe {model.recipe!r}; installed recipes: "
                        f"{sorted(core.plugins.registry.recipes)}", param="recipe")
+    layer = Layer("in recipe_options", model.recipe_options)
+    selector([layer])
+    check(declared(recipe), layer, admin=False, section=f"recipes.{recipe.name}")
     core.models.register(model)
     return model
 

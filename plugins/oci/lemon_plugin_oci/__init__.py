@@ -10,7 +10,6 @@ import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from importlib.resources import files
-from pathlib import Path
 from typing import Any
 
 from lemoncore import hookimpl
@@ -19,7 +18,7 @@ from lemoncore.launch import InstallPlan, LaunchContext, LaunchRefused, StartupT
 from lemoncore.lock import Pin
 from lemoncore.recipes import Backend, BackendContribution, DeviceKind, ModelInfo, Recipe
 
-from lemon_plugin_oci.engine import SOCKET, RunRequest, find_engine
+from lemon_plugin_oci.engine import SOCKET, Mount, RunRequest, find_engine
 from lemon_plugin_oci.installer import ImageInstaller
 from lemon_plugin_oci.policy import ContainerPolicy
 from lemon_plugin_oci.recipes import CONTRIBUTIONS, POLICIES, RECIPES
@@ -69,10 +68,8 @@ class OciPlugin:
 
     @hookimpl
     def install(self, recipe: Recipe, backend: Backend, config: Mapping[str, Any],
-                pin: Pin | None) -> InstallPlan | None:
-        policy = self.policies.get((recipe.name, backend.name))
-        if policy is None:
-            return None
+                pin: Pin | None) -> InstallPlan:
+        policy = self.policies[recipe.name, backend.name]
         facts = self.facts()
         if (problem := check(facts, policy.devices)) is not None:
             return InstallPlan("", message=problem.message, action=problem.action)
@@ -92,17 +89,15 @@ class OciPlugin:
 
     @hookimpl
     def launch(self, recipe: Recipe, backend: Backend, model: ModelInfo,
-               context: LaunchContext, host: HostInfo) -> ContainerServer | None:
-        policy = self.policies.get((recipe.name, backend.name))
-        if policy is None:
-            return None
+               context: LaunchContext, host: HostInfo) -> ContainerServer:
+        policy = self.policies[recipe.name, backend.name]
         facts = self.facts()
         engine = facts.engine or find_engine()
         if engine is None:
             raise LaunchRefused("no container tool: install podman")
         record = context.installed
         ref = parse_ref(record["artifacts"][0]["url"],  # vetted again at every start
-                        (*TRUSTED_NAMESPACES, *context.options.get("trusted_namespaces", ())))
+                        (*TRUSTED_NAMESPACES, *context.config.get("trusted_namespaces", ())))
         inside = f"/models/{context.model_path.name}"
         values = {"model": inside, "ctx_size": str(context.options.get("ctx_size", 4096)),
                   "socket": SOCKET}
@@ -118,7 +113,7 @@ class OciPlugin:
             image=ref.pinned, command=tuple(a.format(**values) for a in policy.command),
             socket_dir=socket_dir(), devices=tuple(sorted(policy.devices)),
             ipc_host=policy.ipc_host, env=env,
-            mounts=((str(Path(context.model_path).resolve()), inside),),
+            mounts=(Mount(str(context.model_path), inside, relabel=context.model_in_store),),
             labels={OWNER_LABEL: context.instance, "org.lemoncore.model": model.name,
                     "org.lemoncore.backend": f"{recipe.name}:{backend.name}"},
             group_ids=_gpu_group_ids())

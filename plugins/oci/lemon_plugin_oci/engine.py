@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 
 import anyio
 
+from lemoncore.launch import LaunchRefused
+
 SOCKET_DIR = "/run/lemon"
 SOCKET = f"{SOCKET_DIR}/engine.sock"
 
@@ -27,6 +29,16 @@ def find_engine(which: Callable[[str], str | None] = shutil.which) -> Engine | N
 
 
 @dataclass(frozen=True)
+class Mount:
+    """A host file bind-mounted read-only. ``relabel`` (podman, SELinux) only for files
+    lemoncore owns: relabelling a user's file would change it for every other program."""
+
+    source: str
+    target: str
+    relabel: bool = False
+
+
+@dataclass(frozen=True)
 class RunRequest:
     """Everything a container run needs, decided before the command is built."""
 
@@ -37,7 +49,7 @@ class RunRequest:
     devices: tuple[str, ...] = ()
     ipc_host: bool = False
     env: Mapping[str, str] = field(default_factory=dict)
-    mounts: tuple[tuple[str, str], ...] = ()  # (host file, container path), read-only
+    mounts: tuple[Mount, ...] = ()
     labels: Mapping[str, str] = field(default_factory=dict)
     group_ids: tuple[int, ...] = ()  # docker: numeric video/render GIDs
     stop_timeout: int = 15
@@ -65,8 +77,12 @@ def run_argv(engine: Engine, req: RunRequest) -> list[str]:
     argv += ["--env", "HOME=/tmp"]
     for key, value in sorted(req.env.items()):
         argv += ["--env", f"{key}={value}"]
-    for host, inside in req.mounts:
-        argv += ["-v", f"{host}:{inside}:{'ro,z' if podman else 'ro'}"]
+    for mount in req.mounts:
+        if "," in mount.source + mount.target:  # --mount is comma-separated
+            raise LaunchRefused(f"{mount.source}: a file whose path has ',' cannot be "
+                                "mounted into a container; rename it")
+        spec = f"type=bind,source={mount.source},target={mount.target},readonly=true"
+        argv += ["--mount", spec + (",relabel=shared" if podman and mount.relabel else "")]
     argv += ["-v", f"{req.socket_dir}:{SOCKET_DIR}:{'rw,Z' if podman else 'rw'}"]
     for key, value in sorted(req.labels.items()):
         argv += ["--label", f"{key}={value}"]

@@ -12,6 +12,7 @@ from lemoncore.recipes import (
     Device,
     DeviceKind,
     Format,
+    OptionScope,
     OptionSpec,
     Recipe,
     SupportRow,
@@ -25,9 +26,20 @@ STRIX_HALO = SupportRow(os=frozenset({"linux"}),
                         devices={DeviceKind.AMD_GPU: frozenset({"gfx1151"})})
 
 
+TRUSTED_NAMESPACES_OPTION = OptionSpec(
+    name="trusted_namespaces", type="list", scope=OptionScope.ADMIN,
+    help="Image namespaces (registry/owner) trusted beside the built-in ones.")
+
+
 def container_backend(name: str, description: str) -> Backend:
     return Backend(name=name, tier=Tier.EXPERIMENTAL, format=Format.CONTAINER,
-                   description=description, support=(STRIX_HALO,))
+                   description=description, support=(STRIX_HALO,),
+                   options=(TRUSTED_NAMESPACES_OPTION,))
+
+
+def ctx_size(default: int) -> OptionSpec:
+    return OptionSpec(name="ctx_size", default=default, minimum=1, maximum=2**24,
+                      help="Context size in tokens")
 
 
 LLAMA_SERVER = ("llama-server", "-m", "{model}", "--host", SOCKET, "--ctx-size", "{ctx_size}",
@@ -36,13 +48,13 @@ GPU = frozenset({"/dev/dri", "/dev/kfd"})
 
 RECIPES = [
     Recipe(name="ds4", display_name="DwarfStar4 (container, experimental)",
-           default_device=Device.GPU, options=(OptionSpec(name="ctx_size", default=8192),),
+           default_device=Device.GPU, options=(ctx_size(8192),),
            backends=(container_backend("rocm", "kyuz0's DwarfStar4 toolbox image"),)),
     Recipe(name="rocmfpx", display_name="ROCmFPX (container, experimental)",
-           default_device=Device.GPU, options=(OptionSpec(name="ctx_size", default=8192),),
+           default_device=Device.GPU, options=(ctx_size(8192),),
            backends=(container_backend("rocm", "kyuz0's ROCmFPX toolbox image"),)),
     Recipe(name="halogen", display_name="Halogen flash server (container, experimental)",
-           default_device=Device.GPU, options=(OptionSpec(name="ctx_size", default=262144),),
+           default_device=Device.GPU, options=(ctx_size(262144),),
            backends=(container_backend("rocm", "ghcr.io/peonist-ai/halogen-flash-server; "
                                                "needs ~68 GB pinned RAM plus ~35 GB KV"),)),
 ]

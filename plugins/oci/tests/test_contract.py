@@ -6,7 +6,7 @@ import pytest
 
 from lemoncore.launch import LaunchRefused
 
-from lemon_plugin_oci.engine import Engine, RunRequest, run_argv
+from lemon_plugin_oci.engine import Engine, Mount, RunRequest, run_argv
 from lemon_plugin_oci.policy import ContainerPolicy, effective_policy
 from lemon_plugin_oci.refs import parse_ref
 from lemon_plugin_oci.setup import Facts, check
@@ -80,7 +80,8 @@ def test_each_escalation_is_refused_naming_the_label(label: str, value: str) -> 
 REQUEST = RunRequest(name="lemon-x-m", image=f"docker.io/kyuz0/t@sha256:{DIGEST}",
                      command=("llama-server", "-m", "/models/m.gguf"), socket_dir="/tmp/s",
                      devices=("/dev/dri",), env={"HIP_VISIBLE_DEVICES": "0"},
-                     mounts=(("/cache/m.gguf", "/models/m.gguf"),),
+                     mounts=(Mount("/cache/m.gguf", "/models/m.gguf", relabel=True),
+                             Mount("/home/u/m2.gguf", "/models/m2.gguf")),
                      labels={"org.lemoncore.owner": "abc"}, group_ids=(44, 993))
 
 
@@ -91,7 +92,10 @@ def test_podman_run_is_hardened() -> None:
                  "--pids-limit=4096", "--stop-timeout=15"):
         assert flag in argv
     assert argv[argv.index("--group-add") + 1] == "keep-groups"
-    assert "/cache/m.gguf:/models/m.gguf:ro,z" in argv
+    mounts = [argv[i + 1] for i, a in enumerate(argv) if a == "--mount"]
+    assert mounts == [  # only lemoncore's own file is relabelled, both read-only
+        "type=bind,source=/cache/m.gguf,target=/models/m.gguf,readonly=true,relabel=shared",
+        "type=bind,source=/home/u/m2.gguf,target=/models/m2.gguf,readonly=true"]
     assert "/tmp/s:/run/lemon:rw,Z" in argv
     assert argv[-4:] == [REQUEST.image, "llama-server", "-m", "/models/m.gguf"]
     assert not any(a.startswith(("--privileged", "--cap-add", "-p")) for a in argv)
@@ -102,7 +106,7 @@ def test_docker_run_uses_numeric_groups_and_explicit_tmpfs() -> None:
     assert "keep-groups" not in argv and "--http-proxy=false" not in argv
     assert [argv[i + 1] for i, a in enumerate(argv) if a == "--group-add"] == ["44", "993"]
     assert argv[argv.index("--tmpfs") + 1] == "/tmp"
-    assert "/cache/m.gguf:/models/m.gguf:ro" in argv
+    assert "type=bind,source=/cache/m.gguf,target=/models/m.gguf,readonly=true" in argv
 
 
 FACTS = Facts(engine=Engine("podman", "/usr/bin/podman"), engine_works=True, rootless=True,

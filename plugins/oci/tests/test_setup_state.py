@@ -29,7 +29,7 @@ async def test_missing_podman_is_action_required_with_the_install_command(
     app = create_app(Settings(cache_dir=tmp_path, plugins_allow="llamacpp"),
                      plugins={"oci": OciPlugin(facts=lambda: NO_PODMAN)}, host=STRIX_HALO)
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app),
-                                 base_url="http://lemon") as client:
+                                 base_url="http://localhost") as client:
         info = (await client.get("/api/v1/system-info")).json()["recipes"]
     for recipe, backend in (("halogen", "rocm"), ("llamacpp", "nathanw"), ("ds4", "rocm")):
         state = info[recipe]["backends"][backend]

@@ -40,10 +40,7 @@ def register_lock() -> Mapping[str, Any]:
 
 
 @hookimpl
-def install(recipe: Recipe, host: HostInfo, config: Mapping[str, Any],
-            pin: Pin | None) -> InstallPlan | None:
-    if recipe.name != RECIPE.name:
-        return None
+def install(host: HostInfo, config: Mapping[str, Any], pin: Pin | None) -> InstallPlan:
     choice = config.get("device_index")
     selection = select_device(host, None if choice is None else int(choice))
     if selection.device is None:
@@ -56,15 +53,13 @@ def install(recipe: Recipe, host: HostInfo, config: Mapping[str, Any],
 
 
 @hookimpl
-def launch(recipe: Recipe, context: LaunchContext, host: HostInfo) -> LaunchSpec | None:
-    return build_launch(context, host) if recipe.name == RECIPE.name else None
+def launch(context: LaunchContext, host: HostInfo) -> LaunchSpec:
+    return build_launch(context, host)
 
 
 @hookimpl
-def normalize_request(recipe: Recipe, endpoint: str, body: dict[str, Any]) -> None:
+def normalize_request(endpoint: str, body: dict[str, Any]) -> None:
     """vte-server reads ``repetition_penalty`` and cannot stream completions."""
-    if recipe.name != RECIPE.name:
-        return
     if "repeat_penalty" in body and "repetition_penalty" not in body:
         body["repetition_penalty"] = body.pop("repeat_penalty")
     if endpoint == "/v1/completions" and body.get("stream"):

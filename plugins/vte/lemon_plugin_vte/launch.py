@@ -27,7 +27,7 @@ def build_launch(context: LaunchContext, host: HostInfo) -> LaunchSpec:
         raise LaunchRefused(f"vte-server not found in {context.install_dir}; reinstall with "
                             "'lemon backends install vte:rocm'")
     check_gguf(context.model_path)
-    choice = context.options.get("device_index")
+    choice = context.config.get("device_index")
     selection = select_device(host, None if choice is None else int(choice))
     if selection.device is None:
         raise LaunchRefused(selection.refusal)

@@ -7,6 +7,7 @@ from lemoncore.recipes import (
     Device,
     DeviceKind,
     ModelInfo,
+    OptionScope,
     OptionSpec,
     Recipe,
     SlotPolicy,
@@ -27,9 +28,11 @@ RECIPE = Recipe(
     options=(
         # One recipe-level default instead of a pin on every model: auto-sizing from GGUF
         # metadata would pick 131072+ tokens, and VTE sizes its split-KV grid from it.
-        OptionSpec(name="ctx_size", default=8192, help="--context-length passed to vte-server"),
-        OptionSpec(name="device_index", help="HIP index of the RDNA3 GPU to use, when "
-                                             "lemoncore cannot choose one safely"),
+        OptionSpec(name="ctx_size", default=8192, minimum=1, maximum=2**24,
+                   help="--context-length passed to vte-server"),
+        OptionSpec(name="device_index", type="int", minimum=0, scope=OptionScope.ADMIN,
+                   help="HIP index of the RDNA3 GPU to use, when lemoncore cannot choose "
+                        "one safely"),
     ),
     backends=(Backend(
         name="rocm", tier=Tier.EXPERIMENTAL, max_concurrency=1,

