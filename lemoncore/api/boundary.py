@@ -71,14 +71,29 @@ class BrowserBoundary:
         self.allowed_hosts = frozenset({h.lower() for h in allowed_hosts}
                                        | {machine, f"{machine}.local"})
         self.cors_origins = frozenset(cors_origins)
+        self._hosts: dict[str, bool] = {}  # verdicts for Host values seen, bounded
+
+    def _host_ok(self, host: str) -> bool:
+        verdict = self._hosts.get(host)
+        if verdict is None:
+            verdict = host_allowed(host, self.allowed_hosts)
+            if len(self._hosts) < 1024:
+                self._hosts[host] = verdict
+        return verdict
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        headers = {k.lower(): v.decode("latin-1") for k, v in scope["headers"]}
-        host = headers.get(b"host", "")
-        if not host_allowed(host, self.allowed_hosts):
+        host, origin, fetch_site = "", None, ""
+        for key, value in scope["headers"]:  # ASGI header names are lower-case
+            if key == b"host":
+                host = value.decode("latin-1")
+            elif key == b"origin":
+                origin = value.decode("latin-1")
+            elif key == b"sec-fetch-site":
+                fetch_site = value.decode("latin-1")
+        if not self._host_ok(host):
             log.warning("refused request for a foreign Host", host=host, path=scope["path"])
             await send_error(
                 send, 403, f"Host {host!r} is not this server's name; a page on another "
@@ -86,18 +101,16 @@ class BrowserBoundary:
                 "name, add it to the setting allowed_hosts (LEMON_ALLOWED_HOSTS)",
                 "host_not_allowed")
             return
-        if scope["path"] not in OPEN_PATHS:
-            origin = headers.get(b"origin")
-            fetch_site = headers.get(b"sec-fetch-site", "")
-            if (origin is not None and not origin_allowed(origin, host, self.cors_origins)) \
-                    or (origin is None and fetch_site in {"cross-site", "same-site"}):
-                site = origin or f"Sec-Fetch-Site: {fetch_site}"
-                log.warning("refused cross-site browser request", origin=site,
-                            path=scope["path"], method=scope["method"])
-                await send_error(
-                    send, 403, f"refused a browser request from another site ({site}): web "
-                    "pages may not drive lemoncore. To let a web app on that origin call "
-                    "the API, add it to the setting cors_origins (LEMON_CORS_ORIGINS)",
-                    "cross_site_request")
-                return
+        if scope["path"] not in OPEN_PATHS and (
+                origin is not None and not origin_allowed(origin, host, self.cors_origins)
+                or origin is None and fetch_site in {"cross-site", "same-site"}):
+            site = origin or f"Sec-Fetch-Site: {fetch_site}"
+            log.warning("refused cross-site browser request", origin=site,
+                        path=scope["path"], method=scope["method"])
+            await send_error(
+                send, 403, f"refused a browser request from another site ({site}): web "
+                "pages may not drive lemoncore. To let a web app on that origin call the "
+                "API, add it to the setting cors_origins (LEMON_CORS_ORIGINS)",
+                "cross_site_request")
+            return
         await self.app(scope, receive, send)
