@@ -101,9 +101,11 @@ class BrowserBoundary:
                 "name, add it to the setting allowed_hosts (LEMON_ALLOWED_HOSTS)",
                 "host_not_allowed")
             return
-        if scope["path"] not in OPEN_PATHS and (
-                origin is not None and not origin_allowed(origin, host, self.cors_origins)
-                or origin is None and fetch_site in {"cross-site", "same-site"}):
+        if origin is not None:
+            foreign = not origin_allowed(origin, host, self.cors_origins)
+        else:
+            foreign = fetch_site in {"cross-site", "same-site"}
+        if foreign and scope["path"] not in OPEN_PATHS:
             site = origin or f"Sec-Fetch-Site: {fetch_site}"
             log.warning("refused cross-site browser request", origin=site,
                         path=scope["path"], method=scope["method"])
