@@ -158,6 +158,8 @@ class Backends:
         if plan is None:
             return BackendStatus(recipe.name, backend, BackendState.ACTION_REQUIRED,
                                  "no installed plugin knows how to provide this backend")
+        if plan.unsupported:
+            return BackendStatus(recipe.name, backend, BackendState.UNSUPPORTED, plan.message)
         status = BackendStatus(recipe.name, backend, BackendState.INSTALLED, plan.message,
                                plan.action or "", plan.version, plan.location, plan)
         if plan.location is None:

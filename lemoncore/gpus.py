@@ -16,6 +16,9 @@ AMD_FAMILIES: dict[str, str] = {
     "pro w7700": "gfx1101",
     "rx 7650 gre": "gfx1102", "rx 7600 xt": "gfx1102", "rx 7600": "gfx1102",
     "pro w7600": "gfx1102", "pro w7500": "gfx1102",
+    # RDNA3 laptop chips: the S and M names are other dies than the desktop cards'
+    "rx 7900m": "gfx1100", "rx 7800m": "gfx1101", "rx 7700s": "gfx1102",
+    "rx 7600s": "gfx1102", "rx 7600m xt": "gfx1102", "rx 7600m": "gfx1102",
     # RDNA2 discrete
     "rx 6950 xt": "gfx1030", "rx 6900 xt": "gfx1030", "rx 6800 xt": "gfx1030",
     "rx 6800": "gfx1030", "pro w6800": "gfx1030",
@@ -43,8 +46,9 @@ def vendor(name: str) -> DeviceKind | None:
 
 
 def amd_family(name: str) -> str:
-    """The gfx target for an AMD GPU name, or "" when unknown."""
-    text = name.lower()
+    """The gfx target for an AMD GPU name, or "" when unknown. Trademark marks are
+    ignored: Windows says "AMD Radeon(TM) 780M Graphics"."""
+    text = name.lower().replace("(tm)", "").replace("(r)", "")
     matches = [key for key in AMD_FAMILIES if key in text]
     return AMD_FAMILIES[max(matches, key=len)] if matches else ""
 

@@ -42,6 +42,8 @@ class InstallPlan:
     Exactly one of: ``artifacts`` the core downloads, verifies and installs into
     ``<cache>/bin/<recipe>/<backend>/``; ``location``, an existing directory (a binary on
     ``PATH``, a wheel's data); or ``action``, the command a user must run to provide it.
+    ``unsupported`` says the backend cannot run on this host at all (``message`` says
+    why), for what support rows cannot express (a GPU model the engine lacks).
     """
 
     version: str
@@ -51,6 +53,7 @@ class InstallPlan:
     message: str = ""
     runtime: str | None = None  # e.g. "rocm": the core decides and records the runtime
     installer: Installer | None = None  # fetches ``artifacts`` itself (container images)
+    unsupported: bool = False
 
 
 class Installer(Protocol):

@@ -18,7 +18,7 @@ from lemoncore.launch import InstallPlan, LaunchContext, LaunchSpec, RequestRefu
 from lemoncore.lock import Pin
 from lemoncore.recipes import ModelInfo, Recipe
 
-from lemon_plugin_vte.devices import select_device
+from lemon_plugin_vte.devices import assess
 from lemon_plugin_vte.launch import build_launch
 from lemon_plugin_vte.recipe import MODELS, RECIPE
 
@@ -41,15 +41,13 @@ def register_lock() -> Mapping[str, Any]:
 
 @hookimpl
 def install(host: HostInfo, config: Mapping[str, Any], pin: Pin | None) -> InstallPlan:
-    choice = config.get("device_index")
-    selection = select_device(host, None if choice is None else int(choice))
-    if selection.device is None:
-        return InstallPlan("", message=selection.refusal,
-                           action="set recipes.vte.device_index in the config file")
+    verdict = assess(host, config.get("device_index"))
+    if not verdict.supported:
+        return InstallPlan("", message=verdict.message, unsupported=True)
     if pin is None:
         return InstallPlan("", message="no vte-server build is pinned for this platform",
                            action="use another recipe")
-    return InstallPlan(pin.version, pin.artifacts, runtime="rocm", message=selection.note)
+    return InstallPlan(pin.version, pin.artifacts, runtime="rocm", message=verdict.message)
 
 
 @hookimpl

@@ -1,4 +1,13 @@
-"""Which AMD GPU vte-server may use: a pure decision over the host's devices."""
+"""Whether vte-server can run on this host's GPUs, and which one it will take: a pure
+decision that mirrors VTE's own choice so lemoncore can explain it before launch.
+
+VTE chooses the device itself (``hip_runtime.py`` ``_select_device_index``): with
+``VTE_TARGET_ARCH_FAMILY`` set it keeps the HIP devices whose name is in its table and
+whose arch is in the family, takes the first in HIP order, and fails loudly when none is
+left. lemoncore sets the family and never a device index of its own: the OS's adapter
+order is not the HIP order. ``VTE_DEVICE_INDEX`` is passed only when an administrator
+configures ``recipes.vte.device_index``, and then VTE skips every check.
+"""
 
 from __future__ import annotations
 
@@ -7,49 +16,69 @@ from dataclasses import dataclass
 from lemoncore.hosts import HostDevice, HostInfo
 from lemoncore.recipes import DeviceKind
 
-from lemon_plugin_vte.recipe import RDNA3, VALIDATED
+from lemon_plugin_vte.vte_source import (
+    SUPPORTED_ARCHS,
+    TARGET_FAMILY,
+    VALIDATED,
+    VTE_VERSION,
+    vte_arch,
+)
+
+CHOOSE = ("set recipes.vte.device_index in the configuration file to its HIP device index "
+          "(vte-server logs the GPU it initialised: 'HIP Inicializado. GPU: …')")
 
 
 @dataclass(frozen=True)
-class Selection:
-    """The chosen device, or why none can be chosen (``refusal``)."""
+class Assessment:
+    """``supported`` with a ``message`` saying what VTE will use, or why it cannot run."""
 
-    device: HostDevice | None = None
-    refusal: str = ""
-
-    @property
-    def note(self) -> str:
-        d = self.device
-        if d is None:
-            return self.refusal
-        verdict = (f"validated ({VALIDATED[d.family]})" if d.family in VALIDATED
-                   else "cross-compiled, untested on real hardware")
-        return f"uses {d.name} ({d.family}, HIP device {d.index}): {verdict}"
+    supported: bool
+    message: str
 
 
-def describe(devices: list[HostDevice]) -> str:
-    return ", ".join(f"{d.index}: {d.name} ({d.family or 'unknown family'}"
-                     f"{', integrated' if d.integrated else ''})" for d in devices)
+def _listed(devices: list[HostDevice]) -> str:
+    return ", ".join(f"{d.name} ({d.family or 'unknown'}{', integrated' if d.integrated else ''})"
+                     for d in devices) or "none"
 
 
-def select_device(host: HostInfo, choice: int | None = None) -> Selection:
-    """The RDNA3 discrete GPU to use. iGPUs are never chosen; a host with RDNA3 and other
-    AMD discrete GPUs needs an explicit ``device_index``."""
+def _verdict(arch: str) -> str:
+    return (f"validated on real hardware ({VALIDATED[arch]})" if arch in VALIDATED
+            else "cross-compiled, never run on real hardware")
+
+
+def assess(host: HostInfo, device_index: int | None = None) -> Assessment:
     amd = [d for d in host.devices if d.kind is DeviceKind.AMD_GPU]
-    discrete = [d for d in amd if not d.integrated]
-    rdna3 = [d for d in discrete if d.family in RDNA3]
-    how = "set recipes.vte.device_index (the HIP device index) to choose"
-    if choice is not None:
-        chosen = next((d for d in amd if d.index == choice), None)
-        if chosen is None or chosen not in rdna3:
-            return Selection(refusal=f"device_index {choice} is not an RDNA3 discrete GPU; "
-                                     f"AMD GPUs here: {describe(amd) or 'none'}")
-        return Selection(chosen)
-    if not rdna3:
-        return Selection(refusal="no RDNA3 discrete GPU (gfx1100/gfx1101/gfx1102) found; "
-                                 f"AMD GPUs here: {describe(amd) or 'none'}")
-    others = [d for d in discrete if d not in rdna3]
-    if others:
-        return Selection(refusal=f"this host mixes GPU generations ({describe(discrete)}); "
-                                 f"lemoncore will not guess which one VTE may use: {how}")
-    return Selection(rdna3[0])
+    if device_index is not None:
+        if device_index >= len(amd):
+            return Assessment(False, f"recipes.vte.device_index is {device_index}, but this "
+                                     f"host has {len(amd)} AMD GPU(s): {_listed(amd)}")
+        return Assessment(True, f"VTE uses HIP device {device_index} as configured "
+                                "(recipes.vte.device_index), without its own family check")
+    runnable = [d for d in amd if vte_arch(d.name) in SUPPORTED_ARCHS]
+    misread = [d for d in runnable if d.family and d.family != vte_arch(d.name)]
+    if misread:
+        d = misread[0]
+        others = [o for o in runnable if o not in misread]
+        fix = (f"to use {others[0].name} instead, {CHOOSE}" if others else
+               "VTE cannot run on this GPU until its table knows it")
+        return Assessment(False, f"VTE {VTE_VERSION} reads {d.name} as {vte_arch(d.name)} "
+                                 f"(its table matches it as a desktop card), but it is a "
+                                 f"{d.family} GPU: VTE would run the wrong kernels on it. {fix}")
+    if not runnable:
+        unlisted = [d for d in amd if d.family.startswith("gfx110") and not d.integrated]
+        why = (f"; {_listed(unlisted)} is RDNA3 but not in VTE {VTE_VERSION}'s GPU table, "
+               "so VTE refuses it" if unlisted else "")
+        return Assessment(False, f"no GPU that VTE {VTE_VERSION} runs (an RX 7600, 7700, "
+                                 f"7800 XT or 7900 series card); AMD GPUs here: "
+                                 f"{_listed(amd)}{why}")
+    chosen = runnable[0]
+    arch = vte_arch(chosen.name) or ""
+    message = f"VTE will use {chosen.name} ({arch}, {_verdict(arch)})"
+    if len(runnable) > 1:
+        message = (f"VTE will use the first of {', '.join(d.name for d in runnable)} in HIP "
+                   f"order, which may differ from Windows' order; to choose, {CHOOSE}")
+    skipped = [d for d in amd if d not in runnable]
+    if skipped:
+        message += (f"; it leaves {_listed(skipped)} alone (VTE_TARGET_ARCH_FAMILY="
+                    f"{TARGET_FAMILY})")
+    return Assessment(True, message)

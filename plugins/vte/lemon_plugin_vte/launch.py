@@ -8,9 +8,9 @@ from pathlib import Path
 from lemoncore.hosts import HostInfo
 from lemoncore.launch import LaunchContext, LaunchRefused, LaunchSpec
 
-from lemon_plugin_vte.devices import select_device
+from lemon_plugin_vte.devices import assess
 from lemon_plugin_vte.gguf_check import check_gguf
-from lemon_plugin_vte.recipe import ARCH_FAMILY
+from lemon_plugin_vte.vte_source import TARGET_FAMILY
 
 
 def find_executable(install_dir: Path) -> Path | None:
@@ -28,15 +28,16 @@ def build_launch(context: LaunchContext, host: HostInfo) -> LaunchSpec:
                             "'lemon backends install vte:rocm'")
     check_gguf(context.model_path)
     choice = context.config.get("device_index")
-    selection = select_device(host, None if choice is None else int(choice))
-    if selection.device is None:
-        raise LaunchRefused(selection.refusal)
+    verdict = assess(host, choice)
+    if not verdict.supported:
+        raise LaunchRefused(verdict.message)
     argv = (str(exe), "--gguf-path", str(context.model_path), "--port", str(context.port),
             "--host", context.host, "--context-length", str(int(context.options["ctx_size"])),
             "--idle-timeout", "0", "--vram-limit-pct", "0",
             "--parent-pid", str(context.server_pid))
     env = {**context.runtime_env,  # the recorded ROCm runtime: bin on PATH, HIP_PATH = root
-           "VTE_TARGET_ARCH_FAMILY": ARCH_FAMILY,
-           "VTE_DEVICE_INDEX": str(selection.device.index),
+           "VTE_TARGET_ARCH_FAMILY": TARGET_FAMILY,  # VTE chooses within it, loudly
            "PYTHONNOUSERSITE": "1"}
+    if choice is not None:  # the administrator's HIP index: VTE then skips its checks
+        env["VTE_DEVICE_INDEX"] = str(choice)
     return LaunchSpec(argv=argv, env=env)

@@ -15,10 +15,7 @@ from lemoncore.recipes import (
     Tier,
 )
 
-VALIDATED = {"gfx1102": "RX 7600"}
-CROSS_COMPILED = frozenset({"gfx1100", "gfx1101"})  # built for, never run on
-RDNA3 = frozenset(VALIDATED) | CROSS_COMPILED
-ARCH_FAMILY = "gfx110X"
+from lemon_plugin_vte.vte_source import SUPPORTED_ARCHS, VTE_VERSION
 
 RECIPE = Recipe(
     name="vte",
@@ -31,15 +28,16 @@ RECIPE = Recipe(
         OptionSpec(name="ctx_size", default=8192, minimum=1, maximum=2**24,
                    help="--context-length passed to vte-server"),
         OptionSpec(name="device_index", type="int", minimum=0, scope=OptionScope.ADMIN,
-                   help="HIP index of the RDNA3 GPU to use, when lemoncore cannot choose "
-                        "one safely"),
+                   help="HIP device index VTE must use (VTE_DEVICE_INDEX); unset, VTE "
+                        "takes the first GPU of its table in the gfx110X family"),
     ),
     backends=(Backend(
         name="rocm", tier=Tier.EXPERIMENTAL, max_concurrency=1,
-        description="vte-server 0.3.7 on Windows. Validated on gfx1102 (RX 7600); gfx1100 "
-                    "and gfx1101 (RX 7700/7800/7900, PRO W7x00) are cross-compiled and "
-                    "untested.",
-        support=(SupportRow(os=frozenset({"windows"}), devices={DeviceKind.AMD_GPU: RDNA3}),),
+        description=f"vte-server {VTE_VERSION} on Windows. Validated on the RX 7600 "
+                    "(gfx1102); RX 7700, 7800 XT and 7900 series kernels are cross-compiled "
+                    "and untested.",
+        support=(SupportRow(os=frozenset({"windows"}),
+                            devices={DeviceKind.AMD_GPU: SUPPORTED_ARCHS}),),
     ),),
 )
 

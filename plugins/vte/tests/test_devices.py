@@ -1,6 +1,9 @@
-"""Which GPU VTE may use, on the hosts users have (pure decisions, no processes)."""
+"""Which GPUs VTE runs, and what lemoncore says about each host (pure decisions)."""
 
 from __future__ import annotations
+
+import ast
+from pathlib import Path
 
 import pytest
 
@@ -8,71 +11,106 @@ from lemoncore.gpus import amd_family
 from lemoncore.hosts import HostDevice, HostInfo, gpus_from_names
 from lemoncore.recipes import DeviceKind
 
-from lemon_plugin_vte.devices import select_device
+from lemon_plugin_vte.devices import assess
+from lemon_plugin_vte.recipe import RECIPE
+from lemon_plugin_vte.vte_source import GPU_ARCH_MAP, SUPPORTED_ARCHS, vte_arch
 
 CPU = HostDevice(DeviceKind.CPU, "AMD Ryzen 7 7700")
+STANDIN = Path(__file__).with_name("vte_server_standin.py")
 
 
 def windows(*names: str) -> HostInfo:
     return HostInfo("windows", (CPU, *gpus_from_names(list(names))))
 
 
-@pytest.mark.parametrize(
-    ("name", "family"),
-    [
-        ("AMD Radeon RX 7600", "gfx1102"), ("AMD Radeon RX 7600 XT", "gfx1102"),
-        ("AMD Radeon RX 7700 XT", "gfx1101"), ("AMD Radeon RX 7800 XT", "gfx1101"),
-        ("AMD Radeon RX 7900 GRE", "gfx1100"), ("AMD Radeon RX 7900 XTX", "gfx1100"),
-        ("AMD Radeon PRO W7900", "gfx1100"), ("AMD Radeon PRO W7800", "gfx1100"),
-        ("AMD Radeon PRO W7700", "gfx1101"), ("AMD Radeon PRO W7600", "gfx1102"),
-        ("AMD Radeon PRO W7500", "gfx1102"), ("AMD Radeon RX 6800", "gfx1030"),
-        ("AMD Radeon 780M Graphics", "gfx1103"), ("Some Future GPU", ""),
-    ],
-)
-def test_names_map_to_families(name: str, family: str) -> None:
+def test_the_table_is_vtes_as_typed_in_the_standin() -> None:
+    tree = ast.parse(STANDIN.read_text())
+    standin = next(ast.literal_eval(node.value) for node in ast.walk(tree)
+                   if isinstance(node, ast.Assign)
+                   and getattr(node.targets[0], "id", "") == "GPU_ARCH_MAP")
+    assert list(standin.items()) == list(GPU_ARCH_MAP)
+    assert len(GPU_ARCH_MAP) == 21
+    assert SUPPORTED_ARCHS == {"gfx1100", "gfx1101", "gfx1102"}
+    assert RECIPE.backends[0].support[0].devices[DeviceKind.AMD_GPU] == SUPPORTED_ARCHS
+
+
+@pytest.mark.parametrize(("name", "family", "vte"), [
+    ("AMD Radeon RX 7600", "gfx1102", "gfx1102"),
+    ("AMD Radeon RX 7600 XT", "gfx1102", "gfx1102"),  # VTE's "rx 7600" entry comes first
+    ("AMD Radeon RX 7700 XT", "gfx1101", "gfx1101"),
+    ("AMD Radeon RX 7900 XTX", "gfx1100", "gfx1100"),
+    ("AMD Radeon RX 7900 GRE", "gfx1100", "gfx1100"),
+    ("AMD Radeon RX 7600S", "gfx1102", "gfx1102"),
+    ("AMD Radeon RX 7600M XT", "gfx1102", "gfx1102"),
+    ("AMD Radeon RX 7700S", "gfx1102", "gfx1101"),  # a laptop die VTE reads as desktop
+    ("AMD Radeon PRO W7600", "gfx1102", None), ("AMD Radeon PRO W7500", "gfx1102", None),
+    ("AMD Radeon PRO W7700", "gfx1101", None), ("AMD Radeon RX 7650 GRE", "gfx1102", None),
+    ("AMD Radeon PRO W7900", "gfx1100", None),
+    ("AMD Radeon RX 6800", "gfx1030", "gfx1030"),
+    ("AMD Radeon(TM) 780M Graphics", "gfx1103", None),
+])
+def test_lemoncore_knows_the_chip_and_vte_its_own_table(name: str, family: str,
+                                                        vte: str | None) -> None:
     assert amd_family(name) == family
+    assert vte_arch(name) == vte
 
 
-def test_single_rx_7600_is_chosen_and_called_validated() -> None:
-    chosen = select_device(windows("AMD Radeon RX 7600"))
-    assert chosen.device is not None and chosen.device.index == 0
-    assert "validated (RX 7600)" in chosen.note
+def test_rx_7600_alone_is_the_validated_card() -> None:
+    verdict = assess(windows("AMD Radeon RX 7600"))
+    assert verdict.supported
+    assert "AMD Radeon RX 7600 (gfx1102, validated on real hardware (RX 7600))" in \
+        verdict.message
 
 
-def test_the_discrete_rdna3_gpu_is_chosen_over_an_igpu() -> None:
-    host = windows("AMD Radeon(TM) 780M Graphics", "AMD Radeon RX 7900 XTX")
-    assert [d.integrated for d in host.devices[1:]] == [True, False]
-    chosen = select_device(host)
-    assert chosen.device is not None
-    assert (chosen.device.name, chosen.device.index) == ("AMD Radeon RX 7900 XTX", 1)
-    assert "cross-compiled, untested" in chosen.note
+def test_an_igpu_is_left_to_vtes_table() -> None:
+    verdict = assess(windows("AMD Radeon(TM) 780M Graphics", "AMD Radeon RX 7900 XTX"))
+    assert verdict.supported
+    assert "VTE will use AMD Radeon RX 7900 XTX (gfx1100, cross-compiled" in verdict.message
+    assert "leaves AMD Radeon(TM) 780M Graphics (gfx1103, integrated) alone" in \
+        verdict.message
+    igpu_only = assess(windows("AMD Radeon(TM) 780M Graphics"))
+    assert not igpu_only.supported and "no GPU that VTE 0.3.7 runs" in igpu_only.message
 
 
-def test_an_igpu_alone_is_never_chosen() -> None:
-    refused = select_device(windows("AMD Radeon(TM) 780M Graphics"))
-    assert refused.device is None
-    assert "no RDNA3 discrete GPU" in refused.refusal
-    assert select_device(windows("AMD Radeon(TM) 780M Graphics"), 0).device is None
+def test_two_rdna3_cards_are_supported_and_the_choice_explained() -> None:
+    verdict = assess(windows("AMD Radeon RX 7900 XTX", "AMD Radeon RX 7600"))
+    assert verdict.supported
+    assert "first of AMD Radeon RX 7900 XTX, AMD Radeon RX 7600 in HIP order" in \
+        verdict.message
+    assert "recipes.vte.device_index" in verdict.message
 
 
-def test_mixed_rdna2_and_rdna3_needs_an_explicit_choice() -> None:
-    host = windows("AMD Radeon RX 6800", "AMD Radeon RX 7900 XT")
-    refused = select_device(host)
-    assert refused.device is None
-    for text in ("0: AMD Radeon RX 6800 (gfx1030)", "1: AMD Radeon RX 7900 XT (gfx1100)",
-                 "recipes.vte.device_index"):
-        assert text in refused.refusal
-    chosen = select_device(host, 1)
-    assert chosen.device is not None and chosen.device.index == 1
-    assert "not an RDNA3 discrete GPU" in select_device(host, 0).refusal
+def test_rdna2_beside_rdna3_is_left_alone_by_the_family() -> None:
+    verdict = assess(windows("AMD Radeon RX 6800", "AMD Radeon RX 7900 XT"))
+    assert verdict.supported
+    assert "VTE will use AMD Radeon RX 7900 XT" in verdict.message
+    assert "leaves AMD Radeon RX 6800 (gfx1030) alone (VTE_TARGET_ARCH_FAMILY=gfx110X)" in \
+        verdict.message
 
 
-def test_pro_w7900_is_recognised() -> None:
-    chosen = select_device(windows("AMD Radeon PRO W7900"))
-    assert chosen.device is not None and chosen.device.family == "gfx1100"
+@pytest.mark.parametrize("card", ["AMD Radeon PRO W7600", "AMD Radeon PRO W7500",
+                                  "AMD Radeon RX 7650 GRE"])
+def test_rdna3_cards_outside_vtes_table_are_not_offered(card: str) -> None:
+    verdict = assess(windows(card))
+    assert not verdict.supported
+    assert f"{card} (gfx1102) is RDNA3 but not in VTE 0.3.7's GPU table" in verdict.message
 
 
-def test_nvidia_gpus_are_not_candidates() -> None:
-    host = windows("NVIDIA GeForce RTX 4070", "AMD Radeon RX 7600")
-    chosen = select_device(host)
-    assert chosen.device is not None and chosen.device.index == 0  # HIP index among AMD GPUs
+def test_laptop_chips() -> None:
+    assert assess(windows("AMD Radeon(TM) 780M Graphics", "AMD Radeon RX 7600S")).supported
+    misread = assess(windows("AMD Radeon(TM) 780M Graphics", "AMD Radeon RX 7700S"))
+    assert not misread.supported
+    assert "reads AMD Radeon RX 7700S as gfx1101" in misread.message
+    assert "it is a gfx1102 GPU" in misread.message
+
+
+def test_a_configured_index_is_passed_through_and_bounded() -> None:
+    host = windows("AMD Radeon RX 7900 XTX", "AMD Radeon RX 7600")
+    assert "HIP device 1 as configured" in assess(host, 1).message
+    out_of_range = assess(host, 2)
+    assert not out_of_range.supported and "has 2 AMD GPU(s)" in out_of_range.message
+
+
+def test_nvidia_gpus_do_not_count() -> None:
+    verdict = assess(windows("NVIDIA GeForce RTX 4070", "AMD Radeon RX 7600"))
+    assert verdict.supported and "VTE will use AMD Radeon RX 7600" in verdict.message

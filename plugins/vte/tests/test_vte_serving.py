@@ -66,7 +66,13 @@ def therock_tarball() -> bytes:
 
 
 class AmdTool:
-    """A second AMD-GPU recipe (and a CPU one), to watch VTE's exclusivity."""
+    """A second AMD-GPU recipe (and a CPU one), to watch VTE's exclusivity. Its engine is
+    the stand-in too, with a HIP runtime of its own."""
+
+    def __init__(self, root: Path) -> None:
+        self.hip = root / "amdtool-hip"
+        (self.hip / "bin").mkdir(parents=True, exist_ok=True)
+        (self.hip / "bin/amdhip64_6.dll").write_bytes(b"MZ")
 
     @hookimpl
     def register_recipes(self) -> Sequence[Recipe]:
@@ -85,12 +91,13 @@ class AmdTool:
         if recipe.name != "amdtool":
             return None
         return LaunchSpec(argv=(sys.executable, str(STANDIN), "--gguf-path",
-                                str(context.model_path), "--port", str(context.port)))
+                                str(context.model_path), "--port", str(context.port)),
+                          env={"HIP_PATH": str(self.hip)})
 
 
 class World:
-    def __init__(self, root: Path, url: str) -> None:
-        self.root, self.url = root, url
+    def __init__(self, root: Path, url: str, env: pytest.MonkeyPatch) -> None:
+        self.root, self.url, self.env = root, url, env
         self.report = root / "report.jsonl"
 
     def publish(self, name: str, data: bytes) -> dict[str, str]:
@@ -113,12 +120,17 @@ class World:
 
     @asynccontextmanager
     async def lemon(self, host: HostInfo = RX7600, therock: dict[str, str] | None = None,
-                    **settings: Any) -> AsyncIterator[httpx.AsyncClient]:
+                    hip: Sequence[str] | None = None, **settings: Any
+                    ) -> AsyncIterator[httpx.AsyncClient]:
+        """The app on ``host`` (GPUs in the OS's order); ``hip`` is the HIP order the
+        stand-in sees (default: the same)."""
+        names = [d.name for d in host.devices if d.kind is DeviceKind.AMD_GPU]
+        self.env.setenv("VTE_STANDIN_HIP_DEVICES", json.dumps(list(hip or names)))
         therock = therock or self.publish("therock.tar.gz", therock_tarball())
         app = create_app(Settings(cache_dir=self.root / "cache", plugins_allow="vte",
                                   lock_files=[self.pin(therock)],
                                   allow_experimental="vte:rocm", **settings),
-                         plugins={"amdtool": AmdTool()}, host=host)
+                         plugins={"amdtool": AmdTool(self.root)}, host=host)
         async with app.router.lifespan_context(app), httpx.AsyncClient(
                 transport=httpx.ASGITransport(app), base_url="http://localhost",
                 timeout=30) as client:
@@ -141,7 +153,7 @@ def world(tmp_path: Path, anyio_backend: str, monkeypatch: pytest.MonkeyPatch
     monkeypatch.delenv("HIP_PATH", raising=False)
     monkeypatch.delenv("ROCM_PATH", raising=False)
     with serve_directory(tmp_path / "www") as url:
-        yield World(tmp_path, url)
+        yield World(tmp_path, url, monkeypatch)
 
 
 def chat(model: str = "vte-smol", **extra: Any) -> dict[str, Any]:
@@ -153,7 +165,7 @@ async def test_install_verifies_then_launches_with_therock(world: World) -> None
     async with world.lemon() as client:
         info = (await client.get("/api/v1/system-info")).json()["recipes"]["vte"]
         assert info["backends"]["rocm"]["state"] == "installable"
-        assert "validated (RX 7600)" in info["backends"]["rocm"]["message"]
+        assert "validated on real hardware (RX 7600)" in info["backends"]["rocm"]["message"]
         assert info["backends"]["rocm"]["tier"] == "experimental"
         reply = await client.post("/v1/chat/completions", json=chat())
         assert reply.status_code == 200, reply.text
@@ -173,7 +185,9 @@ async def test_install_verifies_then_launches_with_therock(world: World) -> None
     env = start["env"]
     assert env["HIP_PATH"] == str(therock)  # the root, not bin
     assert env["PATH"].startswith(f"{therock / 'bin'};")
-    assert (env["VTE_TARGET_ARCH_FAMILY"], env["VTE_DEVICE_INDEX"]) == ("gfx110X", "0")
+    assert (env["VTE_TARGET_ARCH_FAMILY"], env["VTE_DEVICE_INDEX"]) == ("gfx110X", None)
+    assert world.reports("device") == [{"index": 0, "name": "AMD Radeon RX 7600",
+                                        "arch": "gfx1102"}]
 
 
 @pytest.mark.parametrize(("system_version", "source"), [("7.14", "system"), ("6.4", "therock")])
@@ -181,7 +195,8 @@ async def test_system_rocm_is_used_only_when_it_matches(
     world: World, monkeypatch: pytest.MonkeyPatch, system_version: str, source: str
 ) -> None:
     system = world.root / "Program Files/AMD/ROCm" / system_version
-    system.mkdir(parents=True)
+    (system / "bin").mkdir(parents=True)
+    (system / "bin/amdhip64_7.dll").write_bytes(b"MZ")  # what VTE loads
     monkeypatch.setenv("HIP_PATH", str(system))
     async with world.lemon() as client:
         assert (await client.post("/v1/chat/completions", json=chat())).status_code == 200
@@ -278,20 +293,64 @@ async def test_unsupported_architecture_is_refused_before_launch(world: World) -
     assert world.reports("start") == []
 
 
-async def test_mixed_generations_are_refused_with_the_devices_and_the_setting(
-    world: World
-) -> None:
-    async with world.lemon(host=MIXED) as client:
+IGPU, RX7600S = "AMD Radeon(TM) 780M Graphics", "AMD Radeon RX 7600S"
+XTX, RX6800, W7600 = "AMD Radeon RX 7900 XTX", "AMD Radeon RX 6800", "AMD Radeon PRO W7600"
+
+
+@pytest.mark.parametrize(("windows_order", "hip_order", "config", "device"), [
+    # The iGPU first in HIP order, second in Windows': VTE skips it by its table. (An
+    # index from Windows' list, 0, would have put VTE on the iGPU.)
+    (["AMD Radeon RX 7600", IGPU], [IGPU, "AMD Radeon RX 7600"], {}, "AMD Radeon RX 7600"),
+    ([XTX, "AMD Radeon RX 7600"], [XTX, "AMD Radeon RX 7600"], {}, XTX),  # the first
+    ([XTX, "AMD Radeon RX 7600"], [XTX, "AMD Radeon RX 7600"], {"device_index": 1},
+     "AMD Radeon RX 7600"),  # the administrator's HIP index
+    ([RX6800, "AMD Radeon RX 7900 XT"], [RX6800, "AMD Radeon RX 7900 XT"], {},
+     "AMD Radeon RX 7900 XT"),  # the family keeps VTE off RDNA2
+    ([IGPU, RX7600S], [IGPU, RX7600S], {}, RX7600S),  # a laptop
+])
+async def test_vte_lands_on_the_right_gpu(world: World, windows_order: list[str],
+                                          hip_order: list[str], config: dict[str, int],
+                                          device: str) -> None:
+    host = HostInfo("windows", (CPU, *gpus_from_names(windows_order)))
+    async with world.lemon(host=host, hip=hip_order, recipes={"vte": config}) as client:
         state = (await client.get("/api/v1/system-info")).json()["recipes"]["vte"][
             "backends"]["rocm"]
-        assert state["state"] == "action_required"
-        assert "AMD Radeon RX 6800" in state["message"]
-        assert "recipes.vte.device_index" in state["action"]
+        assert state["state"] == "installable", state
+        reply = await client.post("/v1/chat/completions", json=chat())
+        assert reply.status_code == 200, reply.text
+    assert world.reports("device")[-1]["name"] == device
+    env = world.reports("start")[-1]["env"]
+    assert env["VTE_DEVICE_INDEX"] == (str(config["device_index"]) if config else None)
+
+
+@pytest.mark.parametrize(("cards", "says"), [
+    ([W7600], "AMD Radeon PRO W7600 (gfx1102) is RDNA3 but not in VTE 0.3.7's GPU table"),
+    ([IGPU, "AMD Radeon RX 7700S"], "reads AMD Radeon RX 7700S as gfx1101"),
+    ([IGPU], "needs windows with amd_gpu(gfx1100,gfx1101,gfx1102)"),  # the support row
+])
+async def test_hosts_vte_cannot_use_are_unsupported_and_load_nothing(
+    world: World, cards: list[str], says: str
+) -> None:
+    host = HostInfo("windows", (CPU, *gpus_from_names(cards)))
+    async with world.lemon(host=host) as client:
+        state = (await client.get("/api/v1/system-info")).json()["recipes"]["vte"][
+            "backends"]["rocm"]
+        assert state["state"] == "unsupported"
+        assert says in state["message"]
         refused = await client.post("/v1/chat/completions", json=chat())
-        assert refused.status_code == 503
-    async with world.lemon(host=MIXED, recipes={"vte": {"device_index": 1}}) as client:
-        assert (await client.post("/v1/chat/completions", json=chat())).status_code == 200
-    assert world.reports("start")[0]["env"]["VTE_DEVICE_INDEX"] == "1"
+        assert refused.status_code == 400 and says in refused.json()["error"]["message"]
+    assert world.reports("start") == []
+
+
+async def test_the_standin_fails_loudly_as_vte_does(world: World) -> None:
+    """What VTE does on a host lemoncore would refuse: exit 1 with its family message,
+    which lemoncore relays (W7600 forced through a configured index is not checked)."""
+    host = HostInfo("windows", (CPU, *gpus_from_names(["AMD Radeon RX 7600"])))
+    async with world.lemon(host=host, hip=[W7600, IGPU]) as client:
+        failed = await client.post("/v1/chat/completions", json=chat())
+        assert failed.status_code == 503
+        assert "nenhum dos 2 devices HIP visíveis pertence a essa família" in \
+            failed.json()["error"]["message"]
 
 
 async def test_linux_is_unsupported_with_the_reason(world: World) -> None:
