@@ -17,12 +17,15 @@ from typing import Any
 
 import anyio
 
+from lemoncore import trust
 from lemoncore.hosts import HostInfo
 from lemoncore.install import (
     InstallError,
     ProgressCallback,
+    download,
     install_plan,
     installed_record,
+    partial_path,
     record_of,
     recover,
     uninstall,
@@ -100,6 +103,7 @@ class Backends:
         self.bin_dir = settings.cache_dir / "bin"
         self.downloads = settings.cache_dir / "downloads"
         self.rocm_record = settings.cache_dir / "runtime" / "rocm.json"
+        self.trust_file = settings.cache_dir / trust.TRUST_FILE
         self.platform = platform_key(host.os)
         # Names this installation in ownership labels (containers it may sweep).
         self.instance = hashlib.sha256(str(settings.cache_dir.resolve()).encode()).hexdigest()[:12]
@@ -166,8 +170,17 @@ class Backends:
             if plan.action or not plan.artifacts:
                 return replace(status, state=BackendState.ACTION_REQUIRED)
             status = self._artifact_status(status, plan)
-        if status.state is BackendState.INSTALLED and plan.runtime == "rocm" \
-                and self.rocm_decision() is None:
+        if plan.runtime != "rocm" or self.rocm_decision() is not None or status.state \
+                not in {BackendState.INSTALLED, BackendState.INSTALLABLE}:
+            return status
+        if self.therock_status()[0] is BackendState.ACTION_REQUIRED and not \
+                probe_system_rocm(self.host.os, os.environ):
+            return replace(status, state=BackendState.ACTION_REQUIRED,
+                           message="it needs the TheRock ROCm runtime, whose publisher "
+                                   "gives no SHA-256, and no system ROCm was found",
+                           action=f"{trust_fix(THEROCK)}; then lemon backends install "
+                                  f"{status.name}")
+        if status.state is BackendState.INSTALLED:
             return replace(status, state=BackendState.INSTALLABLE,
                            message="its ROCm runtime has not been chosen yet",
                            action=f"lemon backends install {status.name}")
@@ -178,10 +191,9 @@ class Backends:
         if any(not a.sha256 for a in plan.artifacts) and status.name not in \
                 self.allow_unverified:
             return replace(status, state=BackendState.ACTION_REQUIRED,
-                           message="no pinned SHA-256 for its download, and lemoncore does "
-                                   "not install unverified files",
-                           action=f"pin its SHA-256 in a lock file (setting lock_files), or "
-                                  f"accept the risk: LEMON_ALLOW_UNVERIFIED={status.name}")
+                           message="its publisher gives no SHA-256 for the download, and "
+                                   "lemoncore does not install unverified files",
+                           action=trust_fix(status.name))
         target = self.target(status.name)
         recover(target)
         found = installed_record(target)
@@ -270,6 +282,36 @@ class Backends:
         return replace(status, state=BackendState.INSTALLED,
                        install_dir=install_dir or status.plan.location)
 
+    async def trust_download(self, name: str, on_progress: ProgressCallback | None = None
+                             ) -> list[trust.Trusted]:
+        """Trust on first use (see :mod:`lemoncore.trust`): download the artifacts of
+        ``name``'s pin that have no SHA-256, record their hashes, adopt them into the lock
+        and return them. The file stays where the verified install resumes from."""
+        if name == THEROCK:
+            pin = self.lock.runtime_pin("therock", self.platform)
+        else:
+            recipe, backend = self.lookup(name)
+            pin = self.lock.backend_pin(recipe.name, backend.name, self.platform)
+        if pin is None:
+            raise BackendError(f"nothing is pinned for {name} on {self.platform}", 404)
+        unhashed = [a for a in pin.artifacts if not a.sha256]
+        if not unhashed:
+            raise BackendError(f"{name} is already pinned with a SHA-256; nothing to trust",
+                               code="already_pinned")
+        self._check_online(name, f"lemon backends install {name} --trust-download")
+        await anyio.Path(self.downloads).mkdir(parents=True, exist_ok=True)
+        trusted = []
+        for artifact in unhashed:
+            file = await download(artifact, self.downloads, on_progress)
+            measured = await anyio.to_thread.run_sync(
+                trust.measure, file, name, pin.version, artifact.url)
+            file.replace(partial_path(replace(artifact, sha256=measured.sha256),
+                                      self.downloads))
+            trusted.append(measured)
+        trust.save(self.trust_file, trusted)
+        self.lock.adopt(trusted)
+        return trusted
+
     async def uninstall(self, name: str) -> bool:
         """Remove lemoncore's install of ``recipe:backend`` (or ``runtime:therock``)."""
         if name != THEROCK:
@@ -329,12 +371,17 @@ class Backends:
         state, plan = self.therock_status()
         if plan is None or state is BackendState.ACTION_REQUIRED:
             raise InstallError(f"TheRock is not installable here ({state.value}): its pin has "
-                               f"no SHA-256; allow it with LEMON_ALLOW_UNVERIFIED={THEROCK}")
+                               f"no SHA-256. Fix: {trust_fix(THEROCK)}")
         if state is not BackendState.INSTALLED:
             self._check_online(THEROCK, f"lemon backends install {THEROCK}")
             await install_plan(plan, self.target(THEROCK), self.downloads, on_progress,
                                allow_unverified=THEROCK in self.allow_unverified)
         return await self.decide_rocm(on_progress)
+
+
+def trust_fix(name: str) -> str:
+    return (f"lemon backends install {name} --trust-download (downloads it once, shows its "
+            "SHA-256 and pins it), or pin its SHA-256 in a lock file (setting lock_files)")
 
 
 def _pinned_part(record: dict[str, Any]) -> dict[str, Any]:

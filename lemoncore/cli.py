@@ -153,8 +153,8 @@ def cmd_backends(args: argparse.Namespace) -> int:
         if not args.target:
             print(f"usage: lemon backends {args.action} RECIPE:BACKEND", file=sys.stderr)
             return 2
-        return _install(core, args.target, args.yes) if args.action == "install" else \
-            _uninstall(core, args.target)
+        return _install(core, args.target, args.yes, args.trust_download) \
+            if args.action == "install" else _uninstall(core, args.target)
     rows = [{"recipe": recipe.name, "backend": s.backend.name, **s.as_dict()}
             for recipe in core.plugins.registry.recipes.values()
             for s in core.backends.statuses(recipe)]
@@ -183,12 +183,18 @@ def progress_bar(label: str) -> Callable[[int, int], None]:
     return show
 
 
-def _install(core: Any, target: str, yes: bool) -> int:
+def _install(core: Any, target: str, yes: bool, trust_download: bool = False) -> int:
     from lemoncore.api.manage import tier_notice
     from lemoncore.backends import THEROCK, BackendError
     from lemoncore.install import InstallError
 
     try:
+        if trust_download:
+            for trusted in anyio.run(core.backends.trust_download, target,
+                                     progress_bar(target)):
+                print(f"\n{target}: trusted on first use and pinned in "
+                      f"{core.backends.trust_file}:\n  {trusted.url}\n  SHA-256 "
+                      f"{trusted.sha256}\n  {trusted.size} bytes", file=sys.stderr)
         if target == THEROCK:
             decision = anyio.run(core.backends.install_therock, progress_bar(target))
             print(f"\n{target}: ROCm runtime is {decision.source} {decision.version} at "
@@ -407,6 +413,9 @@ def parser() -> argparse.ArgumentParser:
     backends.add_argument("target", nargs="?", help="RECIPE:BACKEND")
     backends.add_argument("--yes", action="store_true",
                           help="consent to installing an experimental backend")
+    backends.add_argument("--trust-download", dest="trust_download", action="store_true",
+                          help="pin the SHA-256 of a download whose publisher gives none, "
+                               "on first use")
     backends.set_defaults(func=cmd_backends)
     bench_p = sub.add_parser("bench", help="measure models on a running server")
     bench_p.add_argument("models", nargs="+")

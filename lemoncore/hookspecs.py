@@ -9,7 +9,8 @@ First-result hooks (``firstresult=True``) stop at the first implementation that 
 something other than ``None``; return ``None`` to defer to the next plugin and finally to
 lemoncore's built-in defaults (``lemoncore.defaults``).
 
-Owner hooks (``install``, ``launch``, ``normalize_request``) are called only on the plugin
+Owner hooks (``install``, ``preflight``, ``launch``, ``normalize_request``) are called only
+on the plugin
 that registered the backend in question (with its recipe, or as a contribution), so an
 implementation never needs to ask "is this mine?".
 """
@@ -17,6 +18,7 @@ implementation never needs to ask "is this mine?".
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import pluggy
@@ -112,6 +114,19 @@ def install(
 def startup_tasks(instance: str) -> Sequence[StartupTask]:
     """Return coroutine functions the core awaits once when the server starts (a sweep of
     leftovers, say). ``instance`` identifies this lemoncore installation."""
+    raise NotImplementedError
+
+
+@hookspec
+def preflight(
+    recipe: Recipe, backend: Backend, model: ModelInfo, model_path: Path,
+    config: Mapping[str, Any], host: HostInfo
+) -> None:
+    """Owner hook. Raise ``lemoncore.launch.LaunchRefused`` (saying why and the fix) when a
+    load of ``model`` from ``model_path`` cannot work here: a model architecture the
+    engine cannot run, a GPU it refuses. Called before anything is evicted or spawned, and
+    by dry runs when the file is present; read at most the file's header.
+    """
     raise NotImplementedError
 
 

@@ -91,11 +91,17 @@ async def install_plan(plan: InstallPlan, target: Path, downloads: Path,
         file.unlink(missing_ok=True)
 
 
+def partial_path(artifact: Artifact, downloads: Path) -> Path:
+    """Where ``artifact``'s download accumulates (and resumes from)."""
+    name = PurePosixPath(httpx.URL(artifact.url).path).name or "download"
+    return downloads / f"{name}.{(artifact.sha256 or 'unverified')[:16]}.partial"
+
+
 async def download(artifact: Artifact, downloads: Path,
                    on_progress: ProgressCallback | None = None) -> Path:
     """Download (resuming a partial file) and verify; return the verified file."""
     name = PurePosixPath(httpx.URL(artifact.url).path).name or "download"
-    partial = downloads / f"{name}.{(artifact.sha256 or 'unverified')[:16]}.partial"
+    partial = partial_path(artifact, downloads)
     digest = hashlib.sha256()
     offset = partial.stat().st_size if partial.exists() else 0
     if offset:

@@ -9,12 +9,14 @@ from each plugin (``register_lock``) and last from the administrator's lock file
                                         "provenance": "how the hash was obtained"}]}}}},
      "runtimes": {"<name>": {...same shape as a backend...}}}
 
-A ``null`` hash is allowed in the file but refused at install time unless the user
-allows unverified installs for that backend.
+A ``null`` hash is allowed in the file but refused at install time unless the
+administrator trusted that download on first use (:mod:`lemoncore.trust`, applied by
+:meth:`Lock.adopt`) or allows unverified installs for that backend.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import platform
 from collections.abc import Iterable, Mapping
@@ -24,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from lemoncore.launch import Artifact
+from lemoncore.trust import Trusted
 
 
 class LockError(Exception):
@@ -48,12 +51,23 @@ class Lock:
             for recipe, backends in data.get("backends", {}).items():
                 for backend, entry in backends.items():
                     _check_entry(entry)
-                    self.backends.setdefault(recipe, {})[backend] = entry
+                    self.backends.setdefault(recipe, {})[backend] = copy.deepcopy(entry)
             for name, entry in data.get("runtimes", {}).items():
                 _check_entry(entry)
-                self.runtimes[name] = entry
+                self.runtimes[name] = copy.deepcopy(entry)
         except (AttributeError, KeyError, TypeError, ValueError) as exc:
             raise LockError(f"lock data from {source} is malformed: {exc}") from exc
+
+    def adopt(self, trusted: Iterable[Trusted]) -> None:
+        """Fill each hash-less artifact whose URL and version were trusted on first use."""
+        by_url = {(t.url, t.version): t for t in trusted}
+        entries = [e for bs in self.backends.values() for e in bs.values()]
+        for entry in [*entries, *self.runtimes.values()]:
+            for artifacts in entry["platforms"].values():
+                for i, a in enumerate(artifacts):
+                    url = a["url"].format(version=entry["version"])
+                    if not a.get("sha256") and (t := by_url.get((url, entry["version"]))):
+                        artifacts[i] = {**a, "sha256": t.sha256, "provenance": t.provenance}
 
     def backend_pin(self, recipe: str, backend: str, platform_key: str) -> Pin | None:
         return _pin(self.backends.get(recipe, {}).get(backend), platform_key)

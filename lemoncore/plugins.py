@@ -14,13 +14,21 @@ import inspect
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib.metadata import EntryPoint, entry_points
+from pathlib import Path
 from typing import Any
 
 import pluggy
 
 from lemoncore import defaults, hookspecs
 from lemoncore.hosts import HostInfo
-from lemoncore.launch import InstallPlan, LaunchContext, LaunchSpec, Runner, StartupTask
+from lemoncore.launch import (
+    InstallPlan,
+    LaunchContext,
+    LaunchRefused,
+    LaunchSpec,
+    Runner,
+    StartupTask,
+)
 from lemoncore.lock import Lock, Pin
 from lemoncore.recipes import (
     Backend,
@@ -242,6 +250,16 @@ class PluginHost:
             returned = impl.function(instance=instance) or ()
             tasks += [(impl.plugin_name, task) for task in returned]  # type: ignore[attr-defined]
         return tasks
+
+    def preflight(self, recipe: Recipe, backend: Backend, model: ModelInfo, model_path: Path,
+                  config: Mapping[str, Any], host: HostInfo) -> str:
+        """Why the backend's owner refuses this load, or "" when it does not."""
+        try:
+            self._ask_owner("preflight", recipe=recipe, backend=backend, model=model,
+                            model_path=model_path, config=config, host=host)
+        except LaunchRefused as exc:
+            return str(exc)
+        return ""
 
     def normalize_request(self, recipe: Recipe, backend: Backend, endpoint: str,
                           body: dict[str, Any]) -> None:

@@ -27,7 +27,7 @@ import structlog
 from lemoncore.backends import Backends, BackendStatus
 from lemoncore.hosts import HostInfo
 from lemoncore.install import installed_record
-from lemoncore.launch import LaunchContext, LaunchSpec, Runner
+from lemoncore.launch import LaunchContext, LaunchRefused, LaunchSpec, Runner
 from lemoncore.models import ModelError, ModelStore
 from lemoncore.options import Layer, declared, resolve, selector
 from lemoncore.plugins import PluginHost
@@ -79,6 +79,7 @@ class LoadPlan:
     is_amd_gpu: bool
     policy: SlotPolicy
     decision: Decision
+    refusal: str = ""  # the backend's owner refuses the load (preflight)
 
     def serves_as(self, server: LoadedServer) -> bool:
         """Whether ``server`` already runs this plan's backend with its options."""
@@ -90,7 +91,7 @@ class LoadPlan:
                 "backend": self.backend.backend.name,
                 "backend_state": self.backend.state.value, "device": self.device.value,
                 "is_amd_gpu": self.is_amd_gpu, "slot_policy": self.policy.value,
-                "options": self.options, "refused": self.decision.refused,
+                "options": self.options, "refused": self.refusal or self.decision.refused,
                 "evict": [{"model_name": e.name, "kind": e.kind, "reason": e.reason}
                           for e in self.decision.evict]}
 
@@ -286,7 +287,11 @@ class Router:
         incoming = Incoming(model.name, model.model_type, device, is_amd, policy)
         decision = decide([s.resident() for s in self.servers.values()], incoming,
                           self.settings.max_loaded_models)
-        return LoadPlan(model, recipe, status, options, admin, device, is_amd, policy, decision)
+        model_path = self.models.local_path(model)
+        refusal = "" if model_path is None else self.plugins.preflight(
+            recipe, backend, model, model_path, admin, self.host)
+        return LoadPlan(model, recipe, status, options, admin, device, is_amd, policy,
+                        decision, refusal)
 
     async def load(self, name: str, request: Mapping[str, Any] | None = None,
                    pinned: bool | None = None, explicit: bool = True,
@@ -348,6 +353,8 @@ class Router:
                     current.pinned = pinned
                 current.last_used = time.monotonic()
                 return current
+            if plan.refusal:
+                raise LaunchRefused(plan.refusal)
             if plan.decision.refused:
                 raise RouterError(f"cannot load {plan.model.name!r}: {plan.decision.refused}",
                                   409, "slots_pinned_error", "slots_pinned")
@@ -394,6 +401,9 @@ class Router:
             model_path = await self.models.pull(plan.model)
         except ModelError as exc:
             raise RouterError(str(exc), exc.status, "model_load_error") from exc
+        if refusal := self.plugins.preflight(plan.recipe, plan.backend.backend, plan.model,
+                                             model_path, plan.config, self.host):
+            raise LaunchRefused(refusal)  # a download just arrived: checked before evicting
         for eviction in plan.decision.evict:
             if (victim := self.servers.get(eviction.name)) is not None:
                 await self._evict(victim, eviction)

@@ -160,10 +160,10 @@ async def test_unverified_pins_are_refused_with_the_fix(world: World) -> None:
     async with world.app() as client:
         state = await world.state(client, "native")
         assert state["state"] == "action_required"
-        assert "LEMON_ALLOW_UNVERIFIED=engine:native" in state["action"]
+        assert "lemon backends install engine:native --trust-download" in state["action"]
         refused = await client.post("/api/v1/install", json={"backend": "engine:native"})
         assert refused.status_code == 400
-        assert "no pinned SHA-256" in refused.json()["error"]["message"]
+        assert "gives no SHA-256" in refused.json()["error"]["message"]
     assert not (world.root / "cache/bin").exists()
     async with world.app(allow_unverified="engine:native") as client:
         assert (await world.state(client, "native"))["state"] == "installable"

@@ -23,8 +23,8 @@ DOC = (ROOT / "docs/hooks.md").read_text()
 def test_the_hook_list_is_what_lemoncore_declares() -> None:
     assert set(HOOKS) == {"register_recipes", "register_backends", "register_models",
                           "register_lock", "startup_tasks", "effective_device",
-                          "effective_is_amd_gpu", "slot_policy", "install", "launch",
-                          "normalize_request"}
+                          "effective_is_amd_gpu", "slot_policy", "install", "preflight",
+                          "launch", "normalize_request"}
 
 
 @pytest.mark.parametrize("name", sorted(HOOKS))

@@ -23,6 +23,10 @@ from lemoncore.proxy import (
     send_request,
 )
 from lemoncore.recipes import ModelInfo, ModelType, Tier
+from lemoncore.router import LoadedServer
+
+# Back-off while a single-slot engine still works on an abandoned request.
+BUSY_RETRY_S, BUSY_RETRY_MAX_S = 0.05, 1.0
 
 
 def model_card(core: Core, model: ModelInfo) -> dict[str, Any]:
@@ -127,7 +131,7 @@ async def _complete(core: Core, model: ModelInfo, path: str, body: dict[str, Any
             core.plugins.normalize_request(server.recipe, server.backend, path, body)
             try:
                 with core.router.cut_at_drain_deadline() as deadline:
-                    upstream = await send_request(server.client, path, body, False)
+                    upstream = await send_when_free(core, server, path, body, False)
                 if deadline.cancelled_caught:
                     raise ApiError(CUT_AT_SHUTDOWN, 503, "server_error", "shutting_down")
             except BackendFailure:
@@ -147,7 +151,7 @@ async def _stream(core: Core, model: ModelInfo, path: str, body: dict[str, Any])
             server = await resources.enter_async_context(core.router.acquire(model.name))
             core.plugins.normalize_request(server.recipe, server.backend, path, body)
             try:
-                upstream = await send_request(server.client, path, body, True)
+                upstream = await send_when_free(core, server, path, body, True)
             except BackendFailure:
                 if attempt == 1 and await core.router.recover(server):
                     await resources.aclose()
@@ -164,6 +168,27 @@ async def _stream(core: Core, model: ModelInfo, path: str, body: dict[str, Any])
         return SSERelay(upstream, core.settings.heartbeat_interval, resources,
                         core.router.cut_at_drain_deadline)
     raise AssertionError("unreachable")
+
+
+async def send_when_free(core: Core, server: LoadedServer, path: str, body: dict[str, Any],
+                         stream: bool) -> httpx.Response:
+    """Send the request. A single-slot engine may still be finishing a request whose client
+    left (VTE notices a disconnect only at its next token, and never on a non-streaming
+    request) and answer 429: lemoncore holds the slot, so it retries with back-off for up
+    to ``load_timeout`` seconds, then answers 503 ``backend_busy`` with ``Retry-After``.
+    The engine's 429 never reaches the client."""
+    delay, deadline = BUSY_RETRY_S, anyio.current_time() + core.settings.load_timeout
+    while True:
+        upstream = await send_request(server.client, path, body, stream)
+        if upstream.status_code != 429 or server.backend.max_concurrency != 1:
+            return upstream
+        await upstream.aclose()
+        if anyio.current_time() + delay > deadline:
+            raise ApiError(f"{server.model.name} is still finishing an earlier request; "
+                           "retry shortly", 503, "server_busy", "backend_busy",
+                           headers={"Retry-After": "1"})
+        await anyio.sleep(delay)
+        delay = min(delay * 2, BUSY_RETRY_MAX_S)
 
 
 def backend_response(upstream: httpx.Response) -> Response:

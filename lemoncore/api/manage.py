@@ -177,6 +177,8 @@ async def install(request: Request) -> Response:
     name = _backend_name(body)
 
     consent = body.get("consent") is True
+    trusted = [t.as_dict() for t in await core.backends.trust_download(name)] \
+        if body.get("trust_download") is True else []
     status = None if name == THEROCK else core.backends.status(*core.backends.lookup(name))
     if status is not None:  # refuse before any stream starts
         if status.state in {BackendState.UNSUPPORTED, BackendState.ACTION_REQUIRED}:
@@ -190,11 +192,11 @@ async def install(request: Request) -> Response:
         if status is None:
             decision = await core.backends.install_therock(progress)
             return {"backend": name, "state": "installed", "runtime": decision.source,
-                    "version": decision.version}
+                    "version": decision.version, "trusted": trusted}
         installed = await core.backends.ensure_installed(status, progress, consent=consent)
         return {"backend": name, "state": installed.state.value, "version": installed.version,
                 "tier": installed.backend.tier.value,
-                "notice": tier_notice(installed.backend.tier)}
+                "notice": tier_notice(installed.backend.tier), "trusted": trusted}
 
     if not body.get("stream"):
         return JSONResponse({"status": "success", **await run(None)})

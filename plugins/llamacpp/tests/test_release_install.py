@@ -108,3 +108,35 @@ def test_cli_install_shows_progress_and_ends_verified(tmp_path: Path,
     subprocess.run([*lemon, "uninstall", "llamacpp:cpu"], env=env, check=True,
                    capture_output=True)
     assert not (tmp_path / "bin/llamacpp/cpu").exists()
+
+
+def test_trust_on_first_use_pins_an_unhashed_asset_then_verifies_it(
+    tmp_path: Path, mirror: tuple[str, str]
+) -> None:
+    """As shipped, release assets have no hash (upstream publishes none): the administrator
+    trusts the download once, sees its SHA-256, and from then on it is verified."""
+    url, sha = mirror
+    pin(tmp_path, url, None)  # type: ignore[arg-type]
+    env = {**os.environ, "LEMON_CACHE_DIR": str(tmp_path),
+           "LEMON_CONFIG_FILE": str(tmp_path / "config.toml")}
+    lemon = [sys.executable, "-m", "lemoncore.cli", "backends"]
+    refused = subprocess.run([*lemon, "install", "llamacpp:cpu"], env=env,
+                             capture_output=True, text=True, check=False)
+    assert refused.returncode == 1
+    assert "lemon backends install llamacpp:cpu --trust-download" in refused.stderr
+    trusted = subprocess.run([*lemon, "install", "llamacpp:cpu", "--trust-download"],
+                             env=env, capture_output=True, text=True, check=True)
+    assert f"SHA-256 {sha}" in trusted.stderr
+    assert f"{Path(url).name}" in trusted.stderr and "bytes" in trusted.stderr
+    assert "llamacpp:cpu: installed test-1 (verified)" in trusted.stderr
+    [entry] = json.loads((tmp_path / "trusted-lock.json").read_text())["trusted"]
+    assert (entry["name"], entry["url"], entry["sha256"]) == ("llamacpp:cpu", url, sha)
+    listed = subprocess.run([sys.executable, "-m", "lemoncore.cli", "lock", "--json"], env=env,
+                            capture_output=True, text=True, check=True).stdout
+    row = next(r for r in json.loads(listed) if r["name"] == "llamacpp:cpu")
+    assert row["sha256"] == sha and row["provenance"].startswith("trusted on first use on")
+    again = subprocess.run([*lemon, "install", "llamacpp:cpu", "--trust-download"],
+                           env=env, capture_output=True, text=True, check=False)
+    assert again.returncode == 1 and "already pinned" in again.stderr  # never re-trusted
+    with running_server(tmp_path) as server:  # the pin outlives the command
+        assert load_cpu(server).status_code == 200

@@ -10,15 +10,23 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from importlib.resources import files
+from pathlib import Path
 from typing import Any
 
 from lemoncore import hookimpl
 from lemoncore.hosts import HostInfo
-from lemoncore.launch import InstallPlan, LaunchContext, LaunchSpec, RequestRefused
+from lemoncore.launch import (
+    InstallPlan,
+    LaunchContext,
+    LaunchRefused,
+    LaunchSpec,
+    RequestRefused,
+)
 from lemoncore.lock import Pin
 from lemoncore.recipes import ModelInfo, Recipe
 
 from lemon_plugin_vte.devices import assess
+from lemon_plugin_vte.gguf_check import check_gguf
 from lemon_plugin_vte.launch import build_launch
 from lemon_plugin_vte.recipe import MODELS, RECIPE
 
@@ -51,8 +59,17 @@ def install(host: HostInfo, config: Mapping[str, Any], pin: Pin | None) -> Insta
 
 
 @hookimpl
-def launch(context: LaunchContext, host: HostInfo) -> LaunchSpec:
-    return build_launch(context, host)
+def preflight(model_path: Path, config: Mapping[str, Any], host: HostInfo) -> None:
+    """Refuse, before anything is evicted, a model VTE cannot run or a host it refuses."""
+    check_gguf(model_path)
+    verdict = assess(host, config.get("device_index"))
+    if not verdict.supported:
+        raise LaunchRefused(verdict.message)
+
+
+@hookimpl
+def launch(context: LaunchContext) -> LaunchSpec:
+    return build_launch(context)
 
 
 @hookimpl

@@ -5,11 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lemoncore.hosts import HostInfo
 from lemoncore.launch import LaunchContext, LaunchRefused, LaunchSpec
 
-from lemon_plugin_vte.devices import assess
-from lemon_plugin_vte.gguf_check import check_gguf
 from lemon_plugin_vte.vte_source import TARGET_FAMILY
 
 
@@ -21,16 +18,12 @@ def find_executable(install_dir: Path) -> Path | None:
     return None
 
 
-def build_launch(context: LaunchContext, host: HostInfo) -> LaunchSpec:
+def build_launch(context: LaunchContext) -> LaunchSpec:
     exe = find_executable(context.install_dir)
     if exe is None:
         raise LaunchRefused(f"vte-server not found in {context.install_dir}; reinstall with "
                             "'lemon backends install vte:rocm'")
-    check_gguf(context.model_path)
-    choice = context.config.get("device_index")
-    verdict = assess(host, choice)
-    if not verdict.supported:
-        raise LaunchRefused(verdict.message)
+    choice = context.config.get("device_index")  # preflight has checked file and host
     argv = (str(exe), "--gguf-path", str(context.model_path), "--port", str(context.port),
             "--host", context.host, "--context-length", str(int(context.options["ctx_size"])),
             "--idle-timeout", "0", "--vram-limit-pct", "0",

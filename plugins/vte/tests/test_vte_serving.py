@@ -8,6 +8,7 @@ served TheRock archive or a system install found through ``HIP_PATH``.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
 import json
@@ -23,12 +24,14 @@ from typing import Any
 import anyio
 import httpx
 import pytest
+from starlette.applications import Starlette
 
 from lemoncore import Settings, create_app, hookimpl
 from lemoncore.hosts import HostDevice, HostInfo, gpus_from_names
 from lemoncore.launch import InstallPlan, LaunchContext, LaunchSpec
 from lemoncore.lock import platform_key
 from lemoncore.recipes import Backend, DeviceKind, Recipe, SupportRow
+from lemoncore.supervisor import free_port
 from lemoncore.testing import serve_directory
 
 pytestmark = pytest.mark.anyio
@@ -124,25 +127,56 @@ class World:
                     ) -> AsyncIterator[httpx.AsyncClient]:
         """The app on ``host`` (GPUs in the OS's order); ``hip`` is the HIP order the
         stand-in sees (default: the same)."""
-        names = [d.name for d in host.devices if d.kind is DeviceKind.AMD_GPU]
-        self.env.setenv("VTE_STANDIN_HIP_DEVICES", json.dumps(list(hip or names)))
-        therock = therock or self.publish("therock.tar.gz", therock_tarball())
-        app = create_app(Settings(cache_dir=self.root / "cache", plugins_allow="vte",
-                                  lock_files=[self.pin(therock)],
-                                  allow_experimental="vte:rocm", **settings),
-                         plugins={"amdtool": AmdTool(self.root)}, host=host)
+        app = self.app(host, therock, hip, **settings)
         async with app.router.lifespan_context(app), httpx.AsyncClient(
                 transport=httpx.ASGITransport(app), base_url="http://localhost",
                 timeout=30) as client:
-            for name, recipe, backend in (("vte-smol", "vte", None),
-                                          ("amd-smol", "amdtool", "rocm"),
-                                          ("cpu-smol", "amdtool", "cpu")):
-                options = {"backend": backend} if backend else {}
-                registered = await client.post("/api/v1/pull", json={
-                    "model_name": name, "recipe": recipe, "checkpoint": SMOLLM2,
-                    "recipe_options": options})
-                assert registered.status_code == 200, registered.text
+            await register(client)
             yield client
+
+    def app(self, host: HostInfo = RX7600, therock: dict[str, str] | None = None,
+            hip: Sequence[str] | None = None, **settings: Any) -> Starlette:
+        names = [d.name for d in host.devices if d.kind is DeviceKind.AMD_GPU]
+        self.env.setenv("VTE_STANDIN_HIP_DEVICES", json.dumps(list(hip or names)))
+        therock = therock or self.publish("therock.tar.gz", therock_tarball())
+        return create_app(Settings(cache_dir=self.root / "cache", plugins_allow="vte",
+                                   lock_files=[self.pin(therock)],
+                                   allow_experimental="vte:rocm", **settings),
+                          plugins={"amdtool": AmdTool(self.root)}, host=host)
+
+
+async def register(client: httpx.AsyncClient) -> None:
+    for name, recipe, backend in (("vte-smol", "vte", None), ("amd-smol", "amdtool", "rocm"),
+                                  ("cpu-smol", "amdtool", "cpu")):
+        options = {"backend": backend} if backend else {}
+        registered = await client.post("/api/v1/pull", json={
+            "model_name": name, "recipe": recipe, "checkpoint": SMOLLM2,
+            "recipe_options": options})
+        assert registered.status_code == 200, registered.text
+
+
+@asynccontextmanager
+async def over_http(app: Starlette) -> AsyncIterator[httpx.AsyncClient]:
+    """The app served by Hypercorn on a loopback port, as ``lemon serve`` does, and a
+    client over real TCP (an in-process transport cannot disconnect mid-stream)."""
+    from hypercorn.asyncio import serve
+    from hypercorn.config import Config
+
+    config = Config()
+    config.bind, config.accesslog = [f"127.0.0.1:{free_port()}"], None
+    stop = anyio.Event()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(functools.partial(serve, app, config, shutdown_trigger=stop.wait))
+        async with httpx.AsyncClient(base_url=f"http://{config.bind[0]}",
+                                     timeout=30) as client:
+            while True:
+                try:
+                    (await client.get("/live")).raise_for_status()
+                    break
+                except httpx.TransportError:
+                    await anyio.sleep(0.02)
+            yield client
+        stop.set()
 
 
 @pytest.fixture
@@ -271,7 +305,7 @@ async def test_a_full_queue_answers_503_with_retry_after(world: World) -> None:
     assert busy.json()["error"]["code"] == "queue_full"
 
 
-async def test_unsupported_architecture_is_refused_before_launch(world: World) -> None:
+async def test_a_refused_load_evicts_nothing_and_dry_run_shows_why(world: World) -> None:
     import gguf
     import numpy as np
 
@@ -287,10 +321,19 @@ async def test_unsupported_architecture_is_refused_before_launch(world: World) -
         pulled = await client.post("/api/v1/pull", json={
             "model_name": "mamba", "recipe": "vte", "checkpoint": f"file:{path}"})
         assert pulled.status_code == 200, pulled.text
+        resident = await client.post("/api/v1/load", json={"model_name": "amd-smol"})
+        assert resident.status_code == 200, resident.text  # on the AMD GPU VTE would take
+        before = (await client.get("/api/v1/health")).json()["all_models_loaded"]
+        plan = (await client.post("/api/v1/load", json={"model_name": "mamba",
+                                                        "dry_run": True})).json()
+        assert "'mamba' model" in plan["refused"]
         refused = await client.post("/v1/chat/completions", json=chat("mamba"))
         assert refused.status_code == 400
         assert "'mamba' model" in refused.json()["error"]["message"]
-    assert world.reports("start") == []
+        after = (await client.get("/api/v1/health")).json()["all_models_loaded"]
+        assert [(m["model_name"], m["pid"]) for m in after] == [
+            (m["model_name"], m["pid"]) for m in before]
+    assert not [s for s in world.reports("start") if str(path) in s["argv"]]
 
 
 IGPU, RX7600S = "AMD Radeon(TM) 780M Graphics", "AMD Radeon RX 7600S"
@@ -379,3 +422,58 @@ async def test_gpu_exclusivity_with_the_real_plugin(
             assert loaded.status_code == 200, loaded.text
         health = (await client.get("/api/v1/health")).json()["all_models_loaded"]
     assert {m["model_name"] for m in health} == survivors
+
+
+async def test_a_clean_windows_host_trusts_therock_once_then_loads_verified(
+    world: World
+) -> None:
+    """No HIP SDK, and TheRock's tarball published without a hash (as it is): VTE's status
+    names the trust-on-first-use command; after it, the load is verified against the pin,
+    and a different file at the same URL is refused."""
+    tarball = therock_tarball()
+    unhashed = {**world.publish("therock.tar.gz", tarball), "sha256": None}
+    async with world.lemon(therock=unhashed) as client:
+        state = (await client.get("/api/v1/system-info")).json()["recipes"]["vte"][
+            "backends"]["rocm"]
+        assert state["state"] == "action_required"
+        assert "lemon backends install runtime:therock --trust-download" in state["action"]
+        refused = await client.post("/v1/chat/completions", json=chat())
+        assert refused.status_code == 503 and "--trust-download" in refused.text
+        done = await client.post("/api/v1/install", json={
+            "backend": "runtime:therock", "trust_download": True})
+        assert done.status_code == 200, done.text
+        [trusted] = done.json()["trusted"]
+        assert (trusted["sha256"], trusted["size"]) == (
+            hashlib.sha256(tarball).hexdigest(), len(tarball))
+        reply = await client.post("/v1/chat/completions", json=chat())
+        assert reply.status_code == 200, reply.text
+    assert world.reports("start")[-1]["env"]["HIP_PATH"] == str(
+        world.root / "cache/bin/runtime/therock")
+    # The publisher's file changes under the same URL: the pin holds.
+    (world.root / "www/therock.tar.gz").write_bytes(tarball + b"\0")
+    async with world.lemon(therock=unhashed) as client:
+        await client.post("/api/v1/uninstall", json={"backend": "runtime:therock"})
+        again = await client.post("/api/v1/install", json={"backend": "runtime:therock"})
+        assert again.status_code == 503
+        assert "does not match the pinned" in again.json()["error"]["message"]
+
+
+async def test_a_client_that_leaves_never_causes_a_429_for_the_next(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """VTE notices a stream's disconnect only at its next token (after the prefill), and
+    holds its one-generation lock until then: the next request meets its 429, which
+    lemoncore absorbs by retrying."""
+    monkeypatch.setenv("VTE_STANDIN_PREFILL_S", "0.8")
+    async with over_http(world.app()) as client:
+        await register(client)
+        (await client.post("/api/v1/load", json={"model_name": "vte-smol"})).raise_for_status()
+        with anyio.move_on_after(0.2):  # the client leaves during the prefill
+            async with client.stream("POST", "/v1/chat/completions",
+                                     json=chat(stream=True)) as response:
+                async for _ in response.aiter_raw():
+                    pass
+        reply = await client.post("/v1/chat/completions", json=chat())
+        assert reply.status_code == 200, reply.text
+        assert reply.json()["choices"][0]["message"]["content"] == "one two three four"
+    assert world.reports("busy")  # the engine did refuse; the client never saw it

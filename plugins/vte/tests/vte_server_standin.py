@@ -8,7 +8,8 @@ device names in HIP order (what ``hipGetDeviceCount``/``hipGetDeviceProperties``
 return); the HIP DLL is any ``amdhip64*.dll`` file in ``%HIP_PATH%\\bin`` or on ``PATH``.
 
 It is not a model: the reply repeats the last user message word by word, one word per
-"token", ``VTE_STANDIN_TOKEN_S`` (default 0.02) seconds each. ``VTE_STANDIN_REPORT`` names
+"token", ``VTE_STANDIN_TOKEN_S`` (default 0.02) seconds each, after a prefill of
+``VTE_STANDIN_PREFILL_S`` (default 0) seconds. ``VTE_STANDIN_REPORT`` names
 a file that receives the argv, the environment VTE reads, the device chosen and every
 request body, as JSON lines.
 """
@@ -40,6 +41,7 @@ GPU_ARCH_MAP = {
 }
 BUSY = ("O VTE já está gerando outra resposta; esta instância processa um pedido por vez.")
 TOKEN_S = float(os.environ.get("VTE_STANDIN_TOKEN_S", "0.02"))
+PREFILL_S = float(os.environ.get("VTE_STANDIN_PREFILL_S", "0"))
 REPORT = os.environ.get("VTE_STANDIN_REPORT")
 ENV_KEYS = ("PATH", "HIP_PATH", "VTE_TARGET_ARCH_FAMILY", "VTE_DEVICE_INDEX",
             "PYTHONNOUSERSITE")
@@ -267,6 +269,7 @@ class Handler(BaseHTTPRequestHandler):
                                            "type": "invalid_request_error"}})
             return
         if not generation.acquire(blocking=False):  # _BUSY_RESPONSE: no Retry-After
+            report("busy", {"path": self.path})
             self.send_json(429, {"error": {"message": BUSY, "type": "server_busy"}})
             return
         report("request", {"path": self.path, "body": body})
@@ -281,7 +284,7 @@ class Handler(BaseHTTPRequestHandler):
         ident = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex[:24]
         if not (chat and body.get("stream")):  # completions never stream
             try:  # on the event loop: nothing else is served meanwhile; no disconnect check
-                time.sleep(TOKEN_S * len(out))
+                time.sleep(PREFILL_S + TOKEN_S * len(out))
             finally:
                 generation.release()
             choice = ({"index": 0, "finish_reason": finish,
@@ -297,13 +300,16 @@ class Handler(BaseHTTPRequestHandler):
 
     def stream(self, body: dict[str, object], ident: str, out: list[str], finish: str,
                usage: dict[str, object]) -> None:
-        """The stream; the generation thread notices a disconnect only after its next
-        visible piece, then releases the lock (``_generate_stream``'s ``finally``)."""
+        """The stream; the generation thread works through the prefill and notices a
+        disconnect only after its next visible piece, then releases the lock
+        (``_generate_stream``'s ``finally``)."""
         try:
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
             self.send_header("Connection", "close")
             self.end_headers()
+            self.wfile.flush()
+            time.sleep(PREFILL_S)
 
             def chunk(delta: dict[str, str], finish_reason: str | None = None,
                       extra: dict[str, object] | None = None) -> None:
