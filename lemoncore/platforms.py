@@ -4,8 +4,13 @@
 through ``PR_SET_PDEATHSIG`` (Linux) and are stopped with SIGTERM then SIGKILL to their
 process group. :class:`Windows`: children start in their own process group inside a Job
 object created with kill-on-close, so they die when lemoncore's process ends however it
-ends; they are stopped with CTRL_BREAK_EVENT (VTE and Python servers shut down on it),
-then ``TerminateProcess``. Directory defaults follow each OS's conventions.
+ends. A console control event reaches only processes attached to the sender's console,
+so a child shares lemoncore's console when it has one and is stopped with CTRL_BREAK_EVENT
+to its group (VTE unloads and exits 0 on SIGBREAK: ``http_server.py``
+``_install_signal_handlers``), then the job is terminated; without a console (a service,
+``pythonw``) the child gets none either (``CREATE_NO_WINDOW``: no window pops up), no
+event can reach it, and the job is terminated at once. Directory defaults follow each
+OS's conventions.
 """
 
 from __future__ import annotations
@@ -28,8 +33,9 @@ class ProcessPlatform(Protocol):
     def adopt(self, pid: int) -> None:
         """Tie a just-started child's lifetime to lemoncore's."""
 
-    def request_stop(self, pid: int) -> None:
-        """Ask the child (and its descendants) to exit."""
+    def request_stop(self, pid: int) -> bool:
+        """Ask the child (and its descendants) to exit; ``False`` when no request can
+        reach it (then there is no point waiting before :meth:`force_stop`)."""
 
     def force_stop(self, pid: int) -> None:
         """End the child (and its descendants) now."""
@@ -56,8 +62,9 @@ class Posix:
     def adopt(self, pid: int) -> None:
         pass
 
-    def request_stop(self, pid: int) -> None:
+    def request_stop(self, pid: int) -> bool:
         self._signal(pid, signal.SIGTERM)
+        return True
 
     def force_stop(self, pid: int) -> None:
         self._signal(pid, signal.SIGKILL)
@@ -74,6 +81,7 @@ class Posix:
 # Windows constants (winbase.h / winnt.h)
 CREATE_NEW_PROCESS_GROUP = 0x00000200
 CREATE_NO_WINDOW = 0x08000000
+CTRL_BREAK_EVENT = 1
 JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE = 0x00002000
 JOB_OBJECT_EXTENDED_LIMIT_INFORMATION = 9
 PROCESS_SET_QUOTA, PROCESS_TERMINATE = 0x0100, 0x0001
@@ -90,7 +98,13 @@ class Windows:
         self._jobs: dict[int, int] = {}
 
     def spawn_options(self) -> dict[str, Any]:
-        return {"creationflags": CREATE_NEW_PROCESS_GROUP | CREATE_NO_WINDOW}
+        """Own process group; lemoncore's console shared when it has one (no new window
+        opens), else none at all."""
+        flags = CREATE_NEW_PROCESS_GROUP | (0 if self._has_console() else CREATE_NO_WINDOW)
+        return {"creationflags": flags}
+
+    def _has_console(self) -> bool:
+        return bool(self._api().GetConsoleWindow())
 
     def _api(self) -> Any:
         if self._kernel32 is None:
@@ -121,9 +135,12 @@ class Windows:
                 api.CloseHandle(handle)
         self._jobs[pid] = job
 
-    def request_stop(self, pid: int) -> None:
-        with contextlib.suppress(OSError):  # the child leads its own process group
-            os.kill(pid, getattr(signal, "CTRL_BREAK_EVENT", 1))
+    def request_stop(self, pid: int) -> bool:
+        """CTRL_BREAK_EVENT to the child's process group (its pid), through the console
+        it shares with lemoncore; ``False`` without a shared console."""
+        if not self._has_console():
+            return False
+        return bool(self._api().GenerateConsoleCtrlEvent(CTRL_BREAK_EVENT, pid))
 
     def force_stop(self, pid: int) -> None:
         job = self._jobs.get(pid)

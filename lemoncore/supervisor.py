@@ -142,9 +142,9 @@ class BackendProcess(ExitTracking):
         if proc is None or proc.returncode is not None:
             return
         self._stopping = True
-        PLATFORM.request_stop(proc.pid)
-        with anyio.move_on_after(grace):
-            await proc.wait()
+        if PLATFORM.request_stop(proc.pid):
+            with anyio.move_on_after(grace):
+                await proc.wait()
         if proc.returncode is None:
             log.warning("backend did not stop in time; killing", model=self.name, pid=self.pid)
             PLATFORM.force_stop(proc.pid)

@@ -8,6 +8,7 @@ from typing import Any
 
 from lemoncore.platforms import (
     CREATE_NEW_PROCESS_GROUP,
+    CREATE_NO_WINDOW,
     JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE,
     Posix,
     Windows,
@@ -26,9 +27,17 @@ def test_posix_children_get_their_own_session_and_die_with_the_server() -> None:
 class FakeKernel32:
     """Records the Win32 calls the Windows platform makes, answering like Windows does."""
 
-    def __init__(self) -> None:
+    def __init__(self, console: int = 0) -> None:
         self.calls: list[tuple[str, Any]] = []
         self.next_handle = 100
+        self.console = console  # GetConsoleWindow: 0 for a process without a console
+
+    def GetConsoleWindow(self) -> int:
+        return self.console
+
+    def GenerateConsoleCtrlEvent(self, event: int, group: int) -> int:
+        self.calls.append(("GenerateConsoleCtrlEvent", (event, group)))
+        return 1
 
     def _handle(self) -> int:
         self.next_handle += 1
@@ -59,6 +68,24 @@ class FakeKernel32:
     def CloseHandle(self, handle: int) -> int:
         self.calls.append(("CloseHandle", handle))
         return 1
+
+
+def test_windows_stop_breaks_through_a_shared_console_else_ends_the_job_at_once() -> None:
+    """A console control event reaches only processes on the sender's console. With one,
+    the child shares it (no new window) and gets CTRL_BREAK_EVENT, on which VTE unloads
+    and exits 0; without one (a service), the child gets no console either and the stop
+    goes straight to the job, instead of waiting out the grace period for nothing."""
+    console = FakeKernel32(console=0x1234)
+    windows = Windows(console)
+    assert windows.spawn_options()["creationflags"] == CREATE_NEW_PROCESS_GROUP
+    assert windows.request_stop(4242) is True
+    assert console.calls == [("GenerateConsoleCtrlEvent", (1, 4242))]  # to its group
+    service = FakeKernel32(console=0)
+    windows = Windows(service)
+    assert windows.spawn_options()["creationflags"] == \
+        CREATE_NEW_PROCESS_GROUP | CREATE_NO_WINDOW
+    assert windows.request_stop(4242) is False
+    assert service.calls == []
 
 
 def test_windows_children_live_in_a_kill_on_close_job_per_child() -> None:
