@@ -15,6 +15,7 @@ from lemoncore.api import inference, manage
 from lemoncore.api.boundary import BrowserBoundary
 from lemoncore.api.errors import EXCEPTION_HANDLERS
 from lemoncore.api.guard import Guard
+from lemoncore.api.hostname import loopback_name
 from lemoncore.core import Core, build_core
 from lemoncore.hosts import HostInfo
 from lemoncore.settings import Settings
@@ -73,7 +74,8 @@ def create_app(settings: Settings | None = None, *,
         middleware.insert(0, Middleware(CORSMiddleware, allow_origins=settings.cors_origins,
                                         allow_methods=["GET", "POST"], allow_headers=["*"]))
     middleware.insert(0, Middleware(BrowserBoundary, allowed_hosts=settings.allowed_hosts,
-                                    cors_origins=settings.cors_origins))
+                                    cors_origins=settings.cors_origins,
+                                    machine_names=not loopback_name(settings.host)))
     app = Starlette(routes=_routes(), lifespan=run, exception_handlers=EXCEPTION_HANDLERS,
                     middleware=middleware)
     app.state.core = core

@@ -75,8 +75,13 @@ class LaunchContext:
     ``options`` are the load's request-scope options (a caller may have set them, checked
     against their declared types); ``config`` holds the admin-scope values, from the
     configuration file only. ``model_path`` is resolved and lies in a directory models may
-    come from; ``model_in_store`` says it lies in lemoncore's own cache, which lemoncore
-    may relabel for a container.
+    come from; ``model_owned`` says it lies where lemoncore puts models (its cache or the
+    Hugging Face cache), so a plugin may relabel it for a container; an administrator's
+    ``model_dirs`` file is not. ``backend_key`` is a fresh secret of this launch: the core
+    sends it as ``Authorization: Bearer`` on every request to the backend, so an engine
+    that can require a key should (its loopback port is reachable by every local program
+    and web page, and the core's browser boundary does not guard it). Keep it out of argv,
+    which ``/health`` shows: pass it through the environment.
     """
 
     model_path: Path
@@ -89,7 +94,8 @@ class LaunchContext:
     installed: Mapping[str, Any] = field(default_factory=dict)  # the install record
     instance: str = ""  # identifies this lemoncore installation (ownership labels)
     config: Mapping[str, Any] = field(default_factory=dict)
-    model_in_store: bool = False
+    model_owned: bool = False
+    backend_key: str = ""
 
 
 @dataclass(frozen=True)

@@ -52,7 +52,8 @@ class Checkpoint:
         if text.startswith(("file:", "/")):
             return cls("file", text.removeprefix("file:"))
         repo, sep, filename = text.partition(":")
-        if not sep or repo.count("/") != 1 or not filename:
+        if not sep or repo.count("/") != 1 or not filename or filename.startswith("/") \
+                or ".." in filename.replace("\\", "/").split("/"):
             raise ModelError(f"checkpoint {text!r} is not 'owner/repo:file.gguf', "
                              "'file:/path' or 'pkg:package/path'")
         return cls("hf", repo, filename)
@@ -126,9 +127,11 @@ class ModelStore:
                          f"{self.store}, or have an administrator add its directory to the "
                          "setting model_dirs (LEMON_MODEL_DIRS)", status=403)
 
-    def in_store(self, path: Path) -> bool:
-        """Whether a resolved model file lies in lemoncore's own cache directory."""
-        return path.is_relative_to(self.cache_dir.resolve())
+    def owns(self, path: Path) -> bool:
+        """Whether a resolved model file lies where lemoncore puts models (its cache, the
+        Hugging Face cache it downloads into), not in an administrator's ``model_dirs``."""
+        return any(path.is_relative_to(root.resolve()) for root in (
+            self.cache_dir, Path(hf_constants.HF_HUB_CACHE)))
 
     def local_path(self, model: ModelInfo) -> Path | None:
         """The model's file, resolved, if it is present locally; else ``None``. A file

@@ -18,14 +18,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, TypeAdapter, ValidationError
+from pydantic import ConfigDict, Field, TypeAdapter, ValidationError
 
 from lemoncore.recipes import ArgFlag, Backend, OptionScope, OptionSpec, Recipe
 
 SELECTOR = "backend"
 ALLOW_SUFFIX = "_allow"
-_INT = re.compile(r"-?\d+")
-_NUMBER = re.compile(r"-?(\d+\.?\d*|\.\d+)")
+_INT = re.compile(r"-?[0-9]+")  # ASCII digits: the engine parses no others
+_NUMBER = re.compile(r"-?([0-9]+\.?[0-9]*|\.[0-9]+)")
 _NAMES = re.compile(r"[A-Za-z0-9_]+(,[A-Za-z0-9_]+)*")
 
 
@@ -50,7 +50,8 @@ def declared(recipe: Recipe, backend: Backend | None = None) -> tuple[OptionSpec
     """The options of ``recipe`` and ``backend`` (every backend when ``None``), with the
     ``<name>_allow`` admin option that widens each ``args`` option."""
     backends = recipe.backends if backend is None else (backend,)
-    specs = {s.name: s for s in (*recipe.options, *(o for b in backends for o in b.options))}
+    # The recipe's own declaration wins over one a contributed backend repeats.
+    specs = {s.name: s for s in (*(o for b in backends for o in b.options), *recipe.options)}
     for spec in list(specs.values()):
         if spec.type == "args":
             specs.setdefault(spec.name + ALLOW_SUFFIX, OptionSpec(
@@ -77,7 +78,9 @@ def check(specs: Sequence[OptionSpec], layer: Layer, *, admin: bool,
           section: str = "recipes.<recipe>") -> dict[str, Any]:
     """``layer``'s values checked against ``specs`` and converted to their types.
 
-    Without ``admin``, options of the admin scope are refused. ``allowed_flags`` maps an
+    Without ``admin`` (a caller's values: JSON), types are strict (``"4096"`` or ``true``
+    is not an int) and options of the admin scope are refused; the configuration, which
+    the environment gives as strings, converts. ``allowed_flags`` maps an
     ``args`` option to the extra flags its ``_allow`` option grants.
     """
     by_name = {s.name: s for s in specs}
@@ -102,8 +105,8 @@ def check(specs: Sequence[OptionSpec], layer: Layer, *, admin: bool,
         if value is None:
             continue
         try:
-            checked[key] = _adapter(spec.type, spec.minimum, spec.maximum,
-                                    spec.choices).validate_python(value)
+            checked[key] = _adapter(spec.type, spec.minimum, spec.maximum, spec.choices,
+                                    not admin).validate_python(value)
         except ValidationError as exc:
             raise OptionError(f"option {key!r} {layer.source}: "
                               f"{exc.errors()[0]['msg'].lower()} (got {value!r})",
@@ -189,7 +192,7 @@ def _value_ok(flag: ArgFlag, value: str) -> bool:
 
 @functools.cache
 def _adapter(type_: str, minimum: float | None, maximum: float | None,
-             choices: tuple[Any, ...]) -> TypeAdapter[Any]:
+             choices: tuple[Any, ...], strict: bool) -> TypeAdapter[Any]:
     bounds = Field(ge=minimum, le=maximum)
     annotation: Any = {
         "int": Annotated[int, bounds],
@@ -201,4 +204,4 @@ def _adapter(type_: str, minimum: float | None, maximum: float | None,
     }[type_]
     if choices:
         annotation = Literal[choices]
-    return TypeAdapter(annotation)
+    return TypeAdapter(annotation, config=ConfigDict(strict=strict))

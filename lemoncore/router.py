@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import os
+import secrets
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator, Mapping
@@ -274,7 +275,8 @@ class Router:
         recipe = self.plugins.registry.recipes[model.recipe]
         config = self.backends.configuration(recipe)
         layers = (Layer(f"in model {model.name}'s recipe_options", model.recipe_options),
-                  Layer(f"in the options saved for {model.name}",
+                  Layer(f"in the options saved for {model.name} (remove them from "
+                        f"{self.models.options_file} to reset)",
                         self.models.saved_options(model.name)),
                   Layer("in the request", request or {}))
         status = self.backends.select(recipe, selector((Layer("", config), *layers)))
@@ -434,11 +436,13 @@ class Router:
                                   f"recorded; run 'lemon backends install "
                                   f"{plan.backend.name}'", 503, "backend_error")
             runtime_env = decision.env(self.host.os, os.environ)
+        key = secrets.token_urlsafe(24)
         context = LaunchContext(model_path, plan.options, install_dir, BACKEND_HOST, port,
                                 os.getpid(), runtime_env,
                                 installed_record(install_dir) or {}, self.backends.instance,
                                 config=plan.config,
-                                model_in_store=self.models.in_store(model_path))
+                                model_owned=self.models.owns(model_path),
+                                backend_key=key)
         spec = self.plugins.launch_spec(recipe, backend, model, context, self.host)
         if spec is None:
             raise RouterError(f"no plugin launches {recipe.name}:{backend.name}", 500,
@@ -455,7 +459,9 @@ class Router:
                               httpx.AsyncClient(base_url=process.base_url,
                                                 transport=process.transport,
                                                 timeout=BACKEND_TIMEOUT,
-                                                limits=BACKEND_LIMITS), pinned)
+                                                limits=BACKEND_LIMITS,
+                                                headers={"Authorization": f"Bearer {key}"}),
+                              pinned)
         server.drained.set()
         limits = [n for n in (backend.max_concurrency, self.settings.max_concurrency) if n]
         if limits:

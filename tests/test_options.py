@@ -61,9 +61,12 @@ def test_defaults_config_model_saved_and_request_resolve_in_order() -> None:
     assert admin == {"system_bin": "/opt/llama-server"}
 
 
-def test_values_are_converted_to_their_declared_types() -> None:
-    assert check(declared(RECIPE, CPU), request(ctx_size="8192"), admin=False) == {
-        "ctx_size": 8192}
+def test_the_configuration_converts_and_requests_are_strict() -> None:
+    config = Layer("in recipes.engine", {"ctx_size": "8192"})  # the environment's strings
+    assert check(declared(RECIPE), config, admin=True) == {"ctx_size": 8192}
+    for value in ("8192", True, 8192.0):
+        with pytest.raises(OptionError, match="valid integer"):
+            check(declared(RECIPE, CPU), request(ctx_size=value), admin=False)
 
 
 @pytest.mark.parametrize(("values", "message"), [
@@ -115,6 +118,7 @@ def test_allowed_tuning_flags_pass(args: str) -> None:
     ("-fa maybe", "-fa takes on | off"),
     ("-ngl lots", "-ngl takes int or auto | all"),
     ("--temp 1e400", "--temp takes float"),
+    ("-t \u0664", "-t takes int"),  # an Arabic-Indic four: llama-server would refuse it
     ("model.gguf", "'model.gguf' is not allowed"),
     ("--threads '4", "cannot be parsed"),
 ])

@@ -3,10 +3,11 @@
 Any page the user visits can send requests to a loopback port. Two rules stop it:
 
 - **Host.** A request is served only when its ``Host`` is a loopback name (``localhost``,
-  ``*.localhost``), an IP literal, this machine's own name, or an entry of
-  ``allowed_hosts``. DNS rebinding needs a hostname the attacker controls: after the
-  rebind, the attacker's page is same-origin with the server and sends no ``Origin`` on
-  a GET, but its requests still carry ``Host: attacker.example``.
+  ``*.localhost``), an IP literal, an entry of ``allowed_hosts``, or (when the server is
+  bound beyond loopback) this machine's own name. DNS rebinding needs a hostname the
+  attacker controls: after the rebind, the attacker's page is same-origin with the server
+  and sends no ``Origin`` on a GET, but its requests still carry
+  ``Host: attacker.example``.
 - **Browser markers.** A request that a browser marks as coming from another site (an
   ``Origin`` other than the server's own and not in ``cors_origins``, including
   ``Origin: null``, or ``Sec-Fetch-Site: cross-site``/``same-site``) is refused on every
@@ -27,29 +28,18 @@ import structlog
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from lemoncore.api.guard import send_error
+from lemoncore.api.hostname import loopback_name, split_host
 
 log = structlog.get_logger("lemoncore.boundary")
 OPEN_PATHS = frozenset({"/live"})
 
 
-def split_host(host: str) -> str:
-    """``Host`` header value to its lower-case name or address, without port or brackets."""
-    host = host.strip().lower()
-    if host.startswith("["):
-        return host[1:].partition("]")[0]
-    name, _, _ = host.partition(":") if host.count(":") == 1 else (host, "", "")
-    return name.rstrip(".")
-
-
 def host_allowed(host: str, allowed: frozenset[str]) -> bool:
     """Whether a ``Host`` header names this server rather than an attacker's domain."""
-    if "*" in allowed:
-        return True
-    name = split_host(host)
-    if name in allowed or name in {"localhost", ""} or name.endswith(".localhost"):
+    if "*" in allowed or loopback_name(host) or split_host(host) in allowed:
         return True
     try:
-        ipaddress.ip_address(name)  # an IP literal cannot be rebound
+        ipaddress.ip_address(split_host(host))  # an IP literal cannot be rebound
     except ValueError:
         return False
     return True
@@ -65,11 +55,14 @@ def origin_allowed(origin: str, host: str, cors_origins: frozenset[str]) -> bool
 
 class BrowserBoundary:
     def __init__(self, app: ASGIApp, allowed_hosts: Iterable[str],
-                 cors_origins: Iterable[str]) -> None:
+                 cors_origins: Iterable[str], machine_names: bool = False) -> None:
+        """``machine_names``: also serve this machine's own names (when bound beyond
+        loopback; on loopback only a rebinding LAN peer would use them)."""
         self.app = app
         machine = socket.gethostname().lower()
         self.allowed_hosts = frozenset({h.lower() for h in allowed_hosts}
-                                       | {machine, f"{machine}.local"})
+                                       | ({machine, f"{machine}.local"} if machine_names
+                                          else set()))
         self.cors_origins = frozenset(cors_origins)
         self._hosts: dict[str, bool] = {}  # verdicts for Host values seen, bounded
 

@@ -3,7 +3,8 @@
 With ``api_key`` set, every API route needs it (``Authorization: Bearer …`` or
 ``x-api-key``); management routes (load, unload, pull, delete, install, uninstall) need
 ``admin_api_key``, which defaults to ``api_key``. With no admin key, management routes
-answer only loopback clients unless ``allow_remote_admin`` is set. ``/live`` stays open.
+answer only requests from this machine itself (:func:`is_local`) unless
+``allow_remote_admin`` is set. ``/live`` stays open.
 Keys are compared in constant time and never logged. Bodies over ``max_body_bytes`` get
 a 413.
 """
@@ -12,10 +13,11 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import ipaddress
 import json
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from lemoncore.api.hostname import loopback_address, loopback_name
 
 ADMIN_ENDPOINTS = {"load", "unload", "pull", "delete", "install", "uninstall"}
 
@@ -44,14 +46,17 @@ class BodyTooLarge(Exception):
     pass
 
 
-def is_loopback(client: tuple[str, int] | None) -> bool:
-    """Whether an ASGI ``client`` address is this machine (a unix socket counts)."""
-    if client is None:
-        return True
-    try:
-        return ipaddress.ip_address(client[0]).is_loopback
-    except ValueError:
+def is_local(scope: Scope, headers: dict[bytes, bytes]) -> bool:
+    """Whether a request comes from this machine itself: a loopback client (or a unix
+    socket) that no reverse proxy forwarded (no ``Forwarded``/``X-Forwarded-For``) and
+    that names this server by a loopback name or address. A proxy on this machine
+    connects from 127.0.0.1, so its clients count as remote."""
+    client = scope.get("client")
+    if client is not None and not loopback_address(client[0]):
         return False
+    if b"forwarded" in headers or b"x-forwarded-for" in headers:
+        return False
+    return loopback_name(headers.get(b"host", b"").decode("latin-1"))
 
 
 class Guard:
@@ -75,7 +80,7 @@ class Guard:
                              "Bearer <key>' or 'x-api-key: <key>'", "invalid_api_key")
             return
         if needed == "admin" and not expected and not self.allow_remote_admin \
-                and not is_loopback(scope.get("client")):
+                and not is_local(scope, headers):
             await send_error(send, 403, "management routes answer only this machine while no "
                              "admin key is set: set admin_api_key (LEMON_ADMIN_API_KEY), or "
                              "allow_remote_admin", "remote_admin_refused")

@@ -17,11 +17,11 @@ from lemoncore.api.errors import ApiError, json_object, required_str
 from lemoncore.backends import THEROCK, BackendState
 from lemoncore.core import Core
 from lemoncore.install import ProgressCallback
-from lemoncore.options import Layer, check, declared, selector
+from lemoncore.options import ALLOW_SUFFIX, SELECTOR, Layer, check, declared, selector
 from lemoncore.proxy import SSE_HEADERS
-from lemoncore.recipes import ModelInfo, ModelType, Tier
+from lemoncore.recipes import RESERVED_OPTION_NAMES, ModelInfo, ModelType, Tier
 
-LOAD_CONTROL_FIELDS = {"model_name", "model", "pinned", "dry_run", "save_options"}
+LOAD_CONTROL_FIELDS = RESERVED_OPTION_NAMES - {SELECTOR}  # `backend` selects; the rest steer
 
 
 async def live(request: Request) -> Response:
@@ -105,7 +105,10 @@ def _pull_target(core: Core, body: dict[str, Any]) -> ModelInfo:
                        f"{sorted(core.plugins.registry.recipes)}", param="recipe")
     layer = Layer("in recipe_options", model.recipe_options)
     selector([layer])
-    check(declared(recipe), layer, admin=False, section=f"recipes.{recipe.name}")
+    config = core.backends.configuration(recipe)
+    check(declared(recipe), layer, admin=False, section=f"recipes.{recipe.name}",
+          allowed_flags={k.removesuffix(ALLOW_SUFFIX): v for k, v in config.items()
+                         if k.endswith(ALLOW_SUFFIX)})
     core.models.register(model)
     return model
 

@@ -63,5 +63,6 @@ def launch(context: LaunchContext) -> LaunchSpec:
         argv=(str(context.install_dir / "llama-server"), "-m", str(context.model_path),
               "--host", context.host, "--port", str(context.port),
               "--ctx-size", str(context.options["ctx_size"]), "--jinja"),
-        env={"LD_LIBRARY_PATH": str(context.install_dir)},
+        # The key lemoncore sends: nothing else on this machine may use the engine's port.
+        env={"LD_LIBRARY_PATH": str(context.install_dir), "LLAMA_API_KEY": context.backend_key},
     )

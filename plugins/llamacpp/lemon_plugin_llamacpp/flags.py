@@ -2,7 +2,7 @@
 a number or a word from a fixed set, never a path, URL, host or template.
 
 Spellings follow llama.cpp's ``common/arg.cpp`` (checked against ``llama-server --help``
-of the pinned build by ``tests/test_flags.py``). Everything else is refused, including
+of the pinned build by ``tests/test_args_allow_list.py``). Everything else is refused, including
 every flag that takes a file (``--log-file``, ``--lora``, ``--chat-template-file``,
 ``--grammar-file``, ``--slot-save-path``, ``--mmproj``, ``--model-draft``,
 ``--control-vector``, ...); an administrator can allow more with

@@ -58,4 +58,7 @@ def build_launch(model: ModelInfo, context: LaunchContext) -> LaunchSpec:
     lib_var = "PATH" if sys.platform == "win32" else "LD_LIBRARY_PATH"
     inherited = context.runtime_env.get(lib_var, os.environ.get(lib_var, ""))
     search = os.pathsep.join(p for p in (str(exe.parent), inherited) if p)
-    return LaunchSpec(argv=tuple(argv), env={**context.runtime_env, lib_var: search})
+    # Only lemoncore, which sends the launch's key, may use the engine's port; /health
+    # stays open for the readiness probe. The environment, not argv: /health shows argv.
+    return LaunchSpec(argv=tuple(argv), env={**context.runtime_env, lib_var: search,
+                                              "LLAMA_API_KEY": context.backend_key})

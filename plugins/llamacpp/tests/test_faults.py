@@ -125,10 +125,10 @@ def test_a_client_that_goes_away_cancels_its_request_upstream(server: ServerProc
     # That generation would run to its end; a fresh backend for the streaming half:
     httpx.post(server.url + "/api/v1/unload", json={}).raise_for_status()
     chat(server).raise_for_status()
-    backend_url = loaded(server)[MODEL]["backend_url"]
+    backend_url, key = loaded(server)[MODEL]["backend_url"], engine_key(server)
 
     def generating() -> bool:
-        metrics = httpx.get(f"{backend_url}/metrics").text
+        metrics = httpx.get(f"{backend_url}/metrics", headers=key).text
         return next(line for line in metrics.splitlines()
                     if line.startswith("llamacpp:requests_processing")).split()[1] != "0"
 
@@ -209,6 +209,14 @@ def test_swaps_never_interrupt_running_streams(server: ServerProcess) -> None:
     print(f"{swaps} swap-inducing requests beside 8 streams: {len(interrupted)} interrupted "
           f"streams, {len(errors)} failed requests")
     assert interrupted == [] and errors == []
+
+
+def engine_key(server: ServerProcess) -> dict[str, str]:
+    """The launch's key, as only the engine's own user can read it (its environment)."""
+    pid = loaded(server)[MODEL]["pid"]
+    environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    key = next(v for k, _, v in (e.partition(b"=") for e in environ) if k == b"LLAMA_API_KEY")
+    return {"Authorization": f"Bearer {key.decode()}"}
 
 
 def loaded_checkpoint(server: ServerProcess) -> str:

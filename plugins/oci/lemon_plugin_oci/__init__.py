@@ -113,7 +113,7 @@ class OciPlugin:
             image=ref.pinned, command=tuple(a.format(**values) for a in policy.command),
             socket_dir=socket_dir(), devices=tuple(sorted(policy.devices)),
             ipc_host=policy.ipc_host, env=env,
-            mounts=(Mount(str(context.model_path), inside, relabel=context.model_in_store),),
+            mounts=(Mount(str(context.model_path), inside, relabel=context.model_owned),),
             labels={OWNER_LABEL: context.instance, "org.lemoncore.model": model.name,
                     "org.lemoncore.backend": f"{recipe.name}:{backend.name}"},
             group_ids=_gpu_group_ids())
