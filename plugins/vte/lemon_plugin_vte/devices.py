@@ -24,6 +24,7 @@ from lemon_plugin_vte.vte_source import (
     vte_arch,
 )
 
+ELSEWHERE = "serve the model with the llamacpp recipe (its rocm or vulkan backend) instead"
 CHOOSE = ("set recipes.vte.device_index in the configuration file to its HIP device index "
           "(vte-server logs the GPU it initialised: 'HIP Inicializado. GPU: …')")
 
@@ -60,7 +61,7 @@ def assess(host: HostInfo, device_index: int | None = None) -> Assessment:
         d = misread[0]
         others = [o for o in runnable if o not in misread]
         fix = (f"to use {others[0].name} instead, {CHOOSE}" if others else
-               "VTE cannot run on this GPU until its table knows it")
+               f"until VTE's table knows it, {ELSEWHERE}")
         return Assessment(False, f"VTE {VTE_VERSION} reads {d.name} as {vte_arch(d.name)} "
                                  f"(its table matches it as a desktop card), but it is a "
                                  f"{d.family} GPU: VTE would run the wrong kernels on it. {fix}")
@@ -70,7 +71,7 @@ def assess(host: HostInfo, device_index: int | None = None) -> Assessment:
                "so VTE refuses it" if unlisted else "")
         return Assessment(False, f"no GPU that VTE {VTE_VERSION} runs (an RX 7600, 7700, "
                                  f"7800 XT or 7900 series card); AMD GPUs here: "
-                                 f"{_listed(amd)}{why}")
+                                 f"{_listed(amd)}{why}; {ELSEWHERE}")
     chosen = runnable[0]
     arch = vte_arch(chosen.name) or ""
     message = f"VTE will use {chosen.name} ({arch}, {_verdict(arch)})"
