@@ -187,9 +187,9 @@ class ModelStore:
         cp = Checkpoint.parse(model.checkpoint)
         found = huggingface_hub.try_to_load_from_cache(cp.location, cp.filename) \
             if cp.kind == "hf" else None
-        if isinstance(found, str) and (blob := self.local_path(model)) is not None:
-            blob.unlink(missing_ok=True)
-            Path(found).unlink(missing_ok=True)
+        if isinstance(found, str):
+            self.confined(Path(found)).unlink(missing_ok=True)  # the blob
+            Path(found).unlink(missing_ok=True)  # the snapshot's link to it
         elif model.name not in self._user:
             raise ModelError(f"model {model.name!r} is not a download; nothing to delete",
                              status=422)
