@@ -291,6 +291,9 @@ class Backends:
             pin = self.lock.runtime_pin("therock", self.platform)
         else:
             recipe, backend = self.lookup(name)
+            status = self.status(recipe, backend)
+            if status.state is BackendState.UNSUPPORTED:  # do not fetch what cannot run
+                raise BackendError(f"{name} is unsupported: {status.message}")
             pin = self.lock.backend_pin(recipe.name, backend.name, self.platform)
         if pin is None:
             raise BackendError(f"nothing is pinned for {name} on {self.platform}", 404)

@@ -15,6 +15,8 @@ from hypothesis import HealthCheck, settings  # noqa: E402
 
 from lemoncore import Settings, create_app  # noqa: E402
 
+# /install's "trust_download" is described, not a schema property: generated requests
+# would otherwise download release assets, and these machines have no internet.
 CASES_PER_OPERATION = 100  # 11 operations with inputs: over 1,000 cases in all
 os.environ.setdefault("LEMON_CONFIG_FILE", "/nonexistent/lemon-fuzz.toml")
 APP = create_app(Settings(cache_dir=Path(tempfile.mkdtemp(prefix="lemon-fuzz-")),
