@@ -61,6 +61,12 @@ def declared(recipe: Recipe, backend: Backend | None = None) -> tuple[OptionSpec
     return tuple(specs.values())
 
 
+def granted_flags(config: Mapping[str, Any]) -> dict[str, list[str]]:
+    """The extra flags each ``args`` option's ``<name>_allow`` grants in ``config``."""
+    return {k.removesuffix(ALLOW_SUFFIX): v for k, v in config.items()
+            if k.endswith(ALLOW_SUFFIX) and isinstance(v, list)}
+
+
 def selector(layers: Sequence[Layer]) -> str | None:
     """The ``backend`` the highest layer names, if any."""
     for layer in reversed(layers):
@@ -86,10 +92,7 @@ def check(specs: Sequence[OptionSpec], layer: Layer, *, admin: bool,
     by_name = {s.name: s for s in specs}
     settable = sorted(s.name for s in specs if admin or s.scope is OptionScope.REQUEST)
     status = 500 if admin else 400
-    allowed = dict(allowed_flags or {})
-    if admin:
-        allowed.update({k.removesuffix(ALLOW_SUFFIX): v for k, v in layer.values.items()
-                        if k.endswith(ALLOW_SUFFIX) and isinstance(v, list)})
+    allowed = {**(allowed_flags or {}), **(granted_flags(layer.values) if admin else {})}
     checked: dict[str, Any] = {}
     for key, value in layer.values.items():
         if key == SELECTOR:
@@ -128,9 +131,8 @@ def resolve(specs: Sequence[OptionSpec], config: Mapping[str, Any],
     merged = {**defaults, **{k: v for k, v in config.items() if k in names}}
     options = {k: v for k, v in merged.items() if k not in admin_names}
     admin = {k: v for k, v in merged.items() if k in admin_names}
-    allowed = {s.name: admin.get(s.name + ALLOW_SUFFIX, []) for s in specs if s.type == "args"}
     for layer in layers:
-        options.update(check(specs, layer, admin=False, allowed_flags=allowed,
+        options.update(check(specs, layer, admin=False, allowed_flags=granted_flags(admin),
                              section=section))
     return options, admin
 

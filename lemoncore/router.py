@@ -80,7 +80,8 @@ class LoadPlan:
     is_amd_gpu: bool
     policy: SlotPolicy
     decision: Decision
-    refusal: str = ""  # the backend's owner refuses the load (preflight)
+    model_path: Path | None = None  # the model file, when present at planning
+    refusal: str = ""  # the backend's owner refuses the load (preflight of model_path)
 
     def serves_as(self, server: LoadedServer) -> bool:
         """Whether ``server`` already runs this plan's backend with its options."""
@@ -293,7 +294,7 @@ class Router:
         refusal = "" if model_path is None else self.plugins.preflight(
             recipe, backend, model, model_path, admin, self.host)
         return LoadPlan(model, recipe, status, options, admin, device, is_amd, policy,
-                        decision, refusal)
+                        decision, model_path, refusal)
 
     async def load(self, name: str, request: Mapping[str, Any] | None = None,
                    pinned: bool | None = None, explicit: bool = True,
@@ -403,8 +404,9 @@ class Router:
             model_path = await self.models.pull(plan.model)
         except ModelError as exc:
             raise RouterError(str(exc), exc.status, "model_load_error") from exc
-        if refusal := self.plugins.preflight(plan.recipe, plan.backend.backend, plan.model,
-                                             model_path, plan.config, self.host):
+        if plan.model_path is None and (refusal := self.plugins.preflight(
+                plan.recipe, plan.backend.backend, plan.model, model_path, plan.config,
+                self.host)):
             raise LaunchRefused(refusal)  # a download just arrived: checked before evicting
         for eviction in plan.decision.evict:
             if (victim := self.servers.get(eviction.name)) is not None:

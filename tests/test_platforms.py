@@ -33,9 +33,14 @@ class FakeKernel32:
         self.console = console  # GetConsoleWindow: 0 for a process without a console
 
     def GetConsoleWindow(self) -> int:
+        # learn.microsoft.com/windows/console/getconsolewindow: the window handle of the
+        # calling process's console, or NULL when it has none (a service, pythonw).
         return self.console
 
     def GenerateConsoleCtrlEvent(self, event: int, group: int) -> int:
+        # learn.microsoft.com/windows/console/generateconsolectrlevent: sends the event to
+        # the process group ``group`` among processes sharing the caller's console;
+        # CTRL_BREAK_EVENT is 1 (wincon.h). Nonzero on success.
         self.calls.append(("GenerateConsoleCtrlEvent", (event, group)))
         return 1
 

@@ -17,7 +17,7 @@ from lemoncore.api.errors import ApiError, json_object, required_str
 from lemoncore.backends import THEROCK, BackendState
 from lemoncore.core import Core
 from lemoncore.install import ProgressCallback
-from lemoncore.options import ALLOW_SUFFIX, SELECTOR, Layer, check, declared, selector
+from lemoncore.options import SELECTOR, Layer, check, declared, granted_flags, selector
 from lemoncore.proxy import SSE_HEADERS
 from lemoncore.recipes import RESERVED_OPTION_NAMES, ModelInfo, ModelType, Tier
 
@@ -105,10 +105,8 @@ def _pull_target(core: Core, body: dict[str, Any]) -> ModelInfo:
                        f"{sorted(core.plugins.registry.recipes)}", param="recipe")
     layer = Layer("in recipe_options", model.recipe_options)
     selector([layer])
-    config = core.backends.configuration(recipe)
     check(declared(recipe), layer, admin=False, section=f"recipes.{recipe.name}",
-          allowed_flags={k.removesuffix(ALLOW_SUFFIX): v for k, v in config.items()
-                         if k.endswith(ALLOW_SUFFIX)})
+          allowed_flags=granted_flags(core.backends.configuration(recipe)))
     core.models.register(model)
     return model
 
