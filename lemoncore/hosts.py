@@ -6,7 +6,7 @@ import os
 import platform
 import subprocess
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from lemoncore.gpus import amd_family, is_integrated, vendor
@@ -19,13 +19,18 @@ _PCI_VENDORS = {"0x1002": DeviceKind.AMD_GPU, "0x10de": DeviceKind.NVIDIA_GPU,
 @dataclass(frozen=True)
 class HostDevice:
     """A device; ``index`` counts devices of the same kind in the runtime's order (for AMD
-    GPUs: the HIP device index)."""
+    GPUs: the HIP device index). On Linux an AMD GPU also has its DRM ``render_node``
+    (``/dev/dri/renderD128``) and ``uuid`` (ROCm's ``GPU-<16 hex>`` form of the KFD
+    ``unique_id``, "" when the driver reports none), which name it across processes and
+    containers where an index would not."""
 
     kind: DeviceKind
     name: str
     family: str = ""
     index: int = 0
     integrated: bool = False
+    render_node: str = ""
+    uuid: str = ""
 
 
 @dataclass(frozen=True)
@@ -96,7 +101,7 @@ def _cpu_name() -> str:
 
 
 def _linux_gpus(sysfs: Path) -> list[HostDevice]:
-    families = _kfd_families(sysfs)
+    kfd = _kfd_gpus(sysfs)
     gpus: list[HostDevice] = []
     for card in sorted((sysfs / "class/drm").glob("card[0-9]*")):
         if "-" in card.name:  # connectors such as card0-HDMI-A-1
@@ -110,16 +115,20 @@ def _linux_gpus(sysfs: Path) -> list[HostDevice]:
         if kind is None or not pci_class.startswith("0x03"):
             continue
         same_kind = sum(1 for g in gpus if g.kind is kind)
-        family = families[same_kind] if kind is DeviceKind.AMD_GPU and same_kind < len(
-            families) else ""
-        gpus.append(HostDevice(kind, f"{kind.value} {card.name}", family, same_kind))
+        device = HostDevice(kind, f"{kind.value} {card.name}", index=same_kind)
+        if kind is DeviceKind.AMD_GPU and same_kind < len(kfd):
+            device = replace(kfd[same_kind], name=device.name)
+        gpus.append(device)
     return gpus
 
 
-def _kfd_families(sysfs: Path) -> list[str]:
-    """AMD GPU gfx targets in KFD node order, e.g. ``gfx1102`` for 110002."""
-    result = []
-    for node in sorted((sysfs / "class/kfd/kfd/topology/nodes").glob("*")):
+def _kfd_gpus(sysfs: Path) -> list[HostDevice]:
+    """AMD GPUs in KFD node order (ROCm's order): gfx target (``gfx1102`` for
+    ``gfx_target_version 110002``), render node from ``drm_render_minor``, and UUID from
+    ``unique_id`` (kernel: amdkfd/kfd_topology.c ``node_show``). CPU nodes have version 0."""
+    nodes = (sysfs / "class/kfd/kfd/topology/nodes").glob("*")
+    result: list[HostDevice] = []
+    for node in sorted((n for n in nodes if n.name.isdigit()), key=lambda n: int(n.name)):
         try:
             props = dict(
                 line.split() for line in (node / "properties").read_text().splitlines()
@@ -128,7 +137,13 @@ def _kfd_families(sysfs: Path) -> list[str]:
         except OSError:
             continue
         version = int(props.get("gfx_target_version", "0"))
-        if version:
-            major, minor, step = version // 10000, version // 100 % 100, version % 100
-            result.append(f"gfx{major}{minor:x}{step:x}")
+        if not version:
+            continue
+        major, minor, step = version // 10000, version // 100 % 100, version % 100
+        minor_node = props.get("drm_render_minor", "")
+        unique = int(props.get("unique_id", "0"))
+        result.append(HostDevice(
+            DeviceKind.AMD_GPU, "", f"gfx{major}{minor:x}{step:x}", len(result),
+            render_node=f"/dev/dri/renderD{minor_node}" if minor_node.isdigit() else "",
+            uuid=f"GPU-{unique:016x}" if unique else ""))
     return result

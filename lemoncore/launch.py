@@ -81,7 +81,9 @@ class LaunchContext:
     sends it as ``Authorization: Bearer`` on every request to the backend, so an engine
     that can require a key should (its loopback port is reachable by every local program
     and web page, and the core's browser boundary does not guard it). Keep it out of argv,
-    which ``/health`` shows: pass it through the environment.
+    which ``/health`` shows: pass it through the environment. An engine that reads several
+    files (a tokenizer beside the weights) finds them in ``model_dir`` and must check that
+    each resolves inside ``model_roots``.
     """
 
     model_path: Path
@@ -96,6 +98,8 @@ class LaunchContext:
     config: Mapping[str, Any] = field(default_factory=dict)
     model_owned: bool = False
     backend_key: str = ""
+    model_dir: Path | None = None  # the checkpoint's directory as named (ModelStore)
+    model_roots: tuple[Path, ...] = ()  # resolved; files beside the model must lie here
 
 
 @dataclass(frozen=True)

@@ -146,6 +146,20 @@ class ModelStore:
             path = self.confined(Path(cp.location))
         return path if path is not None and path.is_file() else None
 
+    def checkpoint_dir(self, model: ModelInfo) -> tuple[Path | None, tuple[Path, ...]]:
+        """The directory holding the checkpoint as named (an HF snapshot, the file's
+        folder, the package folder), for engines that read files beside it; and the
+        resolved directories any such file must lie in."""
+        cp = Checkpoint.parse(model.checkpoint)
+        roots = tuple(root.resolve() for root in self.roots())
+        if cp.kind == "hf":
+            found = huggingface_hub.try_to_load_from_cache(cp.location, cp.filename)
+            return (Path(found).parent if isinstance(found, str) else None), roots
+        if cp.kind == "pkg":
+            path = _pkg_path(cp.location)
+            return (None, roots) if path is None else (path.parent, (*roots, path.parent))
+        return Path(cp.location).parent, roots
+
     async def pull(self, model: ModelInfo,
                    on_progress: ProgressCallback | None = None) -> Path:
         """Make the model's file present; report (bytes done, total) four times a second."""

@@ -439,12 +439,14 @@ class Router:
                                   f"{plan.backend.name}'", 503, "backend_error")
             runtime_env = decision.env(self.host.os, os.environ)
         key = secrets.token_urlsafe(24)
+        model_dir, model_roots = self.models.checkpoint_dir(model)
         context = LaunchContext(model_path, plan.options, install_dir, BACKEND_HOST, port,
                                 os.getpid(), runtime_env,
                                 installed_record(install_dir) or {}, self.backends.instance,
                                 config=plan.config,
                                 model_owned=self.models.owns(model_path),
-                                backend_key=key)
+                                backend_key=key, model_dir=model_dir,
+                                model_roots=model_roots)
         spec = self.plugins.launch_spec(recipe, backend, model, context, self.host)
         if spec is None:
             raise RouterError(f"no plugin launches {recipe.name}:{backend.name}", 500,
