@@ -6,25 +6,36 @@ administrators embedding lemoncore) can build one with other policies.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import re
 from collections.abc import Callable, Mapping, Sequence
 from importlib.resources import files
+from pathlib import Path
 from typing import Any
 
+import structlog
+
 from lemoncore import hookimpl
-from lemoncore.hosts import HostInfo
+from lemoncore.hosts import HostDevice, HostInfo
 from lemoncore.launch import InstallPlan, LaunchContext, LaunchRefused, StartupTask
 from lemoncore.lock import Pin
+from lemoncore.models import Checkpoint
 from lemoncore.recipes import Backend, BackendContribution, DeviceKind, ModelInfo, Recipe
 
-from lemon_plugin_oci.engine import SOCKET, Mount, RunRequest, find_engine
+from lemon_plugin_oci import memory
+from lemon_plugin_oci.contracts import CONTRACTS, SOCKET, LaunchContract
+from lemon_plugin_oci.engine import identity
 from lemon_plugin_oci.installer import ImageInstaller
-from lemon_plugin_oci.policy import ContainerPolicy
-from lemon_plugin_oci.recipes import CONTRIBUTIONS, POLICIES, RECIPES
+from lemon_plugin_oci.launching import Inputs, model_files
+from lemon_plugin_oci.recipes import CONTRIBUTIONS, RECIPES
 from lemon_plugin_oci.refs import TRUSTED_NAMESPACES, ImageRef, parse_ref
-from lemon_plugin_oci.server import OWNER_LABEL, ContainerServer, socket_dir, sweep
+from lemon_plugin_oci.server import OWNER_LABEL, ContainerServer, sweep
 from lemon_plugin_oci.setup import Facts, check, gather
+from lemon_plugin_oci.sockets import SocketDirs, runtime_base
+
+log = structlog.get_logger("lemon_plugin_oci")
 
 
 def _default_lock() -> Mapping[str, Any]:
@@ -35,10 +46,10 @@ def _default_lock() -> Mapping[str, Any]:
 class OciPlugin:
     def __init__(self, recipes: Sequence[Recipe] = RECIPES,
                  contributions: Sequence[BackendContribution] = CONTRIBUTIONS,
-                 policies: Mapping[tuple[str, str], ContainerPolicy] = POLICIES,
+                 contracts: Mapping[tuple[str, str], LaunchContract] = CONTRACTS,
                  lock: Mapping[str, Any] | None = None, models: Sequence[ModelInfo] = (),
                  facts: Callable[[], Facts] = gather) -> None:
-        self.recipes, self.contributions, self.policies = recipes, contributions, policies
+        self.recipes, self.contributions, self.contracts = recipes, contributions, contracts
         self.lock, self.models, self.facts = lock, models, facts
 
     @hookimpl
@@ -69,9 +80,9 @@ class OciPlugin:
     @hookimpl
     def install(self, recipe: Recipe, backend: Backend, config: Mapping[str, Any],
                 pin: Pin | None) -> InstallPlan:
-        policy = self.policies[recipe.name, backend.name]
+        contract = self.contracts[recipe.name, backend.name]
         facts = self.facts()
-        if (problem := check(facts, policy.devices)) is not None:
+        if (problem := check(facts, contract.devices)) is not None:
             return InstallPlan("", message=problem.message, action=problem.action)
         if pin is None or not pin.artifacts:
             return InstallPlan("", message="no image is pinned for this platform",
@@ -90,39 +101,38 @@ class OciPlugin:
     @hookimpl
     def launch(self, recipe: Recipe, backend: Backend, model: ModelInfo,
                context: LaunchContext, host: HostInfo) -> ContainerServer:
-        policy = self.policies[recipe.name, backend.name]
+        contract = self.contracts[recipe.name, backend.name]
         facts = self.facts()
-        engine = facts.engine or find_engine()
-        if engine is None:
+        if facts.engine is None:
             raise LaunchRefused("no container tool: install podman")
-        record = context.installed
-        ref = parse_ref(record["artifacts"][0]["url"],  # vetted again at every start
+        ref = parse_ref(context.installed["artifacts"][0]["url"],  # vetted at every start
                         (*TRUSTED_NAMESPACES, *context.config.get("trusted_namespaces", ())))
-        inside = f"/models/{context.model_path.name}"
-        values = {"model": inside, "ctx_size": str(context.options.get("ctx_size", 4096)),
-                  "socket": SOCKET}
-        env = {k: v.format(**values) for k, v in policy.env.items()}
-        if "/dev/kfd" in policy.devices:  # the one GPU of a family the backend supports
-            families = {f for row in backend.support
-                        for f in row.devices.get(DeviceKind.AMD_GPU, frozenset())}
-            gpus = [d for d in host.devices if d.kind is DeviceKind.AMD_GPU
-                    and (not families or d.family in families)]
-            env["HIP_VISIBLE_DEVICES"] = str(gpus[0].index if gpus else 0)
-        request = RunRequest(
-            name=f"lemon-{context.instance}-{re.sub(r'[^a-zA-Z0-9_.-]', '-', model.name)}",
-            image=ref.pinned, command=tuple(a.format(**values) for a in policy.command),
-            socket_dir=socket_dir(), devices=tuple(sorted(policy.devices)),
-            ipc_host=policy.ipc_host, env=env,
-            mounts=(Mount(str(context.model_path), inside, relabel=context.model_owned),),
+        gpu = chosen_gpu(backend, host) if contract.devices else None
+        found = model_files(contract.files, context.model_path, checkpoint_name(model),
+                            context.model_dir, context.model_roots, context.model_owned)
+        who = identity(facts.engine, os.geteuid(), os.getegid(), facts.gpu_group_ids)
+        sockets = SocketDirs(runtime_base(context.install_dir.parent), who.uid)
+        values = {"socket": SOCKET, "port": str(contract.tcp_port or ""),
+                  "ctx_size": str(context.options.get("ctx_size", "")),
+                  "expert_cache": expert_cache(gpu)}
+        inputs = Inputs(
+            name=container_name(context.instance, model.name), image=ref.pinned,
+            socket_dir=str(sockets.engine), files=found, gpu=gpu, values=values,
+            config=context.config, identity=who, memlock_grantable=facts.memlock_grantable,
+            kfd=facts.kfd,
             labels={OWNER_LABEL: context.instance, "org.lemoncore.model": model.name,
-                    "org.lemoncore.backend": f"{recipe.name}:{backend.name}"},
-            group_ids=_gpu_group_ids())
-        return ContainerServer(model.name, engine, ref, str(record.get("result", "")), policy,
-                               request, facts.present_devices)
+                    "org.lemoncore.backend": f"{recipe.name}:{backend.name}"})
+        if contract.memlock_unlimited and facts.memlock_advice:
+            log.warning("memlock", model=model.name, advice=facts.memlock_advice)
+        check_gib = context.config.get("memory_check_gib")
+        return ContainerServer(model.name, facts.engine, ref,
+                               str(context.installed.get("result", "")), contract, inputs,
+                               sockets, facts.present_devices,
+                               None if check_gib is None else float(check_gib))
 
     @hookimpl
     def startup_tasks(self, instance: str) -> Sequence[StartupTask]:
-        engine = find_engine()
+        engine = self.facts().engine
         if engine is None:
             return []
 
@@ -132,16 +142,34 @@ class OciPlugin:
         return [sweep_leftovers]
 
 
-def _gpu_group_ids() -> tuple[int, ...]:
-    import grp
+def chosen_gpu(backend: Backend, host: HostInfo) -> HostDevice:
+    """The first AMD GPU of a family the backend supports, in ROCm's order."""
+    families = {f for row in backend.support
+                for f in row.devices.get(DeviceKind.AMD_GPU, frozenset())}
+    for device in host.devices:
+        if device.kind is DeviceKind.AMD_GPU and (not families or device.family in families):
+            return device
+    raise LaunchRefused(f"no AMD GPU of {', '.join(sorted(families)) or 'any family'} found")
 
-    ids = []
-    for name in ("video", "render"):
-        try:
-            ids.append(grp.getgrnam(name).gr_gid)
-        except KeyError:
-            pass
-    return tuple(ids)
+
+def expert_cache(gpu: HostDevice | None) -> str:
+    """Half the GPU's memory pool for DS4's expert cache, e.g. ``30GB`` ("" unknown)."""
+    found = memory.read(gpu.render_node) if gpu and gpu.render_node else None
+    pool = (found.gtt + found.vram) if found else 0
+    return f"{pool // 2 // memory.GIB}GB" if pool else ""
+
+
+def checkpoint_name(model: ModelInfo) -> str:
+    """The checkpoint's file name as named (a resolved Hugging Face file is a hash)."""
+    cp = Checkpoint.parse(model.checkpoint)
+    return Path(cp.filename or cp.location).name
+
+
+def container_name(instance: str, model: str) -> str:
+    """Unique per model: names differing only in characters a container name cannot
+    hold (``a+b``, ``a-b``) get different hash suffixes."""
+    digest = hashlib.sha256(model.encode()).hexdigest()[:8]
+    return f"lemon-{instance}-{re.sub(r'[^a-zA-Z0-9_.-]', '-', model)}-{digest}"
 
 
 plugin = OciPlugin()

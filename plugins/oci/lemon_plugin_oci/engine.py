@@ -3,6 +3,7 @@ every podman/docker difference in the run command."""
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -11,20 +12,59 @@ import anyio
 
 from lemoncore.launch import LaunchRefused
 
-SOCKET_DIR = "/run/lemon"
-SOCKET = f"{SOCKET_DIR}/engine.sock"
+from lemon_plugin_oci.contracts import SOCKET_DIR
 
+PROXY_KEYS = tuple(k for base in ("HTTP_PROXY", "HTTPS_PROXY", "FTP_PROXY", "NO_PROXY",
+                                  "ALL_PROXY") for k in (base, base.lower()))
+NOBODY = "65534:65534"
 
 @dataclass(frozen=True)
 class Engine:
+    """The container tool. ``rootless``: it runs containers in the invoking user's user
+    namespace (rootless podman, or a rootless docker daemon)."""
+
     kind: str  # podman | docker
     exe: str
+    rootless: bool = False
+
+
+@dataclass(frozen=True)
+class Identity:
+    """Who the engine runs as: never real root. ``user`` is ``uid:gid`` for ``--user``;
+    ``userns`` a podman user-namespace mode; ``keep_groups`` keeps the invoking user's
+    ``render``/``video`` groups (rootless podman), else ``group_ids`` are added."""
+
+    user: str = ""
+    userns: str = ""
+    keep_groups: bool = False
+    group_ids: tuple[int, ...] = ()
+
+    @property
+    def uid(self) -> int | None:
+        """The host uid that owns the engine's files, when lemoncore must chown them."""
+        return int(self.user.split(":")[0]) if self.user else None
+
+
+def identity(engine: Engine, uid: int, gid: int, group_ids: tuple[int, ...]) -> Identity:
+    """Rootless podman maps the user in (``keep-id``: the engine is the user, with the
+    user's groups); a rootless docker daemon's root is the user already. A rootful tool
+    would run the engine as real root: give it lemoncore's own uid, or ``nobody`` when
+    lemoncore itself is root, and the GPU groups by number (names resolve in the image)."""
+    if engine.rootless:
+        if engine.kind == "podman":
+            return Identity(userns="keep-id", keep_groups=True)
+        return Identity()
+    return Identity(user=f"{uid}:{gid}" if uid else NOBODY, group_ids=group_ids)
 
 
 def find_engine(which: Callable[[str], str | None] = shutil.which) -> Engine | None:
-    for kind in ("podman", "docker"):
+    """podman, else docker; an administrator picks one with ``LEMON_OCI_ENGINE``.
+    Rootless podman is podman run by a user; a rootless docker daemon is only known from
+    ``docker info`` (the setup facts)."""
+    chosen = os.environ.get("LEMON_OCI_ENGINE", "")
+    for kind in (chosen,) if chosen in {"podman", "docker"} else ("podman", "docker"):
         if (exe := which(kind)) is not None:
-            return Engine(kind, exe)
+            return Engine(kind, exe, rootless=kind == "podman" and os.geteuid() != 0)
     return None
 
 
@@ -46,12 +86,14 @@ class RunRequest:
     image: str  # repository@sha256:...
     command: tuple[str, ...]
     socket_dir: str
-    devices: tuple[str, ...] = ()
+    devices: tuple[tuple[str, str], ...] = ()  # (host path, path in the container)
     ipc_host: bool = False
+    memlock_unlimited: bool = False
+    cap_add: tuple[str, ...] = ()
     env: Mapping[str, str] = field(default_factory=dict)
     mounts: tuple[Mount, ...] = ()
     labels: Mapping[str, str] = field(default_factory=dict)
-    group_ids: tuple[int, ...] = ()  # docker: numeric video/render GIDs
+    identity: Identity = Identity()
     stop_timeout: int = 15
     pids_limit: int = 4096
 
@@ -64,18 +106,30 @@ def run_argv(engine: Engine, req: RunRequest) -> list[str]:
             "--network=none", f"--pids-limit={req.pids_limit}",
             f"--stop-timeout={req.stop_timeout}", "--pull=never",
             "--ipc=host" if req.ipc_host else "--ipc=private"]
+    if req.memlock_unlimited:
+        argv.append("--ulimit=memlock=-1:-1")
+    for cap in req.cap_add:
+        argv.append(f"--cap-add={cap}")
+    who = req.identity
+    if who.user:
+        argv.append(f"--user={who.user}")
+    if who.userns:
+        argv.append(f"--userns={who.userns}")
+    env = {"HOME": "/tmp", **req.env}  # noqa: S108 - a tmpfs inside the container
     if podman:
         argv.append("--http-proxy=false")
     else:
         # docker adds no tmpfs to a read-only container; these paths are inside it
         argv += ["--tmpfs", "/tmp", "--tmpfs", "/run"]  # noqa: S108
-    for device in req.devices:
-        argv += ["--device", device]
+        # the docker CLI copies ~/.docker/config.json's proxies into any key not given
+        # (docker/cli cli/config/configfile/file.go ParseProxyConfig)
+        env = {**dict.fromkeys(PROXY_KEYS, ""), **env}
+    for host, inside in req.devices:
+        argv += ["--device", f"{host}:{inside}"]
     if req.devices:
-        argv += ["--group-add", "keep-groups"] if podman else [
-            a for gid in req.group_ids for a in ("--group-add", str(gid))]
-    argv += ["--env", "HOME=/tmp"]
-    for key, value in sorted(req.env.items()):
+        argv += ["--group-add", "keep-groups"] if who.keep_groups else [
+            a for gid in who.group_ids for a in ("--group-add", str(gid))]
+    for key, value in sorted(env.items()):
         argv += ["--env", f"{key}={value}"]
     for mount in req.mounts:
         if "," in mount.source + mount.target:  # --mount is comma-separated
@@ -87,6 +141,53 @@ def run_argv(engine: Engine, req: RunRequest) -> list[str]:
     for key, value in sorted(req.labels.items()):
         argv += ["--label", f"{key}={value}"]
     return [*argv, req.image, *req.command]
+
+
+RELAY = """\
+import os, socket, sys, threading
+path, port = sys.argv[1], int(sys.argv[2])
+os.umask(0o077)
+server = socket.socket(socket.AF_UNIX)
+server.bind(path)
+server.listen(64)
+def pump(src, dst):
+    try:
+        while data := src.recv(65536):
+            dst.sendall(data)
+    except OSError:
+        pass
+    for s in (src, dst):
+        try:
+            s.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+def serve(client):
+    try:
+        upstream = socket.create_connection(("127.0.0.1", port), timeout=10)
+    except OSError:
+        client.close()
+        return
+    upstream.settimeout(None)
+    back = threading.Thread(target=pump, args=(upstream, client), daemon=True)
+    back.start()
+    pump(client, upstream)
+    back.join()
+    client.close()
+    upstream.close()
+while True:
+    client, _ = server.accept()
+    threading.Thread(target=serve, args=(client,), daemon=True).start()
+"""
+"""Bridges the unix socket to a TCP port on the container's loopback, run inside the
+engine's container (so inside its network namespace, which has only ``lo``) by the
+image's own Python, as Cockpit's relay does (runtime/isolated_api.py); unlike Cockpit's,
+one process serves every connection, without a ``podman exec`` per connection."""
+
+
+def relay_argv(engine: Engine, container: str, program: tuple[str, ...], socket: str,
+               port: int) -> list[str]:
+    """``exec -d`` of the relay in the engine's container."""
+    return [engine.exe, "exec", "-d", container, *program, RELAY, socket, str(port)]
 
 
 async def run(engine: Engine, *args: str) -> tuple[int, str, str]:

@@ -9,7 +9,7 @@ from typing import Any
 from lemoncore.install import InstallError
 
 from lemon_plugin_oci.engine import Engine, run
-from lemon_plugin_oci.refs import ImageRef
+from lemon_plugin_oci.refs import ImageRef, carries
 
 
 class ImageInstaller:
@@ -24,7 +24,7 @@ class ImageInstaller:
         if code != 0:
             raise InstallError(f"pulling {self.ref} failed: {err.strip()[-400:]}")
         image = await inspect_image(self.engine, self.ref)
-        if image is None or self.ref.pinned not in image.get("RepoDigests", []):
+        if image is None or not carries(image.get("RepoDigests") or [], self.ref):
             raise InstallError(f"{self.ref}: the pulled image does not carry the pinned "
                                "digest; refused")
         if on_progress:
@@ -43,15 +43,16 @@ async def inspect_image(engine: Engine, ref: ImageRef) -> dict[str, Any] | None:
     return data[0] if data else None
 
 
-async def verified_image(engine: Engine, ref: ImageRef, image_id: str) -> dict[str, Any]:
-    """The local image if it still matches the pin (RepoDigests membership and the image
-    ID recorded at install); re-pulled once when it does not; else an error."""
-    for attempt in (1, 2):
-        image = await inspect_image(engine, ref)
-        if image is not None and ref.pinned in image.get("RepoDigests", []) \
-                and image.get("Id") == image_id:
-            return image
-        if attempt == 1:
-            await run(engine, "pull", "-q", ref.pinned)
-    raise InstallError(f"local image for {ref} does not match the pinned digest and image "
-                       f"ID {image_id[:12]} even after a re-pull; reinstall the backend")
+async def verified_image(engine: Engine, ref: ImageRef, image_id: str,
+                         backend: str) -> dict[str, Any]:
+    """The local image, if it still carries the pinned digest (``RepoDigests``) and the
+    image ID recorded at install. A start never downloads: otherwise this refuses,
+    naming the command that installs the image again."""
+    image = await inspect_image(engine, ref)
+    if image is not None and carries(image.get("RepoDigests") or [], ref) \
+            and image.get("Id") == image_id:
+        return image
+    what = "is missing" if image is None else "no longer matches the pinned digest and ID"
+    raise InstallError(f"the local image {ref} {what} (image ID {image_id[:12]} was "
+                       f"installed); a start never downloads. Fetch it again: lemon "
+                       f"backends uninstall {backend} && lemon backends install {backend}")

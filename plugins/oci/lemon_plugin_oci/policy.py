@@ -1,85 +1,87 @@
-"""The image contract: a recipe's policy (reviewed code) is the ceiling; the image's
-``org.lemonade.*`` labels may narrow it, never widen it. Pure functions over data."""
+"""The image contract: a recipe's launch contract (reviewed code) is the ceiling; the
+image's ``org.lemonade.*`` labels may narrow it, never widen it. Pure functions over data."""
 
 from __future__ import annotations
 
 import json
+import posixpath
 import re
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from collections.abc import Mapping
+from dataclasses import replace
 
 from lemoncore.launch import LaunchRefused
+
+from lemon_plugin_oci.contracts import MODELS_DIR, LaunchContract
 
 ENV_KEY = re.compile(r"^[A-Z][A-Z0-9_]{0,63}$")
 FORBIDDEN_ENV = {"LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "PATH", "PYTHONPATH", "HOME"}
 KNOWN_LABELS = {"org.lemonade.devices", "org.lemonade.ipc", "org.lemonade.network",
                 "org.lemonade.port", "org.lemonade.env", "org.lemonade.models"}
+MAX_MODELS_LABEL = 4096
 
 
-@dataclass(frozen=True)
-class ContainerPolicy:
-    """What a recipe's container may have. ``command`` is the engine argv inside the
-    container; ``{model}``, ``{socket}`` and ``{ctx_size}`` are filled in by the plugin."""
-
-    command: tuple[str, ...]
-    devices: frozenset[str] = frozenset()
-    ipc_host: bool = False
-    env: Mapping[str, str] = field(default_factory=dict)  # allowed keys -> value templates
-    min_memory_gb: float = 0.0
-    health_path: str = "/health"
-
-
-def effective_policy(policy: ContainerPolicy, labels: Mapping[str, str] | None,
-                     image: str) -> ContainerPolicy:
-    """Narrow ``policy`` by the image's labels; refuse any label asking for more."""
-    labels = labels or {}
-    ours = {k: v for k, v in labels.items() if k.startswith(("org.lemonade.", "org.lemoncore."))}
+def narrowed(contract: LaunchContract, labels: Mapping[str, str] | None,
+             image: str) -> LaunchContract:
+    """``contract`` narrowed by the image's labels; any label asking for more refuses."""
+    ours = {k: v for k, v in (labels or {}).items()
+            if k.startswith(("org.lemonade.", "org.lemoncore."))}
 
     def refuse(label: str, why: str) -> LaunchRefused:
         return LaunchRefused(f"image {image} label {label}={ours.get(label, '')!r}: {why}; "
-                             "the recipe's policy does not allow it")
+                             "the recipe's launch contract does not allow it")
 
     for label in ours:
         if label not in KNOWN_LABELS:
             raise refuse(label, "unknown or reserved label (images may not set lemoncore's "
                                 "own labels)")
-    result = policy
+    result = contract
     if "org.lemonade.devices" in ours:
-        wanted = frozenset(d.strip() for d in ours["org.lemonade.devices"].split(",")
-                           if d.strip())
-        extra = {d for d in wanted if not any(d == p or d.startswith(p + "/")
-                                                for p in policy.devices)}
+        wanted = {d.strip() for d in ours["org.lemonade.devices"].split(",") if d.strip()}
+        # exact, normalised classes: no prefix match, so /dev/dri/../kfd is /dev/kfd
+        extra = {d for d in wanted if posixpath.normpath(d) != d or d not in contract.devices}
         if extra:
             raise refuse("org.lemonade.devices", f"asks for {', '.join(sorted(extra))}")
-        result = replace(result, devices=wanted)
-    ipc = ours.get("org.lemonade.ipc", "private")
-    if ipc not in {"private", "host"} or (ipc == "host" and not policy.ipc_host):
+        result = replace(result, devices=frozenset(wanted))
+    ipc = ours.get("org.lemonade.ipc", "host" if contract.ipc_host else "private")
+    if ipc not in {"private", "host"} or (ipc == "host" and not contract.ipc_host):
         raise refuse("org.lemonade.ipc", "asks for the host's IPC namespace")
-    result = replace(result, ipc_host=policy.ipc_host and ipc == "host")
+    result = replace(result, ipc_host=ipc == "host")
     if ours.get("org.lemonade.network", "none") != "none":
         raise refuse("org.lemonade.network", "asks for a network; engines run without one")
     if "org.lemonade.port" in ours:
         port = ours["org.lemonade.port"]
-        if not port.isdigit() or not 1024 <= int(port) <= 65535:
-            raise refuse("org.lemonade.port", "is not a port between 1024 and 65535")
+        if not port.isascii() or not port.isdigit() or int(port) != contract.tcp_port:
+            raise refuse("org.lemonade.port", f"is not the contract's port "
+                                              f"({contract.transport})")
     if "org.lemonade.env" in ours:
         keys = {k.strip() for k in ours["org.lemonade.env"].split(",") if k.strip()}
         bad = {k for k in keys if not ENV_KEY.match(k) or k in FORBIDDEN_ENV
-               or k.endswith("_PROXY") or k not in policy.env}
+               or k.endswith("_PROXY") or k not in contract.env_keys}
         if bad:
             raise refuse("org.lemonade.env", f"asks for {', '.join(sorted(bad))}")
-        result = replace(result, env={k: v for k, v in policy.env.items() if k in keys})
-    if "org.lemonade.models" in ours:
-        _check_models(ours["org.lemonade.models"], refuse)
+        result = replace(result, env={k: v for k, v in contract.env.items() if k in keys},
+                         settings=tuple(s for s in contract.settings if s.key in keys))
+    if "org.lemonade.models" in ours and (why := _models_problem(ours["org.lemonade.models"])):
+        raise refuse("org.lemonade.models", why)
     return result
 
 
-def _check_models(text: str, refuse: Callable[[str, str], LaunchRefused]) -> None:
+def _models_problem(text: str) -> str:
+    """Why a ``models`` label is not a small list of ``{name, path}`` strings under
+    ``/models/``, unique and normalised; "" when it is."""
+    if len(text) > MAX_MODELS_LABEL:
+        return f"is longer than {MAX_MODELS_LABEL} characters"
     try:
-        models = json.loads(text) if len(text) <= 4096 else None
-        paths = [m["path"] for m in models]  # type: ignore[union-attr]
-    except (ValueError, TypeError, KeyError):
-        raise refuse("org.lemonade.models", "is not a list of {name, path}") from None
+        models = json.loads(text)
+    except ValueError:
+        return "is not JSON"
+    if not isinstance(models, list) or not all(
+            isinstance(m, dict) and isinstance(m.get("name"), str)
+            and isinstance(m.get("path"), str) for m in models):
+        return "is not a list of {name, path} strings"
+    paths = [m["path"] for m in models]
     if len(set(paths)) != len(paths) or any(
-            not p.startswith("/models/") or ".." in p for p in paths):
-        raise refuse("org.lemonade.models", "paths must be unique, under /models/, no '..'")
+            not p.startswith(MODELS_DIR + "/") or posixpath.normpath(p) != p or ".." in p
+            for p in paths):
+        return "paths must be unique and normalised, under /models/, with no '..'"
+    return ""

@@ -1,7 +1,7 @@
-"""The container engines: recipes, the backend added to llama.cpp, and each policy.
+"""The container engines: recipes, the backend added to llama.cpp, and their options.
 
-A policy is the ceiling an image runs under (reviewed code); its labels may only narrow
-it. ``command`` is the engine's argv inside the container.
+Each backend's launch contract is in :mod:`lemon_plugin_oci.contracts`; its settable
+environment variables become typed administrator options of the backend.
 """
 
 from __future__ import annotations
@@ -19,8 +19,7 @@ from lemoncore.recipes import (
     Tier,
 )
 
-from lemon_plugin_oci.engine import SOCKET
-from lemon_plugin_oci.policy import ContainerPolicy
+from lemon_plugin_oci.contracts import CONTRACTS, LaunchContract, ctx_size
 
 STRIX_HALO = SupportRow(os=frozenset({"linux"}),
                         devices={DeviceKind.AMD_GPU: frozenset({"gfx1151"})})
@@ -31,46 +30,34 @@ TRUSTED_NAMESPACES_OPTION = OptionSpec(
     help="Image namespaces (registry/owner) trusted beside the built-in ones.")
 
 
-def container_backend(name: str, description: str) -> Backend:
+MEMORY_CHECK_OPTION = OptionSpec(
+    name="memory_check_gib", type="float", minimum=0, scope=OptionScope.ADMIN,
+    help="GiB of memory checked before a start instead of the engine's estimate (0: none).")
+
+
+def container_backend(name: str, description: str, contract: LaunchContract,
+                      support: tuple[SupportRow, ...] = (STRIX_HALO,)) -> Backend:
     return Backend(name=name, tier=Tier.EXPERIMENTAL, format=Format.CONTAINER,
-                   description=description, support=(STRIX_HALO,),
-                   options=(TRUSTED_NAMESPACES_OPTION,))
+                   description=description, support=support,
+                   options=(TRUSTED_NAMESPACES_OPTION, MEMORY_CHECK_OPTION,
+                            *(s.option for s in contract.settings)))
 
-
-def ctx_size(default: int) -> OptionSpec:
-    return OptionSpec(name="ctx_size", default=default, minimum=1, maximum=2**24,
-                      help="Context size in tokens")
-
-
-LLAMA_SERVER = ("llama-server", "-m", "{model}", "--host", SOCKET, "--ctx-size", "{ctx_size}",
-                "--jinja", "-fa", "on")
-GPU = frozenset({"/dev/dri", "/dev/kfd"})
 
 RECIPES = [
     Recipe(name="ds4", display_name="DwarfStar4 (container, experimental)",
-           default_device=Device.GPU, options=(ctx_size(8192),),
-           backends=(container_backend("rocm", "kyuz0's DwarfStar4 toolbox image"),)),
+           default_device=Device.GPU, options=(ctx_size(32768),),
+           backends=(container_backend("rocm", "kyuz0's DwarfStar4 toolbox image",
+                                       CONTRACTS["ds4", "rocm"]),)),
     Recipe(name="rocmfpx", display_name="ROCmFPX (container, experimental)",
            default_device=Device.GPU, options=(ctx_size(8192),),
-           backends=(container_backend("rocm", "kyuz0's ROCmFPX toolbox image"),)),
+           backends=(container_backend("rocm", "kyuz0's ROCmFPX toolbox image",
+                                       CONTRACTS["rocmfpx", "rocm"]),)),
     Recipe(name="halogen", display_name="Halogen flash server (container, experimental)",
            default_device=Device.GPU, options=(ctx_size(262144),),
            backends=(container_backend("rocm", "ghcr.io/peonist-ai/halogen-flash-server; "
-                                               "needs ~68 GB pinned RAM plus ~35 GB KV"),)),
+                                               "needs ~68 GiB pinned RAM plus ~35 GiB KV",
+                                       CONTRACTS["halogen", "rocm"]),)),
 ]
 CONTRIBUTIONS = [BackendContribution(recipe="llamacpp", backend=container_backend(
-    "nathanw", "kyuz0's llama.cpp Vulkan (RADV) toolbox image, NathanW's build"))]
-
-POLICIES: dict[tuple[str, str], ContainerPolicy] = {
-    ("llamacpp", "nathanw"): ContainerPolicy(command=LLAMA_SERVER,
-                                             devices=frozenset({"/dev/dri"})),
-    ("rocmfpx", "rocm"): ContainerPolicy(command=LLAMA_SERVER, devices=GPU),
-    ("ds4", "rocm"): ContainerPolicy(command=LLAMA_SERVER, devices=GPU,
-                                     health_path="/v1/models"),
-    ("halogen", "rocm"): ContainerPolicy(
-        command=("halogen-flash-server",), devices=GPU, ipc_host=True, min_memory_gb=108,
-        health_path="/v1/models",
-        env={"HALOGEN_CTX": "{ctx_size}", "HALOGEN_KV_POOL_POSITIONS": "524288",
-             "HALOGEN_KV_SLOTS": "4", "HALOGEN_PROMPT_CACHE": "2",
-             "HALOGEN_CHECKPOINT": "{model}"}),
-}
+    "nathanw", "kyuz0's llama.cpp Vulkan (RADV) toolbox image, NathanW's build",
+    CONTRACTS["llamacpp", "nathanw"]))]

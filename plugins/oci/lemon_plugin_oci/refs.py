@@ -10,7 +10,11 @@ from dataclasses import dataclass
 from lemoncore.launch import LaunchRefused
 
 TRUSTED_NAMESPACES = ("docker.io/kyuz0/", "ghcr.io/peonist-ai/")
-_REF = re.compile(r"^(?P<repo>[a-z0-9.:-]+(?:/[a-z0-9._-]+)+)(?::(?P<tag>[\w][\w.-]{0,127}))?"
+# distribution/reference's grammar (reference/regexp.go): a domain, then path components
+# of lower-case alphanumerics joined by single separators, so no ".." segment can pass
+_DOMAIN = r"[a-z0-9](?:[a-z0-9-]*[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]*[a-z0-9])?)*(?::[0-9]+)?"
+_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_REF = re.compile(rf"^(?P<repo>{_DOMAIN}(?:/{_COMPONENT})+)(?::(?P<tag>[\w][\w.-]{{0,127}}))?"
                   r"@sha256:(?P<digest>[0-9a-f]{64})$")
 
 
@@ -44,3 +48,21 @@ def parse_ref(text: str, trusted: Iterable[str] = TRUSTED_NAMESPACES) -> ImageRe
                             f"({', '.join(trusted)}); an administrator can add one with "
                             "recipes.oci.trusted_namespaces")
     return ImageRef(repo, match["tag"] or "", f"sha256:{match['digest']}")
+
+
+def normalised(name: str) -> str:
+    """A reference in full: docker reports Docker Hub names in their familiar form
+    (``kyuz0/x@sha256:…``, ``ubuntu@sha256:…``; distribution/reference normalize.go
+    ``familiarizeName``), podman in full (``docker.io/kyuz0/x@sha256:…``)."""
+    first, _, rest = name.partition("/")
+    if not rest or ("." not in first and ":" not in first and first != "localhost"):
+        name = f"docker.io/{name}"
+    if name.startswith("docker.io/") and "/" not in name.removeprefix("docker.io/"):
+        name = "docker.io/library/" + name.removeprefix("docker.io/")
+    return name
+
+
+def carries(repo_digests: list[str], ref: ImageRef) -> bool:
+    """Whether an image's ``RepoDigests`` include ``ref``'s repository at its digest."""
+    want = normalised(ref.pinned)
+    return any(normalised(entry) == want for entry in repo_digests)

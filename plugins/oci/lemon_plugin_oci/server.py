@@ -1,19 +1,20 @@
 """A model served from a container: the ``Runner`` lemoncore awaits.
 
-Start: verify the image, read its labels, narrow the recipe's policy by them, check
-memory, remove any leftover of the same name, ``run -d``, then probe health over the
-unix socket. While it runs: ``wait`` notices the container ending (killed, stopped,
-removed by other software), ``logs -f`` feeds lemoncore's log, and a drift check
-compares the running container with what was launched. Stop: ``stop`` by ID, then
-``rm``.
+Start: verify the local image against the pin (a start never downloads), narrow the
+contract by the image's labels, check memory, build the run command, remove any leftover
+of the same name, ``run -d``, start the relay for a TCP-only engine, adopt the engine's
+socket (:mod:`lemon_plugin_oci.sockets`) and probe health over it. While it runs:
+``wait`` notices the container ending, ``logs -f`` feeds lemoncore's log, and a drift
+check compares the running container's inspected configuration with what was launched:
+on a difference it logs the difference, removes the container and launches it again.
+Stop: ``stop``, then ``rm``.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import shutil
-import tempfile
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -26,38 +27,40 @@ import structlog
 from lemoncore.launch import ExitTracking, LaunchRefused
 from lemoncore.supervisor import StartError, wait_healthy
 
-from lemon_plugin_oci.engine import Engine, RunRequest, run, run_argv
+from lemon_plugin_oci import memory
+from lemon_plugin_oci.contracts import SOCKET, LaunchContract
+from lemon_plugin_oci.engine import Engine, relay_argv, run, run_argv
 from lemon_plugin_oci.installer import verified_image
-from lemon_plugin_oci.policy import ContainerPolicy, effective_policy
+from lemon_plugin_oci.launching import Inputs, run_request
+from lemon_plugin_oci.policy import narrowed
 from lemon_plugin_oci.refs import ImageRef
+from lemon_plugin_oci.sockets import MAX_ENGINE_DIR_BYTES, SocketDirs
 
 log = structlog.get_logger("lemon_plugin_oci")
 OWNER_LABEL = "org.lemoncore.owner"
 SPEC_LABEL = "org.lemoncore.spec"
 DRIFT_CHECK_SECONDS = 1.0
-
-
-def available_memory_gb() -> float:
-    for line in Path("/proc/meminfo").read_text().splitlines():
-        if line.startswith("MemAvailable:"):
-            return int(line.split()[1]) / 1024 / 1024
-    return 0.0
+# podman adds these to every container's environment
+ENGINE_ENV = ("container=", "HOSTNAME=", "TERM=")
 
 
 class ContainerServer(ExitTracking):
     def __init__(self, model: str, engine: Engine, ref: ImageRef, image_id: str,
-                 policy: ContainerPolicy, request: RunRequest,
-                 trusted_devices: frozenset[str]) -> None:
+                 contract: LaunchContract, inputs: Inputs, sockets: SocketDirs,
+                 present_devices: frozenset[str], memory_check_gib: float | None) -> None:
         super().__init__()
-        self.engine, self.ref, self.image_id, self.policy = engine, ref, image_id, policy
-        self.request, self.trusted_devices = request, trusted_devices
+        self.engine, self.ref, self.image_id = engine, ref, image_id
+        self.contract, self.inputs, self.sockets = contract, inputs, sockets
+        self.present_devices, self.memory_check_gib = present_devices, memory_check_gib
         self.name = model
         self.base_url = "http://engine"
-        self.transport: httpx.AsyncBaseTransport = httpx.AsyncHTTPTransport(
-            uds=f"{request.socket_dir}/engine.sock")
+        self._serving = anyio.Event()
+        self.transport: httpx.AsyncBaseTransport = _WhenServing(
+            httpx.AsyncHTTPTransport(uds=str(sockets.socket)), self)
         self.container_id = ""
         self.reason = ""
         self._argv: tuple[str, ...] = ()
+        self._launched: dict[str, Any] = {}
         self._pid: int | None = None
         self._code: int | None = None
 
@@ -75,61 +78,92 @@ class ContainerServer(ExitTracking):
 
     @property
     def alive(self) -> bool:
-        return bool(self.container_id) and not self.exited.is_set()
+        """Started and not ended; a relaunch after drift keeps it alive."""
+        return bool(self._launched) and not self.exited.is_set()
 
     async def start(self, task_group: anyio.abc.TaskGroup, ready_within: float) -> None:
-        image = await verified_image(self.engine, self.ref, self.image_id)
-        policy = effective_policy(self.policy, image.get("Labels"), str(self.ref))
-        missing = sorted(d for d in policy.devices if d not in self.trusted_devices)
+        try:
+            await self._start(task_group, ready_within)
+        except BaseException:
+            self.sockets.remove()
+            raise
+
+    async def _start(self, task_group: anyio.abc.TaskGroup, ready_within: float) -> None:
+        image = await verified_image(self.engine, self.ref, self.image_id,
+                                     self.inputs.labels.get("org.lemoncore.backend", ""))
+        contract = narrowed(self.contract, image.get("Labels"), str(self.ref))
+        missing = sorted(d for d in contract.devices if d not in self.present_devices)
         if missing:
             raise LaunchRefused(f"{', '.join(missing)} not present on this host")
-        if policy.min_memory_gb and available_memory_gb() < policy.min_memory_gb:
-            raise LaunchRefused(
-                f"{self.ref} needs about {policy.min_memory_gb:.0f} GB of memory and "
-                f"{available_memory_gb():.0f} GB is available; close other programs or "
-                "unload models first")
-        request = replace(self.request, devices=tuple(sorted(policy.devices)),
-                          ipc_host=policy.ipc_host,
-                          env={k: v for k, v in self.request.env.items() if k in policy.env})
+        self._check_memory(contract)
+        request = run_request(contract, self.inputs)
         argv = run_argv(self.engine, request)
         spec = hashlib.sha256(json.dumps(argv).encode()).hexdigest()[:16]
-        labels = {**request.labels, SPEC_LABEL: spec}
-        self._argv = tuple(run_argv(self.engine, replace(request, labels=labels)))
-        await run(self.engine, "rm", "-f", self.request.name)
+        self._argv = tuple(run_argv(self.engine, replace(
+            request, labels={**request.labels, SPEC_LABEL: spec})))
+        await self._launch(task_group, ready_within)
+        task_group.start_soon(self._watch_drift, task_group, ready_within)
+
+    def _check_memory(self, contract: LaunchContract) -> None:
+        need = contract.min_memory_gib if self.memory_check_gib is None \
+            else self.memory_check_gib
+        gpu = self.inputs.gpu
+        found = memory.read(gpu.render_node if gpu and contract.devices else "")
+        if why := memory.problem(need, found, contract.memory_hint):
+            raise LaunchRefused(f"{self.ref} {why}")
+
+    async def _launch(self, task_group: anyio.abc.TaskGroup, ready_within: float) -> None:
+        """Run the container and wait until it answers; stop it if it does not."""
+        await run(self.engine, "rm", "-f", self.inputs.name)
         log.info("container run", model=self.name, command=" ".join(self._argv))
         code, out, err = await run(self.engine, *self._argv[1:])
         if code != 0:
             raise LaunchRefused(f"{self.engine.kind} run failed: {err.strip()[-500:]}")
         self.container_id = out.strip()
-        state = await self._inspect()
+        state = await self._inspect(self.container_id)
         self._pid = int(state["State"]["Pid"]) if state else None
-        task_group.start_soon(self._wait)
-        task_group.start_soon(self._pump_logs)
-        task_group.start_soon(self._watch_drift, spec)
+        self._launched = launched_config(state or {}, self._pid)
+        task_group.start_soon(self._wait, self.container_id)
+        task_group.start_soon(self._pump_logs, self.container_id)
         try:
+            if (port := self.contract.tcp_port) is not None:
+                code, _, err = await run(self.engine, *relay_argv(
+                    self.engine, self.container_id, self.contract.relay, SOCKET, port)[1:])
+                if code != 0:
+                    raise StartError(f"the relay to the engine's port {port} did not start: "
+                                     f"{err.strip()[-300:]}")
             await self._ready(ready_within)
+            self._serving.set()
         except BaseException:
             with anyio.CancelScope(shield=True):
-                await self.stop(grace=1)
+                await self._remove(self.container_id, grace=1)
             raise
 
     async def _ready(self, ready_within: float) -> None:
-        async with httpx.AsyncClient(transport=httpx.AsyncHTTPTransport(
-                uds=f"{self.request.socket_dir}/engine.sock"), timeout=2) as client:
-            if await wait_healthy(client, "http://engine" + self.policy.health_path,
-                                  self.exited, ready_within):
-                return
+        with anyio.move_on_after(ready_within) as scope:
+            while not self.sockets.bound() and not self.exited.is_set():
+                with anyio.move_on_after(0.02):  # polls the file system
+                    await self.exited.wait()
+        if self.sockets.bound():
+            self.sockets.adopt()
+            async with httpx.AsyncClient(transport=httpx.AsyncHTTPTransport(
+                    uds=str(self.sockets.socket)), timeout=2) as client:
+                if await wait_healthy(client, "http://engine" + self.contract.health_path,
+                                      self.exited, scope.deadline - anyio.current_time()):
+                    return
         await anyio.sleep(0.1)  # let the log pump catch the last lines
-        raise StartError(f"container {self.request.name} did not become ready "
+        raise StartError(f"container {self.inputs.name} did not become ready "
                          f"({self.reason or 'timeout'}). Last output:\n"
                          + "\n".join(self.last_lines))
 
-    async def _inspect(self) -> dict[str, Any] | None:
-        code, out, _ = await run(self.engine, "container", "inspect", self.container_id)
+    async def _inspect(self, container: str) -> dict[str, Any] | None:
+        code, out, _ = await run(self.engine, "container", "inspect", container)
         return json.loads(out)[0] if code == 0 else None
 
-    async def _wait(self) -> None:
-        code, out, _ = await run(self.engine, "wait", self.container_id)
+    async def _wait(self, container: str) -> None:
+        code, out, _ = await run(self.engine, "wait", container)
+        if container != self.container_id:
+            return  # replaced by a relaunch
         self._code = int(out.strip()) if code == 0 and out.strip().lstrip("-").isdigit() \
             else None
         reason = await self._replacement()
@@ -137,7 +171,7 @@ class ContainerServer(ExitTracking):
 
     async def _replacement(self) -> str:
         """If another container now holds our name, say how it differs and remove it."""
-        code, out, _ = await run(self.engine, "container", "inspect", self.request.name)
+        code, out, _ = await run(self.engine, "container", "inspect", self.inputs.name)
         if code != 0 or self._stopping:
             return ""
         squatter = json.loads(out)[0]
@@ -146,7 +180,7 @@ class ContainerServer(ExitTracking):
         created = squatter.get("Config", {}).get("CreateCommand") or []
         extra = [a for a in created if a not in self._argv]
         await run(self.engine, "rm", "-f", squatter["Id"])
-        return (f"drift: container {self.request.name} was replaced by another one"
+        return (f"drift: container {self.inputs.name} was replaced by another one"
                 f"{' with ' + ' '.join(extra) if extra else ''}; it was removed")
 
     def _finish(self, reason: str) -> None:
@@ -155,8 +189,8 @@ class ContainerServer(ExitTracking):
         self.reason = reason
         self._mark_exited(reason=reason)
 
-    async def _pump_logs(self) -> None:
-        process = await anyio.open_process([self.engine.exe, "logs", "-f", self.container_id],
+    async def _pump_logs(self, container: str) -> None:
+        process = await anyio.open_process([self.engine.exe, "logs", "-f", container],
                                            stderr=-2)  # STDOUT
         async with process:
             assert process.stdout is not None
@@ -169,37 +203,121 @@ class ContainerServer(ExitTracking):
                         self.last_lines.append(line)
                         log.info(line, model=self.name, source="container")
 
-    async def _watch_drift(self, spec: str) -> None:
-        """Stop a container that no longer is what was launched."""
+    async def _watch_drift(self, task_group: anyio.abc.TaskGroup, ready_within: float) -> None:
+        """Relaunch a container that no longer is what was launched."""
         while not self.exited.is_set():
             await anyio.sleep(DRIFT_CHECK_SECONDS)
-            state = await self._inspect()
-            if state is None or self.exited.is_set():
-                continue  # gone: _wait reports it
-            created = state.get("Config", {}).get("CreateCommand") or list(self._argv)
-            labels = state.get("Config", {}).get("Labels") or {}
-            if labels.get(SPEC_LABEL) != spec or list(created) != list(self._argv):
-                self._finish("drift: the running container differs from what lemoncore "
-                             "launched; it was stopped")
-                with anyio.CancelScope(shield=True):
-                    await self._remove(grace=2)
+            container = self.container_id
+            state = await self._inspect(container)
+            now = launched_config(state or {}, self._pid)
+            if state is None or not state.get("State", {}).get("Running") or self._stopping \
+                    or not now["cgroup limits"] or container != self.container_id:
+                continue  # ending: _wait reports it
+            differences = drift(self._launched, now)
+            if self.sockets.engine_usage() > MAX_ENGINE_DIR_BYTES:
+                differences.append(f"the engine wrote more than {MAX_ENGINE_DIR_BYTES} "
+                                   "bytes into its socket directory")
+            if not differences:
+                continue
+            log.warning("container drift; relaunching", model=self.name,
+                        differences=differences)
+            self.container_id = ""
+            self._serving = anyio.Event()  # requests wait for the relaunch
+            with anyio.CancelScope(shield=True):
+                await self._remove(container, grace=2)
+            try:
+                await self._launch(task_group, ready_within)
+            except Exception as exc:  # noqa: BLE001 - reported as the reason it ended
+                self._finish(f"drift ({'; '.join(differences)}); relaunch failed: {exc}")
+                self._serving.set()  # waiting requests fail at once
+                return
+            log.info("container relaunched after drift", model=self.name)
 
     async def stop(self, grace: float) -> None:
         self._stopping = True
-        await self._remove(grace)
-
-    async def _remove(self, grace: float) -> None:
-        if self.container_id:
-            await run(self.engine, "stop", "-t", str(int(grace)), self.container_id)
-            await run(self.engine, "rm", "-f", self.container_id)
+        await self._remove(self.container_id, grace)
         with anyio.move_on_after(5):
             await self.exited.wait()
-        shutil.rmtree(self.request.socket_dir, ignore_errors=True)
+        self.sockets.remove()
+
+    async def _remove(self, container: str, grace: float) -> None:
+        if container:
+            await run(self.engine, "stop", "-t", str(int(grace)), container)
+            await run(self.engine, "rm", "-f", container)
+        self.sockets.reset()
 
 
-def socket_dir() -> str:
-    """A fresh 0700 directory for one container's socket."""
-    return tempfile.mkdtemp(prefix="lemon-sock-")
+class _WhenServing(httpx.AsyncBaseTransport):
+    """Holds requests while the container is relaunched after drift."""
+
+    def __init__(self, inner: httpx.AsyncBaseTransport, server: ContainerServer) -> None:
+        self.inner, self.server = inner, server
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        await self.server._serving.wait()
+        return await self.inner.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+def launched_config(state: Mapping[str, Any], pid: int | None) -> dict[str, Any]:
+    """The parts of ``container inspect`` that say what a container may do, and the
+    limits its cgroup enforces (podman 4.3's ``update`` changes the cgroup but neither
+    ``inspect`` nor the OCI config; it reports ``IpcMode`` as ``shareable`` whatever
+    ``--ipc`` was: the create command covers that)."""
+    config, host = state.get("Config") or {}, state.get("HostConfig") or {}
+    return {
+        "cgroup limits": cgroup_limits(pid),
+        "image": state.get("Image"),
+        "create command": config.get("CreateCommand"),
+        "user": config.get("User"),
+        "env": sorted(e for e in config.get("Env") or [] if not e.startswith(ENGINE_ENV)),
+        "labels": config.get("Labels") or {},
+        "devices": sorted(json.dumps(d, sort_keys=True) for d in host.get("Devices") or []),
+        "mounts": sorted(f"{m.get('Source')}:{m.get('Destination')}:{m.get('RW')}"
+                         for m in state.get("Mounts") or []),
+        "network": host.get("NetworkMode"),
+        "privileged": host.get("Privileged"),
+        "capabilities": (sorted(host.get("CapAdd") or []), sorted(host.get("CapDrop") or [])),
+        "security options": sorted(host.get("SecurityOpt") or []),
+        "ulimits": sorted(json.dumps(u, sort_keys=True) for u in host.get("Ulimits") or []),
+        "read-only": host.get("ReadonlyRootfs"),
+        "pids limit": host.get("PidsLimit"),
+        "memory": host.get("Memory"),
+        "cpus": (host.get("NanoCpus"), host.get("CpuQuota"), host.get("CpuPeriod"),
+                 host.get("CpuShares"), host.get("CpusetCpus")),
+        "group add": sorted(host.get("GroupAdd") or []),
+    }
+
+
+CGROUP_LIMITS = {"memory": ("memory.limit_in_bytes",), "cpu": ("cpu.cfs_quota_us",),
+                 "pids": ("pids.max",), "": ("memory.max", "cpu.max", "pids.max")}
+
+
+def cgroup_limits(pid: int | None, root: Path = Path("/")) -> dict[str, str]:
+    """Memory, CPU and process limits of ``pid``'s cgroups (v1 controllers or v2)."""
+    limits: dict[str, str] = {}
+    try:
+        lines = (root / f"proc/{pid}/cgroup").read_text().splitlines() if pid else []
+    except OSError:
+        return limits
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        for controller in controllers.split(",") if controllers else [""]:
+            base = root / "sys/fs/cgroup" / controller / path.lstrip("/")
+            for name in CGROUP_LIMITS.get(controller, ()):
+                try:
+                    limits[name] = (base / name).read_text().strip()
+                except OSError:
+                    pass
+    return limits
+
+
+def drift(launched: Mapping[str, Any], now: Mapping[str, Any]) -> list[str]:
+    """What changed, one line per field."""
+    return [f"{key}: {launched.get(key)!r} -> {now.get(key)!r}"
+            for key in sorted(set(launched) | set(now)) if launched.get(key) != now.get(key)]
 
 
 async def sweep(engine: Engine, instance: str) -> int:

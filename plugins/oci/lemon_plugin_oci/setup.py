@@ -4,25 +4,38 @@ from __future__ import annotations
 
 import grp
 import os
+import resource
 import shutil
 import subprocess
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from lemon_plugin_oci.engine import Engine, find_engine
+
+CAP_SYS_RESOURCE = 24
 
 
 @dataclass(frozen=True)
 class Facts:
     engine: Engine | None
     engine_works: bool
-    rootless: bool
     groups: frozenset[str]
     present_devices: frozenset[str]
     selinux_enforcing: bool
     selinux_devices_allowed: bool
     oci_runtime: str
+    gpu_group_ids: tuple[int, ...] = ()  # the host's render and video GIDs
+    memlock_grantable: bool = False  # a container may get an unlimited memlock limit
+    kfd: str = "/dev/kfd"  # ROCm's compute device on the host
+
+    @property
+    def memlock_advice(self) -> str:
+        return "" if self.memlock_grantable else (
+            "the host's hard memlock limit is not unlimited, so the engine runs with its "
+            "weights unlocked; to lock them: echo '* hard memlock unlimited' | sudo tee "
+            "/etc/security/limits.d/lemon-memlock.conf, then log in again (services: "
+            "LimitMEMLOCK=infinity)")
 
 
 @dataclass(frozen=True)
@@ -37,21 +50,31 @@ def check(facts: Facts, devices: frozenset[str]) -> Problem | None:
         return Problem("no container tool: podman (preferred) or docker is needed",
                        "sudo apt-get install -y podman   # Fedora: sudo dnf install -y podman")
     if not facts.engine_works:
-        return Problem(f"{facts.engine.kind} is installed but does not answer",
-                       "systemctl --user enable --now podman.socket" if
-                       facts.engine.kind == "podman" else "sudo systemctl enable --now docker")
+        if facts.engine.kind == "podman":
+            return Problem("podman is installed but does not answer",
+                           "systemctl --user enable --now podman.socket")
+        return Problem("docker is installed but its daemon cannot be reached: it is not "
+                       "running, or you may not use its socket",
+                       "sudo systemctl enable --now docker; then either rootless docker "
+                       "(dockerd-rootless-setuptool.sh install; export DOCKER_HOST=unix://"
+                       "$XDG_RUNTIME_DIR/docker.sock) or sudo usermod -aG docker $USER "
+                       "(the docker group is equivalent to root)")
     missing = sorted(d for d in devices if d not in facts.present_devices)
     if missing:
         return Problem(f"{', '.join(missing)} missing: the AMD GPU kernel driver (amdgpu, "
                        "with KFD for ROCm) is not loaded",
                        "install the amdgpu driver for your kernel, then: sudo modprobe amdgpu")
-    if devices and facts.rootless:
+    if devices and not facts.engine.rootless and not facts.gpu_group_ids:
+        return Problem("the host has no render or video group, so a container cannot be "
+                       "given the GPU without root", "install the amdgpu driver's udev "
+                       "rules (they create the render group), then reboot")
+    if devices and facts.engine.rootless and facts.engine.kind == "podman":
         lacking = sorted({"render", "video"} - facts.groups)
         if lacking:
             return Problem(f"you are not in the {' and '.join(lacking)} group(s), so the GPU "
                            "is not yours to use", "sudo usermod -aG render,video $USER  "
                            "# then log out and in again")
-        if facts.engine.kind == "podman" and facts.oci_runtime != "crun":
+        if facts.oci_runtime != "crun":
             return Problem(f"--group-add keep-groups needs crun; podman uses "
                            f"{facts.oci_runtime or 'another runtime'}",
                            "sudo apt-get install -y crun && set runtime = \"crun\" under "
@@ -73,11 +96,14 @@ def gather() -> Facts:
     engine = find_engine()
     works, runtime = False, ""
     if engine is not None:
-        fmt = "{{.Host.OCIRuntime.Name}}" if engine.kind == "podman" else "{{.DefaultRuntime}}"
+        fmt = "{{.Host.OCIRuntime.Name}}" if engine.kind == "podman" else \
+            "{{.DefaultRuntime}} {{.SecurityOptions}}"
         try:
             out = subprocess.run([engine.exe, "info", "--format", fmt], capture_output=True,
                                  text=True, timeout=20)
-            works, runtime = out.returncode == 0, out.stdout.strip()
+            works, runtime = out.returncode == 0, out.stdout.strip().split(" ")[0]
+            if engine.kind == "docker" and "rootless" in out.stdout:
+                engine = replace(engine, rootless=True)
         except (OSError, subprocess.SubprocessError):
             pass
     groups = frozenset(grp.getgrgid(g).gr_name for g in os.getgroups())
@@ -89,6 +115,29 @@ def gather() -> Facts:
         out = subprocess.run([getsebool, "container_use_devices"], capture_output=True,
                              text=True, check=False)
         allowed = out.stdout.strip().endswith("on")
-    facts = Facts(engine, works, os.geteuid() != 0, groups, devices, enforcing, allowed, runtime)
+    facts = Facts(engine, works, groups, devices, enforcing, allowed, runtime,
+                  gpu_group_ids(), memlock_grantable())
     _CACHE = (time.monotonic(), facts)
     return facts
+
+
+def gpu_group_ids() -> tuple[int, ...]:
+    ids = []
+    for name in ("render", "video"):
+        try:
+            ids.append(grp.getgrnam(name).gr_gid)
+        except KeyError:
+            pass
+    return tuple(ids)
+
+
+def memlock_grantable() -> bool:
+    """Whether a container started from here may have ``memlock=-1:-1``: runc and crun
+    call setrlimit with the caller's privileges, which fails above the hard limit without
+    CAP_SYS_RESOURCE (rootless podman clamps it instead, silently)."""
+    if resource.getrlimit(resource.RLIMIT_MEMLOCK)[1] == resource.RLIM_INFINITY:
+        return True
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("CapEff:"):
+            return os.geteuid() == 0 and bool(int(line.split()[1], 16) >> CAP_SYS_RESOURCE & 1)
+    return False

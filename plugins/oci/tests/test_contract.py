@@ -1,19 +1,43 @@
-"""The image contract, references, run flags and setup checks: pure decisions."""
+"""Contracts, labels, references, run flags, the chosen GPU, files, sockets and setup
+checks: pure decisions, and the launch hook from a host description to the argv."""
 
 from __future__ import annotations
 
+import os
+import socket
+from dataclasses import replace
+from pathlib import Path
+
 import pytest
 
-from lemoncore.launch import LaunchRefused
+from lemoncore.hosts import HostDevice, HostInfo
+from lemoncore.launch import LaunchContext, LaunchRefused
+from lemoncore.options import declared, resolve
+from lemoncore.recipes import Backend, DeviceKind, ModelInfo, Recipe
 
-from lemon_plugin_oci.engine import Engine, Mount, RunRequest, run_argv
-from lemon_plugin_oci.policy import ContainerPolicy, effective_policy
-from lemon_plugin_oci.refs import parse_ref
+from lemon_plugin_oci import OciPlugin, container_name
+from lemon_plugin_oci.contracts import (
+    CONTRACTS,
+    HALOGEN,
+    EnvSetting,
+    LaunchContract,
+    ctx_size,
+)
+from lemon_plugin_oci.engine import Engine, Identity, Mount, RunRequest, identity, run_argv
+from lemon_plugin_oci.launching import run_request
+from lemon_plugin_oci.memory import GIB, Memory, problem
+from lemon_plugin_oci.policy import narrowed
+from lemon_plugin_oci.recipes import CONTRIBUTIONS, RECIPES
+from lemon_plugin_oci.refs import carries, parse_ref
+from lemon_plugin_oci.server import drift
 from lemon_plugin_oci.setup import Facts, check
+from lemon_plugin_oci.sockets import SocketDirs
 
 DIGEST = "a" * 64
-POLICY = ContainerPolicy(command=("llama-server",), devices=frozenset({"/dev/dri"}),
-                         env={"HALOGEN_CTX": "{ctx_size}", "HALOGEN_KV_SLOTS": "4"})
+PODMAN = Engine("podman", "/usr/bin/podman")
+DOCKER = Engine("docker", "/usr/bin/docker")
+CONTRACT = LaunchContract(command=("llama-server",), devices=frozenset({"/dev/dri"}),
+                          env={"HALOGEN_CTX": "{ctx_size}", "HALOGEN_KV_SLOTS": "4"})
 
 
 def test_trusted_digest_pinned_refs_parse() -> None:
@@ -30,11 +54,26 @@ def test_trusted_digest_pinned_refs_parse() -> None:
         (f"ghcr.io/peonist-ai-evil/x:y@sha256:{DIGEST}", "outside the trusted namespaces"),
         (f"kyuz0/toolbox:x@sha256:{DIGEST}", "no registry host"),
         ("docker.io/kyuz0/toolbox@sha256:abc", "by digest only"),
+        (f"docker.io/kyuz0/../evil/x:y@sha256:{DIGEST}", "by digest only"),
+        (f"docker.io/kyuz0/a..b:y@sha256:{DIGEST}", "by digest only"),
     ],
 )
 def test_other_refs_are_refused(text: str, why: str) -> None:
     with pytest.raises(LaunchRefused, match=why):
         parse_ref(text)
+
+
+def test_docker_familiar_repo_digests_match_the_pin() -> None:
+    """docker shows Docker Hub names without ``docker.io/`` (and ``library/``);
+    podman shows them in full. Both carry the pin; another repository does not."""
+    ref = parse_ref(f"docker.io/kyuz0/amd-strix-halo-toolboxes:x@sha256:{DIGEST}")
+    assert carries([f"kyuz0/amd-strix-halo-toolboxes@sha256:{DIGEST}"], ref)
+    assert carries([f"docker.io/kyuz0/amd-strix-halo-toolboxes@sha256:{DIGEST}"], ref)
+    assert not carries([f"kyuz0/other@sha256:{DIGEST}"], ref)
+    assert not carries([f"kyuz0/amd-strix-halo-toolboxes@sha256:{'b' * 64}"], ref)
+    official = parse_ref(f"docker.io/library/ubuntu:24.04@sha256:{DIGEST}",
+                         ("docker.io/library/",))
+    assert carries([f"ubuntu@sha256:{DIGEST}"], official)
 
 
 def test_admin_configuration_extends_the_trusted_namespaces() -> None:
@@ -43,24 +82,28 @@ def test_admin_configuration_extends_the_trusted_namespaces() -> None:
     assert ref.repository == "127.0.0.1:5000/lab/engine"
 
 
-def test_no_labels_means_the_recipe_policy() -> None:
-    assert effective_policy(POLICY, None, "img") == POLICY
+def test_no_labels_means_the_contract() -> None:
+    assert narrowed(CONTRACT, None, "img") == CONTRACT
 
 
-def test_labels_narrow_the_policy() -> None:
-    narrowed = effective_policy(POLICY, {"org.lemonade.devices": "/dev/dri/renderD128",
-                                         "org.lemonade.env": "HALOGEN_CTX",
-                                         "org.lemonade.network": "none",
-                                         "org.lemonade.ipc": "private",
-                                         "org.opencontainers.image.title": "fine"}, "img")
-    assert narrowed.devices == {"/dev/dri/renderD128"}
-    assert dict(narrowed.env) == {"HALOGEN_CTX": "{ctx_size}"}
+def test_labels_narrow_the_contract() -> None:
+    narrow = narrowed(HALOGEN, {"org.lemonade.devices": "/dev/dri",
+                                "org.lemonade.env": "HALOGEN_CTX,HALOGEN_KV_SLOTS",
+                                "org.lemonade.network": "none", "org.lemonade.ipc": "private",
+                                "org.lemonade.port": "8731",
+                                "org.opencontainers.image.title": "fine"}, "img")
+    assert narrow.devices == {"/dev/dri"}
+    assert dict(narrow.env) == {"HALOGEN_CTX": "{ctx_size}"}
+    assert [s.key for s in narrow.settings] == ["HALOGEN_KV_SLOTS"]
+    assert not narrow.ipc_host
 
 
 @pytest.mark.parametrize(
     ("label", "value"),
     [
         ("org.lemonade.devices", "/dev/kfd"),
+        ("org.lemonade.devices", "/dev/dri/../kfd"),
+        ("org.lemonade.devices", "/dev/dri/renderD128"),
         ("org.lemonade.ipc", "host"),
         ("org.lemonade.network", "host"),
         ("org.lemonade.env", "LD_PRELOAD"),
@@ -68,51 +111,230 @@ def test_labels_narrow_the_policy() -> None:
         ("org.lemonade.env", "NOT_ALLOWED_BY_RECIPE"),
         ("org.lemonade.port", "80"),
         ("org.lemonade.models", '[{"name": "m", "path": "/etc/../models/x"}]'),
+        ("org.lemonade.models", '[{"name": "m", "path": 7}]'),
+        ("org.lemonade.models", '{"name": "m"}'),
+        ("org.lemonade.models", "not json"),
         ("org.lemonade.capabilities", "SYS_ADMIN"),
         ("org.lemoncore.owner", "someone-else"),
     ],
 )
 def test_each_escalation_is_refused_naming_the_label(label: str, value: str) -> None:
     with pytest.raises(LaunchRefused, match=label.replace(".", r"\.")):
-        effective_policy(POLICY, {label: value}, "img")
+        narrowed(CONTRACT, {label: value}, "img")
 
 
 REQUEST = RunRequest(name="lemon-x-m", image=f"docker.io/kyuz0/t@sha256:{DIGEST}",
-                     command=("llama-server", "-m", "/models/m.gguf"), socket_dir="/tmp/s",
-                     devices=("/dev/dri",), env={"HIP_VISIBLE_DEVICES": "0"},
+                     command=("llama-server", "-m", "/models/m.gguf"), socket_dir="/run/s",
+                     devices=(("/dev/dri/renderD129", "/dev/dri/renderD129"),),
+                     env={"ROCR_VISIBLE_DEVICES": "GPU-1"},
                      mounts=(Mount("/cache/m.gguf", "/models/m.gguf", relabel=True),
                              Mount("/home/u/m2.gguf", "/models/m2.gguf")),
-                     labels={"org.lemoncore.owner": "abc"}, group_ids=(44, 993))
+                     labels={"org.lemoncore.owner": "abc"},
+                     identity=Identity(userns="keep-id", keep_groups=True))
 
 
 def test_podman_run_is_hardened() -> None:
-    argv = run_argv(Engine("podman", "/usr/bin/podman"), REQUEST)
+    argv = run_argv(PODMAN, REQUEST)
     for flag in ("--init", "--read-only", "--cap-drop=all", "--security-opt=no-new-privileges",
                  "--network=none", "--pull=never", "--http-proxy=false", "--ipc=private",
-                 "--pids-limit=4096", "--stop-timeout=15"):
+                 "--pids-limit=4096", "--stop-timeout=15", "--userns=keep-id"):
         assert flag in argv
     assert argv[argv.index("--group-add") + 1] == "keep-groups"
+    assert argv[argv.index("--device") + 1] == "/dev/dri/renderD129:/dev/dri/renderD129"
     mounts = [argv[i + 1] for i, a in enumerate(argv) if a == "--mount"]
     assert mounts == [  # only lemoncore's own file is relabelled, both read-only
         "type=bind,source=/cache/m.gguf,target=/models/m.gguf,readonly=true,relabel=shared",
         "type=bind,source=/home/u/m2.gguf,target=/models/m2.gguf,readonly=true"]
-    assert "/tmp/s:/run/lemon:rw,Z" in argv
+    assert "/run/s:/run/lemon:rw,Z" in argv
     assert argv[-4:] == [REQUEST.image, "llama-server", "-m", "/models/m.gguf"]
-    assert not any(a.startswith(("--privileged", "--cap-add", "-p")) for a in argv)
+    assert not any(a.startswith(("--privileged", "--cap-add", "-p", "--ulimit")) for a in argv)
 
 
-def test_docker_run_uses_numeric_groups_and_explicit_tmpfs() -> None:
-    argv = run_argv(Engine("docker", "/usr/bin/docker"), REQUEST)
-    assert "keep-groups" not in argv and "--http-proxy=false" not in argv
-    assert [argv[i + 1] for i, a in enumerate(argv) if a == "--group-add"] == ["44", "993"]
+def test_docker_run_gets_a_user_numeric_groups_tmpfs_and_no_injected_proxies() -> None:
+    who = identity(DOCKER, uid=1000, gid=1000, group_ids=(993, 44))
+    argv = run_argv(DOCKER, replace(REQUEST, identity=who))
+    assert "--user=1000:1000" in argv and "keep-groups" not in argv
+    assert [argv[i + 1] for i, a in enumerate(argv) if a == "--group-add"] == ["993", "44"]
     assert argv[argv.index("--tmpfs") + 1] == "/tmp"
+    env = [argv[i + 1] for i, a in enumerate(argv) if a == "--env"]
+    for key in ("HTTP_PROXY", "https_proxy", "NO_PROXY", "all_proxy"):
+        assert f"{key}=" in env  # set empty, so ~/.docker/config.json's are not copied in
     assert "type=bind,source=/cache/m.gguf,target=/models/m.gguf,readonly=true" in argv
 
 
-FACTS = Facts(engine=Engine("podman", "/usr/bin/podman"), engine_works=True, rootless=True,
-              groups=frozenset({"render", "video"}), present_devices=frozenset({"/dev/dri",
-                                                                                "/dev/kfd"}),
-              selinux_enforcing=False, selinux_devices_allowed=True, oci_runtime="crun")
+def test_the_engine_never_runs_as_real_root() -> None:
+    assert identity(PODMAN, 0, 0, (993,)) == Identity(user="65534:65534", group_ids=(993,))
+    assert identity(DOCKER, 1000, 100, ()).user == "1000:100"
+    rootless_podman = replace(PODMAN, rootless=True)
+    assert identity(rootless_podman, 1000, 100, ()) == Identity(userns="keep-id",
+                                                                keep_groups=True)
+    assert identity(replace(DOCKER, rootless=True), 1000, 100, ()) == Identity()
+
+
+TWO_GPUS = HostInfo("linux", (
+    HostDevice(DeviceKind.CPU, "Ryzen AI Max+ 395"),
+    HostDevice(DeviceKind.AMD_GPU, "amd card0", "gfx1100", 0,
+               render_node="/dev/dri/renderD128", uuid="GPU-00000000000000aa"),
+    HostDevice(DeviceKind.AMD_GPU, "amd card1", "gfx1151", 1,
+               render_node="/dev/dri/renderD129", uuid="GPU-1b2c3d4e5f607182")))
+FACTS = Facts(engine=PODMAN, engine_works=True,
+              groups=frozenset({"render", "video"}),
+              present_devices=frozenset({"/dev/dri", "/dev/kfd"}), selinux_enforcing=False,
+              selinux_devices_allowed=True, oci_runtime="crun", gpu_group_ids=(993, 44),
+              memlock_grantable=True)
+
+
+def backend_of(recipe: str, backend: str) -> tuple[Recipe, Backend]:
+    for r in RECIPES:
+        if r.name == recipe:
+            return r, next(b for b in r.backends if b.name == backend)
+    llamacpp = Recipe(name="llamacpp", display_name="llama.cpp", backends=(),
+                      options=(ctx_size(4096),))
+    return llamacpp, next(c.backend for c in CONTRIBUTIONS if c.backend.name == backend)
+
+
+def launched_argv(tmp_path: Path, recipe: str, backend: str, facts: Facts = FACTS,
+                  config: dict[str, object] | None = None) -> list[str]:
+    """The launch hook, then the start's request, for a model beside its sidecar files."""
+    models = tmp_path / "models"
+    if not models.exists():
+        (models / "tokenizer").mkdir(parents=True)
+        for name in ("m.gguf", "m.overlay.hgn", "tokenizer/tokenizer.json"):
+            (models / name).write_text("x")
+    model = ModelInfo(name="m", recipe=recipe, checkpoint=f"file:{models}/m.gguf")
+    r, b = backend_of(recipe, backend)
+    options, admin = resolve(declared(r, b), {"ctx_size": 4096, **(config or {})}, [],
+                             f"recipes.{recipe}")  # as the core resolves them
+    context = LaunchContext(
+        models / "m.gguf", options, tmp_path / "install", "127.0.0.1", 0, 1,
+        installed={"artifacts": [{"url": f"docker://docker.io/kyuz0/x:t@sha256:{DIGEST}"}],
+                   "result": "sha256:id"},
+        instance="abc", config=admin, model_owned=True, model_dir=models,
+        model_roots=(models.resolve(),))
+    server = OciPlugin(facts=lambda: facts).launch(r, b, model, context, TWO_GPUS)
+    request = run_request(narrowed(server.contract, None, "img"), server.inputs)
+    server.sockets.remove()
+    return run_argv(facts.engine or PODMAN, request)
+
+
+def values(argv: list[str], flag: str) -> list[str]:
+    return [argv[i + 1] for i, a in enumerate(argv) if a == flag]
+
+
+@pytest.mark.parametrize(("recipe", "backend"), list(CONTRACTS))
+def test_only_the_chosen_gpu_reaches_each_engine(tmp_path: Path, recipe: str,
+                                                 backend: str) -> None:
+    """Two AMD GPUs; the backends support gfx1151, the second. Only its render node is
+    passed (and /dev/kfd for ROCm), and ROCm is pinned to it by UUID: inside the
+    container it is the only GPU ROCm can open, so it is HIP device 0."""
+    argv = launched_argv(tmp_path, recipe, backend)
+    contract = CONTRACTS[recipe, backend]
+    devices = values(argv, "--device")
+    env = values(argv, "--env")
+    assert "/dev/dri/renderD129:/dev/dri/renderD129" in devices
+    assert not any("renderD128" in d or d.startswith("/dev/dri:") for d in devices)
+    rocm = "/dev/kfd" in contract.devices
+    assert ("/dev/kfd:/dev/kfd" in devices) is rocm
+    assert ("ROCR_VISIBLE_DEVICES=GPU-1b2c3d4e5f607182" in env) is rocm
+    assert ("HIP_VISIBLE_DEVICES=0" in env) is rocm
+    assert ("--ipc=host" in argv) is contract.ipc_host
+    assert ("--ulimit=memlock=-1:-1" in argv) is contract.memlock_unlimited
+    assert values(argv, "--group-add") == ["993", "44"]
+    assert "--user=65534:65534" in argv or os.geteuid() != 0
+
+
+def test_each_contract_s_command_and_files(tmp_path: Path) -> None:
+    ds4 = launched_argv(tmp_path, "ds4", "rocm")
+    assert ds4[ds4.index("ds4-server"):][:10] == [
+        "ds4-server", "-m", "/models/m.gguf", "--ctx", "4096", "--host", "127.0.0.1",
+        "--port", "8000", "--ssd-streaming"]
+    assert "--cap-add=SYS_PTRACE" in ds4
+    assert "DS4_ROCM_ENABLE_MXFP4_TILE4=1" in values(ds4, "--env")
+    halogen = launched_argv(tmp_path, "halogen", "rocm", config={"kv_pool_positions": 262144})
+    env = values(halogen, "--env")
+    for expected in ("HALOGEN_CHECKPOINT=/models/m.gguf",
+                     "HALOGEN_CK_OVERLAY=/models/m.overlay.hgn",
+                     "HALOGEN_TOKENIZER=/models/tokenizer", "HALOGEN_API_PORT=8731",
+                     "HALOGEN_KV_POOL_POSITIONS=262144", "HALOGEN_CTX=4096"):
+        assert expected in env
+    mounts = values(halogen, "--mount")
+    assert any("target=/models/tokenizer/tokenizer.json" in m for m in mounts)
+    assert halogen[-2:] == [f"docker.io/kyuz0/x@sha256:{DIGEST}", "all"]  # entrypoint mode
+    nathanw = launched_argv(tmp_path, "llamacpp", "nathanw")
+    assert nathanw[nathanw.index("llama-server"):][:5] == [
+        "llama-server", "-m", "/models/m.gguf", "--host", "/run/lemon/engine.sock"]
+
+
+def test_memlock_is_asked_for_only_where_the_host_can_grant_it(tmp_path: Path) -> None:
+    argv = launched_argv(tmp_path, "halogen", "rocm",
+                         facts=replace(FACTS, memlock_grantable=False))
+    assert not any(a.startswith("--ulimit") for a in argv)
+    assert "hard memlock limit" in replace(FACTS, memlock_grantable=False).memlock_advice
+
+
+def test_missing_or_escaping_sidecar_files_are_refused(tmp_path: Path) -> None:
+    launched_argv(tmp_path, "halogen", "rocm")
+    (tmp_path / "models/m.overlay.hgn").unlink()
+    with pytest.raises(LaunchRefused, match=r"m\.overlay\.hgn beside m\.gguf"):
+        launched_argv(tmp_path, "halogen", "rocm")
+    (tmp_path / "secret").write_text("x")
+    (tmp_path / "models/m.overlay.hgn").symlink_to(tmp_path / "secret")
+    with pytest.raises(LaunchRefused, match="outside the model directories"):
+        launched_argv(tmp_path, "halogen", "rocm")
+
+
+def test_container_names_are_unique_per_model() -> None:
+    assert container_name("i", "a+b") != container_name("i", "a-b")
+    assert container_name("i", "a+b").startswith("lemon-i-a-b-")
+
+
+def test_typed_env_settings_come_only_from_declared_options() -> None:
+    setting = next(s for s in HALOGEN.settings if s.key == "HALOGEN_KV_POOL_POSITIONS")
+    assert isinstance(setting, EnvSetting)
+    assert (setting.option.type, setting.option.scope.value) == ("int", "admin")
+    assert setting.option.maximum == 1048576
+
+
+def test_memory_messages_give_gib_and_the_setting() -> None:
+    assert problem(16, Memory(available=64 * GIB), "") == ""
+    short = problem(103, Memory(available=60 * GIB, gtt=64 * GIB, vram=0.5 * GIB),
+                    HALOGEN.memory_hint)
+    assert "needs about 103 GiB" in short and "60.0 GiB of RAM" in short
+    assert "kv_pool_positions = 262144" in short and "GTT 64.0" in short
+    assert problem(0, Memory(available=0), "") == ""
+
+
+def test_drift_lists_each_difference() -> None:
+    before = {"memory": 0, "devices": ["a"], "image": "x"}
+    assert drift(before, dict(before)) == []
+    assert drift(before, {**before, "memory": 536870912}) == ["memory: 0 -> 536870912"]
+
+
+def test_a_socket_is_adopted_only_if_it_is_the_engine_s_own(tmp_path: Path) -> None:
+    dirs = SocketDirs(tmp_path / "run", None)
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(str(dirs.engine / "engine.sock"))
+    listener.listen()
+    dirs.adopt()
+    client = socket.socket(socket.AF_UNIX)
+    client.connect(str(dirs.socket))  # the moved socket still reaches the listener
+    client.close()
+    listener.close()
+    dirs.reset()
+    other = tmp_path / "other.sock"
+    elsewhere = socket.socket(socket.AF_UNIX)
+    elsewhere.bind(str(other))
+    (dirs.engine / "engine.sock").symlink_to(other)
+    with pytest.raises(LaunchRefused, match="a symlink"):
+        dirs.adopt()
+    (dirs.engine / "engine.sock").write_text("x")
+    with pytest.raises(LaunchRefused, match="not a socket"):
+        dirs.adopt()
+    assert not dirs.socket.exists() and other.exists()
+    elsewhere.close()
+    dirs.remove()
+
+
 GPU = frozenset({"/dev/dri", "/dev/kfd"})
 
 
@@ -121,18 +343,21 @@ GPU = frozenset({"/dev/dri", "/dev/kfd"})
     [
         ({"engine": None}, "no container tool", "apt-get install -y podman"),
         ({"engine_works": False}, "does not answer", "podman.socket"),
+        ({"engine": DOCKER, "engine_works": False}, "daemon cannot be reached",
+         "usermod -aG docker"),
         ({"present_devices": frozenset({"/dev/dri"})}, "/dev/kfd missing", "modprobe amdgpu"),
-        ({"groups": frozenset({"video"})}, "render", "usermod -aG render,video"),
-        ({"oci_runtime": "runc"}, "keep-groups needs crun", "apt-get install -y crun"),
+        ({"gpu_group_ids": ()}, "no render or video group", "udev"),
+        ({"engine": replace(PODMAN, rootless=True), "groups": frozenset({"video"})},
+         "render", "usermod -aG render,video"),
+        ({"engine": replace(PODMAN, rootless=True), "oci_runtime": "runc"},
+         "keep-groups needs crun", "apt-get install -y crun"),
         ({"selinux_enforcing": True, "selinux_devices_allowed": False}, "SELinux",
          "setsebool -P container_use_devices true"),
     ],
 )
 def test_setup_assistant_names_the_fix(change: dict[str, object], message: str,
                                        action: str) -> None:
-    from dataclasses import replace
-
-    problem = check(replace(FACTS, **change), GPU)  # type: ignore[arg-type]
-    assert problem is not None
-    assert message in problem.message and action in problem.action
+    problem_ = check(replace(FACTS, **change), GPU)  # type: ignore[arg-type]
+    assert problem_ is not None
+    assert message in problem_.message and action in problem_.action
     assert check(FACTS, GPU) is None

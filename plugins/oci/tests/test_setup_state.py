@@ -17,7 +17,7 @@ from lemon_plugin_oci.setup import Facts
 STRIX_HALO = HostInfo("linux", (HostDevice(DeviceKind.CPU, "Ryzen AI Max+ 395"),
                                 HostDevice(DeviceKind.AMD_GPU, "Radeon 8060S", "gfx1151",
                                            integrated=True)))
-NO_PODMAN = Facts(engine=None, engine_works=False, rootless=True, groups=frozenset(),
+NO_PODMAN = Facts(engine=None, engine_works=False, groups=frozenset(),
                   present_devices=frozenset(), selinux_enforcing=False,
                   selinux_devices_allowed=True, oci_runtime="")
 
