@@ -59,7 +59,7 @@ def rootfs() -> bytes:
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w") as tf:
         directories = {"tmp", "run/lemon", "models", "dev/dri", "etc/lemontest"}
-        for inside in files:
+        for inside in [*files, *(f"{d}/." for d in directories)]:
             parent = Path(inside).parent
             while str(parent) != ".":
                 directories.add(str(parent))

@@ -1,6 +1,7 @@
-"""Real containers under podman: a small engine image (the real llama-server and the
-libraries it needs, on nothing else) is built locally, pushed to a real local OCI
-registry (Debian's docker-registry) and installed by digest through lemoncore."""
+"""Real containers under podman, and under a private docker daemon where a test takes the
+``tool`` fixture: the engine image (``engine_image.py``) is built locally, pushed to a
+real local OCI registry (Debian's docker-registry) and installed by digest through
+lemoncore."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import signal
 import stat
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -32,7 +34,7 @@ from lemoncore.recipes import DeviceKind, Recipe
 from lemoncore.supervisor import free_port
 from lemoncore.testing import running_server
 
-from lemon_plugin_oci import OciPlugin
+from lemon_plugin_oci import OciPlugin, setup
 from lemon_plugin_oci.contracts import CONTRACTS, LaunchContract, ctx_size
 from lemon_plugin_oci.recipes import RECIPES
 from lemon_plugin_oci.server import OWNER_LABEL
@@ -56,6 +58,57 @@ BOXED_SERVER = Path(__file__).with_name("boxed.py")
 def podman(*args: str, check: bool = True) -> str:
     return subprocess.run(["podman", *args], check=check, capture_output=True,
                           text=True).stdout.strip()
+
+
+@dataclass
+class Tool:
+    """The container tool a test drives lemoncore with, and runs itself."""
+
+    kind: str
+
+    def __call__(self, *args: str, check: bool = True) -> str:
+        return subprocess.run([self.kind, *args], check=check, capture_output=True,
+                              text=True).stdout.strip()
+
+
+@pytest.fixture(scope="module")
+def dockerd() -> Iterator[str]:
+    """A private docker daemon (Debian's docker.io) for this module: its own data, state
+    and socket; no bridge or iptables (the engines have no network anyway)."""
+    if shutil.which("dockerd") is None or os.geteuid() != 0:
+        if os.environ.get("CI"):
+            raise RuntimeError("CI must install docker.io and run as root (see .ci/run)")
+        pytest.skip("needs dockerd from docker.io, run as root")
+    root = Path(tempfile.mkdtemp(prefix="lemon-dockerd-", dir="/tmp"))  # short socket paths
+    host = f"unix://{root}/docker.sock"
+    with open(root / "dockerd.log", "wb") as log:
+        daemon = subprocess.Popen(
+            ["dockerd", "--iptables=false", "--ip-masq=false", "--bridge=none",
+             "--storage-driver=vfs", f"--data-root={root}/data", f"--exec-root={root}/exec",
+             f"--pidfile={root}/dockerd.pid", "-H", host], stdout=log, stderr=log)
+    try:
+        for _ in range(300):
+            if subprocess.run(["docker", "-H", host, "info"], capture_output=True
+                              ).returncode == 0:
+                break
+            time.sleep(0.1)
+        else:
+            raise RuntimeError((root / "dockerd.log").read_text()[-2000:])
+        yield host
+    finally:
+        daemon.terminate()
+        daemon.wait(timeout=30)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(params=["podman", "docker"])
+def tool(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Tool:
+    """lemoncore runs its containers with this tool (``LEMON_OCI_ENGINE``)."""
+    if request.param == "docker":
+        monkeypatch.setenv("DOCKER_HOST", request.getfixturevalue("dockerd"))
+    monkeypatch.setenv("LEMON_OCI_ENGINE", request.param)
+    monkeypatch.setattr(setup, "_CACHE", None)
+    return Tool(request.param)
 
 
 @dataclass
@@ -171,7 +224,7 @@ async def loaded(client: httpx.AsyncClient) -> dict[str, Any]:
 
 
 async def test_install_by_digest_then_chat_over_the_socket_without_network(
-    registry: Registry, images: dict[str, str], tmp_path: Path, anyio_backend: str
+    registry: Registry, images: dict[str, str], tmp_path: Path, tool: Tool, anyio_backend: str
 ) -> None:
     async with lemon(tmp_path, lock_for(registry, "llama", images["plain"])) as client:
         assert (await state(client))["state"] == "installable"
@@ -190,31 +243,34 @@ async def test_install_by_digest_then_chat_over_the_socket_without_network(
         assert reply.json()["usage"]["completion_tokens"] > 0
         server = await loaded(client)
         argv = server["launch_command"]
+        assert argv[0].endswith(tool.kind)
         for flag in ("--network=none", "--read-only", "--cap-drop=all", "--pull=never",
-                     "--init", "--security-opt=no-new-privileges", "--http-proxy=false"):
+                     "--init", "--security-opt=no-new-privileges",
+                     "--http-proxy=false" if tool.kind == "podman" else "HTTPS_PROXY="):
             assert flag in argv
         assert argv[argv.index("llama-server") + 3:][:2] == ["--host",
                                                               "/run/lemon/engine.sock"]
         interfaces = Path(f"/proc/{server['pid']}/net/dev").read_text().splitlines()[2:]
         assert [line.split(":")[0].strip() for line in interfaces] == ["lo"]
         name = argv[argv.index("--name") + 1]
-    assert podman("ps", "-a", "--filter", f"name={name}", "--format", "{{.ID}}") == ""
+        assert tool("inspect", "--format", "{{.Config.User}}", name) == "65534:65534"
+    assert tool("ps", "-a", "--filter", f"name={name}", "--format", "{{.ID}}") == ""
 
 
 async def test_a_killed_container_unloads_the_model_and_the_next_request_relaunches(
-    registry: Registry, images: dict[str, str], tmp_path: Path, anyio_backend: str
+    registry: Registry, images: dict[str, str], tmp_path: Path, tool: Tool, anyio_backend: str
 ) -> None:
     async with lemon(tmp_path, lock_for(registry, "llama", images["plain"])) as client:
         assert (await client.post("/v1/chat/completions", json=CHAT)).status_code == 200
         argv = (await loaded(client))["launch_command"]
         name = argv[argv.index("--name") + 1]
-        first = podman("inspect", "--format", "{{.Id}}", name)
-        podman("kill", name)
+        first = tool("inspect", "--format", "{{.Id}}", name)
+        tool("kill", name)
         with anyio.fail_after(10):
             while await loaded(client):
                 await anyio.sleep(0.05)
         assert (await client.post("/v1/chat/completions", json=CHAT)).status_code == 200
-        assert podman("inspect", "--format", "{{.Id}}", name) != first
+        assert tool("inspect", "--format", "{{.Id}}", name) != first
 
 
 async def test_a_container_recreated_by_hand_is_detected_as_drift(
@@ -237,20 +293,20 @@ async def test_a_container_recreated_by_hand_is_detected_as_drift(
 
 
 async def test_a_start_never_pulls_a_removed_image_and_says_how_to_get_it_back(
-    registry: Registry, images: dict[str, str], tmp_path: Path, anyio_backend: str
+    registry: Registry, images: dict[str, str], tmp_path: Path, tool: Tool, anyio_backend: str
 ) -> None:
     lock = lock_for(registry, "llama", images["plain"])
     async with lemon(tmp_path, lock) as client:
         await client.post("/api/v1/install", json={"backend": "boxed:llama"})
     image = lock_url(lock).split(":1@")[0] + "@" + images["plain"]
-    podman("rmi", "-f", image)
+    tool("rmi", "-f", image)
     async with lemon(tmp_path, lock) as client:
         refused = await client.post("/v1/chat/completions", json=CHAT)
         assert refused.status_code == 503
         message = refused.json()["error"]["message"]
         assert "is missing" in message and "lemon backends uninstall boxed:llama && " \
             "lemon backends install boxed:llama" in message
-        assert subprocess.run(["podman", "image", "exists", image]).returncode == 1
+        assert tool("images", "-q", lock_url(lock).split(":1@")[0]) == ""
         await client.post("/api/v1/uninstall", json={"backend": "boxed:llama"})
         await client.post("/api/v1/install", json={"backend": "boxed:llama"})
         assert (await client.post("/v1/chat/completions", json=CHAT)).status_code == 200
@@ -438,7 +494,7 @@ async def serve(client: httpx.AsyncClient, models: Path, recipe: str, backend: s
 @pytest.mark.parametrize(("recipe", "backend"), list(ENGINES))
 async def test_each_engine_starts_from_its_contract_with_one_gpu_and_chats(
     registry: Registry, images: dict[str, str], gpus: FakeGpus, model_dir: Path,
-    tmp_path: Path, recipe: str, backend: str, anyio_backend: str
+    tmp_path: Path, recipe: str, backend: str, tool: Tool, anyio_backend: str
 ) -> None:
     """Install by digest, start from the real contract, chat with the stock openai
     client (over the engine's socket, or the relay to its TCP port), and inspect what
@@ -454,7 +510,7 @@ async def test_each_engine_starts_from_its_contract_with_one_gpu_and_chats(
         server = await loaded(client)
         argv = server["launch_command"]
         name = argv[argv.index("--name") + 1]
-        inspected = json.loads(podman("container", "inspect", name))[0]
+        inspected = json.loads(tool("container", "inspect", name))[0]
         devices = {d["PathInContainer"] for d in inspected["HostConfig"]["Devices"]}
         assert devices == ({"/dev/dri/renderD129", "/dev/kfd"}
                            if "/dev/kfd" in contract.devices else {"/dev/dri/renderD129"})
@@ -465,13 +521,14 @@ async def test_each_engine_starts_from_its_contract_with_one_gpu_and_chats(
         interfaces = Path(f"/proc/{server['pid']}/net/dev").read_text().splitlines()[2:]
         assert [line.split(":")[0].strip() for line in interfaces] == ["lo"]
         print(f"{recipe}:{backend}: {' '.join(argv)}")
-        if contract.tcp_port is not None:
+        if contract.tcp_port is not None and tool.kind == "podman":
             relay = podman("top", name, "args")
             assert "python3 -I -u -c" in relay, relay
-            print(f"  relay: podman exec -d {name} python3 -I -u -c <RELAY> "
+        if contract.tcp_port is not None:
+            print(f"  relay: {tool.kind} exec -d {name} python3 -I -u -c <RELAY> "
                   f"/run/lemon/engine.sock {contract.tcp_port}")
         if recipe == "halogen":
-            logs = podman("logs", name)
+            logs = tool("logs", name)
             assert "checkpoint /models/halo.hgn, overlay /models/halo.overlay.hgn, " \
                    "tokenizer /models/tokenizer" in logs
             assert ("--ulimit=memlock=-1:-1" in argv) is gather().memlock_grantable
@@ -505,16 +562,17 @@ def test_this_host_cannot_grant_unlimited_memlock_so_it_is_not_asked_for() -> No
 
 
 async def test_a_container_changed_from_outside_is_relaunched_with_the_right_arguments(
-    registry: Registry, images: dict[str, str], tmp_path: Path, anyio_backend: str
+    registry: Registry, images: dict[str, str], tmp_path: Path, tool: Tool, anyio_backend: str
 ) -> None:
     async with lemon(tmp_path, lock_for(registry, "llama", images["plain"])) as client:
         assert (await client.post("/v1/chat/completions", json=CHAT)).status_code == 200
         argv = (await loaded(client))["launch_command"]
         name = argv[argv.index("--name") + 1]
-        first = podman("inspect", "--format", "{{.Id}}", name)
-        await anyio.run_process(["podman", "update", "--memory", "256m", name])
+        first = tool("inspect", "--format", "{{.Id}}", name)
+        await anyio.run_process([tool.kind, "update", "--memory", "256m",
+                                 "--memory-swap", "512m", name])
         with anyio.fail_after(30):  # the event loop keeps running while it is noticed
-            while podman("inspect", "--format", "{{.Id}}", name, check=False) in {"", first}:
+            while tool("inspect", "--format", "{{.Id}}", name, check=False) in {"", first}:
                 await anyio.sleep(0.1)
         assert (await client.post("/v1/chat/completions", json=CHAT)).status_code == 200
         assert (await loaded(client))["launch_command"] == argv
