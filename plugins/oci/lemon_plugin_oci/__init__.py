@@ -168,7 +168,7 @@ def checkpoint_name(model: ModelInfo) -> str:
 def container_name(instance: str, model: str) -> str:
     """Unique per model: names differing only in characters a container name cannot
     hold (``a+b``, ``a-b``) get different hash suffixes."""
-    digest = hashlib.sha256(model.encode()).hexdigest()[:8]
+    digest = hashlib.sha256(model.encode()).hexdigest()[:16]
     return f"lemon-{instance}-{re.sub(r'[^a-zA-Z0-9_.-]', '-', model)}-{digest}"
 
 

@@ -57,8 +57,9 @@ class LaunchContract:
     listens on that port inside its network namespace, which has only ``lo``; a relay
     inside the container bridges ``{socket}`` to it). ``devices`` are classes: ``/dev/dri``
     is the chosen GPU's render node only, ``/dev/kfd`` (ROCm) adds the compute device.
-    ``min_memory_gib`` is checked before start; ``memory_hint`` says which setting
-    lowers it. ``relay`` is the image's program that runs lemoncore's relay script.
+    ``min_host_gib`` (RAM the engine holds itself) and ``min_device_gib`` (GPU memory)
+    are checked before start; ``memory_hint`` says which setting lowers them. ``relay``
+    is the image's program that runs lemoncore's relay script.
     """
 
     command: tuple[Argument, ...]
@@ -71,7 +72,8 @@ class LaunchContract:
     env: Mapping[str, str] = field(default_factory=dict)
     settings: tuple[EnvSetting, ...] = ()
     files: tuple[ModelFile, ...] = (ModelFile("{file}"),)
-    min_memory_gib: float = 0.0
+    min_host_gib: float = 0.0
+    min_device_gib: float = 0.0
     memory_hint: str = ""
     relay: tuple[str, ...] = ("python3", "-I", "-u", "-c")
     sources: Mapping[str, str] = field(default_factory=dict)
@@ -160,7 +162,7 @@ DS4 = LaunchContract(
         EnvSetting("DS4_ROCM_MXFP4_DOWN_RGROUP", _admin_int(
             "mxfp4_down_rgroup", 4, 1, 64, "DS4_ROCM_MXFP4_DOWN_RGROUP (Cockpit's: 4)")),
     ),
-    min_memory_gib=16,
+    min_device_gib=16,
     memory_hint="ds4 streams experts from disk; the expert cache is half the GPU's "
                 "memory pool (--ssd-streaming-cache-experts)",
     sources={
@@ -182,7 +184,7 @@ DS4 = LaunchContract(
         "settings": "CP's default toggles DS4_ROCM_ENABLE_MXFP4_TILE4=1, "
                     "DS4_ROCM_MXFP4_DOWN_RGROUP=4; no variable is known to be required",
         "files": "one single-file ds4 GGUF (antirez/deepseek-v4-gguf)",
-        "min_memory_gib": "LX gen_toolbox_catalog.py: min_resident_gb 16 for DS4 models",
+        "min_device_gib": "LX gen_toolbox_catalog.py: min_resident_gb 16 for DS4 models",
         "relay": "DT Dockerfile.rocm-7.14/-10.0 install python3-pip (huggingface_hub)",
     })
 
@@ -214,7 +216,8 @@ HALOGEN = LaunchContract(
     files=(ModelFile("{file}", env="HALOGEN_CHECKPOINT"),
            ModelFile("{stem}.overlay.hgn", env="HALOGEN_CK_OVERLAY"),
            ModelFile("tokenizer", env="HALOGEN_TOKENIZER", directory=True)),
-    min_memory_gib=103,
+    min_host_gib=68,
+    min_device_gib=35,
     memory_hint="set recipes.halogen.kv_pool_positions = 262144 (HALOGEN_KV_POOL_POSITIONS) "
                 "to need ~7 GiB less",
     sources={
@@ -239,7 +242,8 @@ HALOGEN = LaunchContract(
         "files": "HG FLAGS.md: HALOGEN_CHECKPOINT, HALOGEN_CK_OVERLAY (<stem>.overlay.hgn), "
                  "HALOGEN_TOKENIZER (a flat directory: HF-cache symlinks dangle inside the "
                  "container); LT/LX mount each file separately",
-        "min_memory_gib": "HG: defaults hold ~68 GiB pinned weights + ~35 GiB on the device",
+        "min_host_gib": "HG: defaults hold ~68 GiB of pinned weights in RAM",
+        "min_device_gib": "HG: ~35 GiB on the device at the default KV pool",
         "relay": "HG entrypoint.sh runs serve_api.py with python3; CP "
                  "runtime/isolated_api.py relays with the image's python3 -I -u -c",
     })

@@ -7,6 +7,7 @@ is a pure function of the (label-narrowed) contract and the inputs decided at la
 from __future__ import annotations
 
 import posixpath
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +20,7 @@ from lemon_plugin_oci.contracts import MODELS_DIR, LaunchContract, ModelFile
 from lemon_plugin_oci.engine import Identity, Mount, RunRequest
 
 MAX_DIRECTORY_FILES = 64
+SHARD = re.compile(r"(?P<prefix>.+)-(?P<index>\d{5})-of-(?P<count>\d{5})\.gguf")
 
 
 @dataclass(frozen=True)
@@ -37,6 +39,13 @@ def model_files(files: tuple[ModelFile, ...], model_path: Path, name: str,
     and a Hugging Face blob's name is its hash). A directory is mounted file by file, so
     a symlink in it (as in the Hugging Face cache) does not dangle in the container."""
     stem = name.rsplit(".", 1)[0]
+    # relabel (SELinux) only files in the lemoncore-owned root that holds the model
+    own = next((r for r in roots if model_path.is_relative_to(r)), None) if owned else None
+
+    def mount(source: Path, target: str) -> Mount:
+        return Mount(str(source), target, relabel=own is not None and
+                     source.is_relative_to(own))
+
     mounts: list[Mount] = []
     env: dict[str, str] = {}
     model = ""
@@ -44,13 +53,16 @@ def model_files(files: tuple[ModelFile, ...], model_path: Path, name: str,
         relative = wanted.name.format(file=name, stem=stem)
         target = posixpath.join(MODELS_DIR, relative)
         if relative == name:
-            mounts.append(Mount(str(model_path), target, relabel=owned))
+            mounts.append(mount(model_path, target))
+            mounts += [mount(_beside(shard, model_dir, roots, name),
+                             posixpath.join(MODELS_DIR, shard)) for shard in _shards(name)]
         else:
             source = _beside(relative, model_dir, roots, name)
             if wanted.directory:
-                mounts += _directory(source, target, roots, owned)
+                mounts += [mount(s, posixpath.join(target, s_name))
+                           for s_name, s in _directory(source, roots)]
             elif source.is_file():
-                mounts.append(Mount(str(source), target, relabel=owned))
+                mounts.append(mount(source, target))
             else:
                 raise LaunchRefused(f"{relative} beside {name} is not a file")
         if wanted.env:
@@ -71,21 +83,31 @@ def _beside(relative: str, model_dir: Path | None, roots: tuple[Path, ...],
     return real
 
 
-def _directory(source: Path, target: str, roots: tuple[Path, ...],
-               owned: bool) -> list[Mount]:
+def _shards(name: str) -> list[str]:
+    """The other files of a split GGUF named by its first shard (``x-00001-of-00003.gguf``:
+    llama.cpp opens the rest beside it)."""
+    split = SHARD.fullmatch(name)
+    if split is None or split["index"] != "00001":
+        return []
+    return [f"{split['prefix']}-{i:05d}-of-{split['count']}.gguf"
+            for i in range(2, int(split["count"]) + 1)]
+
+
+def _directory(source: Path, roots: tuple[Path, ...]) -> list[tuple[str, Path]]:
+    """A flat directory's files, resolved and confined: (name, real path)."""
     if not source.is_dir():
         raise LaunchRefused(f"{source} is not a directory")
     entries = sorted(p for p in source.iterdir() if not p.name.startswith("."))
     if len(entries) > MAX_DIRECTORY_FILES:
         raise LaunchRefused(f"{source} holds more than {MAX_DIRECTORY_FILES} files")
-    mounts = []
+    found = []
     for entry in entries:
         real = entry.resolve()
         if not real.is_file() or not any(real.is_relative_to(root) for root in roots):
             raise LaunchRefused(f"{entry} is not a file in a model directory (the engine "
                                 "reads a flat directory)")
-        mounts.append(Mount(str(real), posixpath.join(target, entry.name), relabel=owned))
-    return mounts
+        found.append((entry.name, real))
+    return found
 
 
 @dataclass(frozen=True)

@@ -13,8 +13,8 @@ GIB = 1024**3
 @dataclass(frozen=True)
 class Memory:
     available: int  # bytes: MemAvailable
-    gtt: int = 0  # bytes the GPU can map from system RAM (0: unknown)
-    vram: int = 0  # bytes of dedicated (or carved-out) GPU memory (0: unknown)
+    gtt: int = 0  # free bytes the GPU can still map from system RAM (0: unknown)
+    vram: int = 0  # free bytes of dedicated (or carved-out) GPU memory (0: unknown)
 
 
 def read(render_node: str = "", root: Path = Path("/")) -> Memory:
@@ -24,35 +24,39 @@ def read(render_node: str = "", root: Path = Path("/")) -> Memory:
             available = int(line.split()[1]) * 1024
     device = root / "sys/class/drm" / Path(render_node).name / "device"
 
-    def number(name: str) -> int:
+    def free(kind: str) -> int:
         try:
-            return int((device / name).read_text())
+            return max(0, int((device / f"mem_info_{kind}_total").read_text())
+                       - int((device / f"mem_info_{kind}_used").read_text()))
         except (OSError, ValueError):
             return 0
 
     if not render_node:
         return Memory(available)
-    return Memory(available, number("mem_info_gtt_total"), number("mem_info_vram_total"))
+    return Memory(available, free("gtt"), free("vram"))
 
 
-def problem(need_gib: float, memory: Memory, hint: str) -> str:
-    """Why ``need_gib`` does not fit, or "". The carve-out is not part of
-    ``MemAvailable``, so host RAM plus VRAM must hold it; the GPU can reach only its GTT
-    plus VRAM."""
-    if need_gib <= 0:
+def problem(host_gib: float, device_gib: float, memory: Memory, hint: str) -> str:
+    """Why an engine needing ``host_gib`` of RAM for itself and ``device_gib`` on the GPU
+    does not fit, or "". The GPU side comes from VRAM, then GTT (system RAM); the
+    carve-out is not part of ``MemAvailable``, so RAM must hold the host part plus what
+    the VRAM cannot."""
+    need = (host_gib + device_gib) * GIB
+    if need <= 0:
         return ""
-    need = need_gib * GIB
-    usable = memory.available + memory.vram
-    reachable = memory.gtt + memory.vram if memory.gtt else 0
-    if usable >= need and (not reachable or reachable >= need):
+    from_ram = host_gib * GIB + max(0.0, device_gib * GIB - memory.vram)
+    device_short = memory.gtt and device_gib * GIB > memory.gtt + memory.vram
+    if from_ram <= memory.available and not device_short:
         return ""
     have = f"{memory.available / GIB:.1f} GiB of RAM is available"
     if memory.vram:
-        have += f" plus {memory.vram / GIB:.1f} GiB of VRAM"
-    if reachable and reachable < need:
-        have += (f"; the GPU can map {reachable / GIB:.1f} GiB (GTT {memory.gtt / GIB:.1f} "
-                 f"+ VRAM {memory.vram / GIB:.1f}; raise amdgpu.gttsize and ttm.pages_limit "
-                 "on the kernel command line)")
-    return (f"needs about {need_gib:.0f} GiB and {have}. Close other programs or unload "
-            f"models{'; or ' + hint if hint else ''}; an administrator can change the "
-            "check with the backend option memory_check_gib (0 turns it off)")
+        have += f" plus {memory.vram / GIB:.1f} GiB of free VRAM"
+    if device_short:
+        have += (f"; the GPU can map {(memory.gtt + memory.vram) / GIB:.1f} GiB more (GTT "
+                 f"{memory.gtt / GIB:.1f} + VRAM {memory.vram / GIB:.1f} free; raise "
+                 "amdgpu.gttsize and ttm.pages_limit on the kernel command line)")
+    split = f" ({host_gib:.0f} in RAM, {device_gib:.0f} on the GPU)" if host_gib and \
+        device_gib else ""
+    return (f"needs about {host_gib + device_gib:.0f} GiB{split} and {have}. Close other "
+            f"programs or unload models{'; or ' + hint if hint else ''}; an administrator "
+            "can change the check with the backend option memory_check_gib (0 turns it off)")

@@ -12,10 +12,8 @@ Stop: ``stop``, then ``rm``.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Mapping
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -34,11 +32,10 @@ from lemon_plugin_oci.installer import verified_image
 from lemon_plugin_oci.launching import Inputs, run_request
 from lemon_plugin_oci.policy import narrowed
 from lemon_plugin_oci.refs import ImageRef
-from lemon_plugin_oci.sockets import MAX_ENGINE_DIR_BYTES, SocketDirs
+from lemon_plugin_oci.sockets import MAX_ENGINE_DIR_BYTES, MAX_ENGINE_DIR_ENTRIES, SocketDirs
 
 log = structlog.get_logger("lemon_plugin_oci")
 OWNER_LABEL = "org.lemoncore.owner"
-SPEC_LABEL = "org.lemoncore.spec"
 DRIFT_CHECK_SECONDS = 1.0
 # podman adds these to every container's environment
 ENGINE_ENV = ("container=", "HOSTNAME=", "TERM=")
@@ -61,6 +58,9 @@ class ContainerServer(ExitTracking):
         self.reason = ""
         self._argv: tuple[str, ...] = ()
         self._launched: dict[str, Any] = {}
+        self._lock: anyio.Lock | None = None  # a drift relaunch, or a stop
+        self._relaunch_scope: anyio.CancelScope | None = None
+        self._relaunching = False
         self._pid: int | None = None
         self._code: int | None = None
 
@@ -96,20 +96,19 @@ class ContainerServer(ExitTracking):
         if missing:
             raise LaunchRefused(f"{', '.join(missing)} not present on this host")
         self._check_memory(contract)
-        request = run_request(contract, self.inputs)
-        argv = run_argv(self.engine, request)
-        spec = hashlib.sha256(json.dumps(argv).encode()).hexdigest()[:16]
-        self._argv = tuple(run_argv(self.engine, replace(
-            request, labels={**request.labels, SPEC_LABEL: spec})))
+        if contract.ipc_host or contract.cap_add:
+            log.warning("container has elevated settings from its contract", model=self.name,
+                        ipc_host=contract.ipc_host, cap_add=sorted(contract.cap_add))
+        self._argv = tuple(run_argv(self.engine, run_request(contract, self.inputs)))
         await self._launch(task_group, ready_within)
         task_group.start_soon(self._watch_drift, task_group, ready_within)
 
     def _check_memory(self, contract: LaunchContract) -> None:
-        need = contract.min_memory_gib if self.memory_check_gib is None \
-            else self.memory_check_gib
+        host, device = (contract.min_host_gib, contract.min_device_gib) \
+            if self.memory_check_gib is None else (self.memory_check_gib, 0.0)
         gpu = self.inputs.gpu
         found = memory.read(gpu.render_node if gpu and contract.devices else "")
-        if why := memory.problem(need, found, contract.memory_hint):
+        if why := memory.problem(host, device, found, contract.memory_hint):
             raise LaunchRefused(f"{self.ref} {why}")
 
     async def _launch(self, task_group: anyio.abc.TaskGroup, ready_within: float) -> None:
@@ -123,7 +122,8 @@ class ContainerServer(ExitTracking):
         state = await self._inspect(self.container_id)
         self._pid = int(state["State"]["Pid"]) if state else None
         self._launched = launched_config(state or {}, self._pid)
-        task_group.start_soon(self._wait, self.container_id)
+        ended = anyio.Event()
+        task_group.start_soon(self._wait, self.container_id, ended)
         task_group.start_soon(self._pump_logs, self.container_id)
         try:
             if (port := self.contract.tcp_port) is not None:
@@ -132,24 +132,24 @@ class ContainerServer(ExitTracking):
                 if code != 0:
                     raise StartError(f"the relay to the engine's port {port} did not start: "
                                      f"{err.strip()[-300:]}")
-            await self._ready(ready_within)
+            await self._ready(ready_within, ended)
             self._serving.set()
         except BaseException:
             with anyio.CancelScope(shield=True):
                 await self._remove(self.container_id, grace=1)
             raise
 
-    async def _ready(self, ready_within: float) -> None:
+    async def _ready(self, ready_within: float, ended: anyio.Event) -> None:
         with anyio.move_on_after(ready_within) as scope:
-            while not self.sockets.bound() and not self.exited.is_set():
+            while not self.sockets.bound() and not ended.is_set():
                 with anyio.move_on_after(0.02):  # polls the file system
-                    await self.exited.wait()
+                    await ended.wait()
         if self.sockets.bound():
             self.sockets.adopt()
             async with httpx.AsyncClient(transport=httpx.AsyncHTTPTransport(
                     uds=str(self.sockets.socket)), timeout=2) as client:
                 if await wait_healthy(client, "http://engine" + self.contract.health_path,
-                                      self.exited, scope.deadline - anyio.current_time()):
+                                      ended, scope.deadline - anyio.current_time()):
                     return
         await anyio.sleep(0.1)  # let the log pump catch the last lines
         raise StartError(f"container {self.inputs.name} did not become ready "
@@ -160,10 +160,11 @@ class ContainerServer(ExitTracking):
         code, out, _ = await run(self.engine, "container", "inspect", container)
         return json.loads(out)[0] if code == 0 else None
 
-    async def _wait(self, container: str) -> None:
+    async def _wait(self, container: str, ended: anyio.Event) -> None:
         code, out, _ = await run(self.engine, "wait", container)
-        if container != self.container_id:
-            return  # replaced by a relaunch
+        ended.set()
+        if container != self.container_id or self._relaunching:
+            return  # the relaunch reports
         self._code = int(out.strip()) if code == 0 and out.strip().lstrip("-").isdigit() \
             else None
         reason = await self._replacement()
@@ -209,35 +210,71 @@ class ContainerServer(ExitTracking):
             await anyio.sleep(DRIFT_CHECK_SECONDS)
             container = self.container_id
             state = await self._inspect(container)
-            now = launched_config(state or {}, self._pid)
             if state is None or not state.get("State", {}).get("Running") or self._stopping \
-                    or not now["cgroup limits"] or container != self.container_id:
+                    or container != self.container_id:
                 continue  # ending: _wait reports it
-            differences = drift(self._launched, now)
-            if self.sockets.engine_usage() > MAX_ENGINE_DIR_BYTES:
-                differences.append(f"the engine wrote more than {MAX_ENGINE_DIR_BYTES} "
-                                   "bytes into its socket directory")
-            if not differences:
-                continue
+            differences = drift(self._launched, launched_config(state, self._pid))
+            differences += await self._misbehaviour()
+            if differences:
+                await self._relaunch(container, differences, task_group, ready_within)
+
+    def _lifecycle(self) -> anyio.Lock:
+        if self._lock is None:  # made in the event loop, not in the (sync) launch hook
+            self._lock = anyio.Lock()
+        return self._lock
+
+    async def _misbehaviour(self) -> list[str]:
+        """What the engine did that it may not: fill its directory, lose its relay."""
+        found = []
+        entries, size = await anyio.to_thread.run_sync(self.sockets.engine_usage)
+        if entries > MAX_ENGINE_DIR_ENTRIES or size > MAX_ENGINE_DIR_BYTES:
+            found.append(f"the engine wrote {entries} files, {size} bytes into its socket "
+                         f"directory (at most {MAX_ENGINE_DIR_ENTRIES}, "
+                         f"{MAX_ENGINE_DIR_BYTES})")
+        if self.contract.tcp_port is not None:
+            try:
+                with anyio.fail_after(2):
+                    await (await anyio.connect_unix(self.sockets.socket)).aclose()
+            except (OSError, TimeoutError):
+                found.append(f"the relay to the engine's port {self.contract.tcp_port} is "
+                             "gone")
+        return found
+
+    async def _relaunch(self, container: str, differences: list[str],
+                        task_group: anyio.abc.TaskGroup, ready_within: float) -> None:
+        """Remove the container and launch it again (the image verified again) while
+        requests wait; a stop cancels it."""
+        async with self._lifecycle():
+            if self._stopping:
+                return
             log.warning("container drift; relaunching", model=self.name,
                         differences=differences)
-            self.container_id = ""
+            self._relaunching, self.container_id = True, ""
             self._serving = anyio.Event()  # requests wait for the relaunch
-            with anyio.CancelScope(shield=True):
-                await self._remove(container, grace=2)
-            try:
-                await self._launch(task_group, ready_within)
-            except Exception as exc:  # noqa: BLE001 - reported as the reason it ended
-                self._finish(f"drift ({'; '.join(differences)}); relaunch failed: {exc}")
-                self._serving.set()  # waiting requests fail at once
-                return
-            log.info("container relaunched after drift", model=self.name)
+            with anyio.CancelScope() as self._relaunch_scope:
+                try:
+                    with anyio.CancelScope(shield=True):
+                        await self._remove(container, grace=2)
+                    await verified_image(self.engine, self.ref, self.image_id,
+                                         self.inputs.labels.get("org.lemoncore.backend", ""))
+                    await self._launch(task_group, ready_within)
+                    log.info("container relaunched after drift", model=self.name)
+                except Exception as exc:  # noqa: BLE001 - reported as the reason it ended
+                    self._finish(f"drift ({'; '.join(differences)}); relaunch failed: {exc}")
+                finally:
+                    self._relaunching = False
+                    self._serving.set()  # waiting requests go on, or fail at once
 
     async def stop(self, grace: float) -> None:
         self._stopping = True
-        await self._remove(self.container_id, grace)
+        if self._relaunch_scope is not None:
+            self._relaunch_scope.cancel()
+        self._serving.set()
+        async with self._lifecycle():
+            await self._remove(self.container_id, grace)
         with anyio.move_on_after(5):
             await self.exited.wait()
+        self._finish("stopped")
         self.sockets.remove()
 
     async def _remove(self, container: str, grace: float) -> None:
@@ -315,9 +352,12 @@ def cgroup_limits(pid: int | None, root: Path = Path("/")) -> dict[str, str]:
 
 
 def drift(launched: Mapping[str, Any], now: Mapping[str, Any]) -> list[str]:
-    """What changed, one line per field."""
+    """What changed, one line per field (cgroup limits only where both were readable)."""
+    keys = set(launched) | set(now)
+    if not launched.get("cgroup limits") or not now.get("cgroup limits"):
+        keys.discard("cgroup limits")
     return [f"{key}: {launched.get(key)!r} -> {now.get(key)!r}"
-            for key in sorted(set(launched) | set(now)) if launched.get(key) != now.get(key)]
+            for key in sorted(keys) if launched.get(key) != now.get(key)]
 
 
 async def sweep(engine: Engine, instance: str) -> int:

@@ -28,6 +28,7 @@ class Facts:
     gpu_group_ids: tuple[int, ...] = ()  # the host's render and video GIDs
     memlock_grantable: bool = False  # a container may get an unlimited memlock limit
     kfd: str = "/dev/kfd"  # ROCm's compute device on the host
+    userns_remap: bool = False  # a docker daemon remapping container uids
 
     @property
     def memlock_advice(self) -> str:
@@ -64,6 +65,11 @@ def check(facts: Facts, devices: frozenset[str]) -> Problem | None:
         return Problem(f"{', '.join(missing)} missing: the AMD GPU kernel driver (amdgpu, "
                        "with KFD for ROCm) is not loaded",
                        "install the amdgpu driver for your kernel, then: sudo modprobe amdgpu")
+    if facts.userns_remap:
+        return Problem("the docker daemon remaps user namespaces (userns-remap), so the "
+                       "engine's uid on the host is not the one lemoncore gives its socket "
+                       "directory", "use podman, or a docker daemon without userns-remap "
+                       "(rootless docker isolates the same way)")
     if devices and not facts.engine.rootless and not facts.gpu_group_ids:
         return Problem("the host has no render or video group, so a container cannot be "
                        "given the GPU without root", "install the amdgpu driver's udev "
@@ -94,7 +100,7 @@ def gather() -> Facts:
     if _CACHE is not None and time.monotonic() - _CACHE[0] < 30:
         return _CACHE[1]
     engine = find_engine()
-    works, runtime = False, ""
+    works, runtime, remap = False, "", False
     if engine is not None:
         fmt = "{{.Host.OCIRuntime.Name}}" if engine.kind == "podman" else \
             "{{.DefaultRuntime}} {{.SecurityOptions}}"
@@ -104,6 +110,7 @@ def gather() -> Facts:
             works, runtime = out.returncode == 0, out.stdout.strip().split(" ")[0]
             if engine.kind == "docker" and "rootless" in out.stdout:
                 engine = replace(engine, rootless=True)
+            remap = engine.kind == "docker" and "name=userns" in out.stdout
         except (OSError, subprocess.SubprocessError):
             pass
     groups = frozenset(grp.getgrgid(g).gr_name for g in os.getgroups())
@@ -116,7 +123,7 @@ def gather() -> Facts:
                              text=True, check=False)
         allowed = out.stdout.strip().endswith("on")
     facts = Facts(engine, works, groups, devices, enforcing, allowed, runtime,
-                  gpu_group_ids(), memlock_grantable())
+                  gpu_group_ids(), memlock_grantable(engine), userns_remap=remap)
     _CACHE = (time.monotonic(), facts)
     return facts
 
@@ -131,13 +138,16 @@ def gpu_group_ids() -> tuple[int, ...]:
     return tuple(ids)
 
 
-def memlock_grantable() -> bool:
-    """Whether a container started from here may have ``memlock=-1:-1``: runc and crun
-    call setrlimit with the caller's privileges, which fails above the hard limit without
-    CAP_SYS_RESOURCE (rootless podman clamps it instead, silently)."""
+def memlock_grantable(engine: Engine | None) -> bool:
+    """Whether a container may get ``memlock=-1:-1``. The OCI runtime sets it with the
+    tool's privileges: a rootless tool cannot exceed the user's hard limit (rootless podman
+    clamps it, silently); a rootful one (podman as root, the docker daemon) can when
+    CAP_SYS_RESOURCE is in the bounding set it runs under, which this process shares."""
     if resource.getrlimit(resource.RLIMIT_MEMLOCK)[1] == resource.RLIM_INFINITY:
         return True
+    if engine is None or engine.rootless:
+        return False
     for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("CapEff:"):
-            return os.geteuid() == 0 and bool(int(line.split()[1], 16) >> CAP_SYS_RESOURCE & 1)
+        if line.startswith("CapBnd:"):
+            return bool(int(line.split()[1], 16) >> CAP_SYS_RESOURCE & 1)
     return False

@@ -6,7 +6,8 @@ the engine may write, mounted at ``/run/lemon``; and ``lemon/``, which the engin
 sees. Once the engine has bound its socket, :meth:`SocketDirs.adopt` moves it into
 ``lemon/`` (a bound socket keeps listening under its new name) and checks, there, beyond
 the engine's reach, that it is a socket owned by the engine's uid: a symlink to another
-program's socket, or a file, is refused. The engine's directory is capped in size.
+program's socket, a file or a directory is refused. What the engine writes into its
+directory is checked (entries and bytes) by the drift watch.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from lemoncore.launch import LaunchRefused
 
 SOCKET_NAME = "engine.sock"
 MAX_ENGINE_DIR_BYTES = 1024 * 1024
+MAX_ENGINE_DIR_ENTRIES = 64
 
 
 def runtime_base(fallback: Path) -> Path:
@@ -44,8 +46,7 @@ class SocketDirs:
         self.lemon.mkdir(mode=0o700)
         self.owner = os.geteuid() if owner is None else owner
         if owner is not None and owner != os.geteuid():
-            os.chown(self.engine, owner, -1)
-            os.chmod(self.root, 0o711)  # noqa: S103 - the engine passes through, cannot list
+            os.chown(self.engine, owner, -1)  # the tool bind-mounts it; no traversal needed
 
     @property
     def socket(self) -> Path:
@@ -60,32 +61,38 @@ class SocketDirs:
         os.rename(self.engine / SOCKET_NAME, self.socket)  # moves a symlink, not its target
         info = os.lstat(self.socket)
         if not stat.S_ISSOCK(info.st_mode) or info.st_uid != self.owner:
-            self.socket.unlink()
+            _remove(self.socket)
             kind = "a symlink" if stat.S_ISLNK(info.st_mode) else (
                 f"a socket of uid {info.st_uid}" if stat.S_ISSOCK(info.st_mode) else
-                "not a socket")
+                "a directory" if stat.S_ISDIR(info.st_mode) else "not a socket")
             raise LaunchRefused(f"the engine's {SOCKET_NAME} is {kind}; expected a socket "
                                 f"owned by uid {self.owner}. Refused")
 
-    def engine_usage(self) -> int:
-        """Bytes the engine has written into its directory."""
-        total = 0
-        for dirpath, _, names in os.walk(self.engine):
-            for name in names:
+    def engine_usage(self) -> tuple[int, int]:
+        """Entries and bytes the engine has written into its directory (blocking: run it
+        in a thread)."""
+        entries = size = 0
+        for dirpath, directories, names in os.walk(self.engine):
+            for name in (*directories, *names):
+                entries += 1
                 try:
-                    total += os.lstat(os.path.join(dirpath, name)).st_size
+                    size += os.lstat(os.path.join(dirpath, name)).st_size
                 except OSError:
                     pass
-        return total
+        return entries, size
 
     def reset(self) -> None:
         """Forget a removed container's socket and files, for the next launch."""
-        self.socket.unlink(missing_ok=True)
+        _remove(self.socket)
         for entry in self.engine.iterdir() if self.engine.is_dir() else ():
-            if entry.is_dir() and not entry.is_symlink():
-                shutil.rmtree(entry, ignore_errors=True)
-            else:
-                entry.unlink(missing_ok=True)
+            _remove(entry)
 
     def remove(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)

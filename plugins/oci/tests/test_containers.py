@@ -26,6 +26,7 @@ import httpx
 import pytest
 from openai import AsyncOpenAI
 from starlette.applications import Starlette
+from structlog.testing import capture_logs
 
 from lemoncore import Settings, create_app
 from lemoncore.hosts import HostDevice, HostInfo
@@ -549,16 +550,22 @@ async def test_host_ipc_matters_a_rocm_engine_without_it_dies_at_start(
         assert "run with --ipc=host" in refused.json()["error"]["message"]
 
 
-def test_this_host_cannot_grant_unlimited_memlock_so_it_is_not_asked_for() -> None:
-    """Where the hard memlock limit is finite and root lacks CAP_SYS_RESOURCE (these
-    machines), runc refuses ``--ulimit memlock=-1:-1``; lemoncore leaves the flag out
-    and Halogen runs unlocked, as it does under rootless podman's clamp."""
+def test_where_the_host_cannot_grant_unlimited_memlock_it_is_not_asked_for(
+    registry: Registry, images: dict[str, str]
+) -> None:
+    """Where the hard memlock limit is finite and CAP_SYS_RESOURCE is not available
+    (these machines), runc refuses ``--ulimit memlock=-1:-1`` and the container never
+    starts; so lemoncore leaves the flag out (the Halogen test above checks its argv and
+    Halogen's own "weights stay unlocked" warning)."""
     if gather().memlock_grantable:
         pytest.skip("this host can grant unlimited memlock")
-    run = subprocess.run(["podman", "run", "--rm", "--ulimit=memlock=-1:-1",
-                          "--network=none", "docker.io/library/none@sha256:" + "0" * 64],
-                         capture_output=True, text=True)
-    assert run.returncode != 0
+    image = f"{registry.host}/lemontest/llama@{images['plain']}"
+    podman("pull", "-q", image)
+    run = ["podman", "run", "--rm", "--network=none", image, "python3", "-I", "-c", "pass"]
+    assert subprocess.run(run, capture_output=True).returncode == 0
+    refused = subprocess.run([*run[:3], "--ulimit=memlock=-1:-1", *run[3:]],
+                             capture_output=True, text=True)
+    assert refused.returncode != 0 and "rlimit" in refused.stderr, refused.stderr
 
 
 async def test_a_container_changed_from_outside_is_relaunched_with_the_right_arguments(
@@ -569,10 +576,20 @@ async def test_a_container_changed_from_outside_is_relaunched_with_the_right_arg
         argv = (await loaded(client))["launch_command"]
         name = argv[argv.index("--name") + 1]
         first = tool("inspect", "--format", "{{.Id}}", name)
-        await anyio.run_process([tool.kind, "update", "--memory", "256m",
-                                 "--memory-swap", "512m", name])
-        with anyio.fail_after(30):  # the event loop keeps running while it is noticed
-            while tool("inspect", "--format", "{{.Id}}", name, check=False) in {"", first}:
-                await anyio.sleep(0.1)
-        assert (await client.post("/v1/chat/completions", json=CHAT)).status_code == 200
+
+        async def current() -> str:
+            found = await anyio.run_process([tool.kind, "inspect", "--format", "{{.Id}}",
+                                             name], check=False)
+            return found.stdout.decode().strip()
+
+        with capture_logs() as logs:
+            await anyio.run_process([tool.kind, "update", "--memory", "256m",
+                                     "--memory-swap", "512m", name])
+            with anyio.fail_after(30):  # the event loop keeps running while it is noticed
+                while await current() in {"", first}:
+                    await anyio.sleep(0.1)
+            assert (await client.post("/v1/chat/completions", json=CHAT)).status_code == 200
         assert (await loaded(client))["launch_command"] == argv
+        seen = [e for e in logs if e["event"] == "container drift; relaunching"]
+        assert seen and any("268435456" in d for d in seen[0]["differences"]), seen
+        assert any(e["event"] == "container relaunched after drift" for e in logs)

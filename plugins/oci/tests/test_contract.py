@@ -21,10 +21,11 @@ from lemon_plugin_oci.contracts import (
     HALOGEN,
     EnvSetting,
     LaunchContract,
+    ModelFile,
     ctx_size,
 )
 from lemon_plugin_oci.engine import Engine, Identity, Mount, RunRequest, identity, run_argv
-from lemon_plugin_oci.launching import run_request
+from lemon_plugin_oci.launching import model_files, run_request
 from lemon_plugin_oci.memory import GIB, Memory, problem
 from lemon_plugin_oci.policy import narrowed
 from lemon_plugin_oci.recipes import CONTRIBUTIONS, RECIPES
@@ -56,6 +57,8 @@ def test_trusted_digest_pinned_refs_parse() -> None:
         ("docker.io/kyuz0/toolbox@sha256:abc", "by digest only"),
         (f"docker.io/kyuz0/../evil/x:y@sha256:{DIGEST}", "by digest only"),
         (f"docker.io/kyuz0/a..b:y@sha256:{DIGEST}", "by digest only"),
+        (f"docker.io/kyuz0/x:t\u00e4g@sha256:{DIGEST}", "by digest only"),
+        (f"docker.io/kyuz0/x:t@sha256:{DIGEST}\n", "by digest only"),
     ],
 )
 def test_other_refs_are_refused(text: str, why: str) -> None:
@@ -78,8 +81,10 @@ def test_docker_familiar_repo_digests_match_the_pin() -> None:
 
 def test_admin_configuration_extends_the_trusted_namespaces() -> None:
     ref = parse_ref(f"127.0.0.1:5000/lab/engine:1@sha256:{DIGEST}",
-                    ("docker.io/kyuz0/", "127.0.0.1:5000/lab/"))
+                    ("docker.io/kyuz0/", "127.0.0.1:5000/lab"))
     assert ref.repository == "127.0.0.1:5000/lab/engine"
+    with pytest.raises(LaunchRefused, match="outside the trusted namespaces"):
+        parse_ref(f"ghcr.io/peonist-ai/x:1@sha256:{DIGEST}", ("ghcr.io/peon",))
 
 
 def test_no_labels_means_the_contract() -> None:
@@ -240,7 +245,8 @@ def test_only_the_chosen_gpu_reaches_each_engine(tmp_path: Path, recipe: str,
     assert ("--ipc=host" in argv) is contract.ipc_host
     assert ("--ulimit=memlock=-1:-1" in argv) is contract.memlock_unlimited
     assert values(argv, "--group-add") == ["993", "44"]
-    assert "--user=65534:65534" in argv or os.geteuid() != 0
+    assert (f"--user={os.geteuid()}:{os.getegid()}" if os.geteuid() else
+            "--user=65534:65534") in argv
 
 
 def test_each_contract_s_command_and_files(tmp_path: Path) -> None:
@@ -283,9 +289,39 @@ def test_missing_or_escaping_sidecar_files_are_refused(tmp_path: Path) -> None:
         launched_argv(tmp_path, "halogen", "rocm")
 
 
+def test_split_models_mount_every_shard_and_name_a_missing_one(tmp_path: Path) -> None:
+    models = tmp_path / "models"
+    models.mkdir()
+    for i in (1, 2, 3):
+        (models / f"big-0000{i}-of-00003.gguf").write_text("x")
+    first = models / "big-00001-of-00003.gguf"
+    found = model_files((ModelFile("{file}"),), first, first.name, models,
+                        (models.resolve(),), owned=False)
+    assert [m.target for m in found.mounts] == [
+        f"/models/big-0000{i}-of-00003.gguf" for i in (1, 2, 3)]
+    assert found.model == "/models/big-00001-of-00003.gguf"
+    (models / "big-00003-of-00003.gguf").unlink()
+    with pytest.raises(LaunchRefused, match=r"big-00003-of-00003\.gguf beside"):
+        model_files((ModelFile("{file}"),), first, first.name, models, (models.resolve(),),
+                    owned=False)
+
+
+def test_only_files_in_lemoncore_s_own_root_are_relabelled(tmp_path: Path) -> None:
+    cache, admin = tmp_path / "cache", tmp_path / "admin"
+    cache.mkdir()
+    admin.mkdir()
+    (cache / "m.gguf").write_text("x")
+    (admin / "m.overlay.hgn").write_text("x")
+    (cache / "m.overlay.hgn").symlink_to(admin / "m.overlay.hgn")
+    found = model_files(HALOGEN.files[:2], cache / "m.gguf", "m.gguf", cache,
+                        (cache, admin), owned=True)
+    assert [m.relabel for m in found.mounts] == [True, False]
+
+
 def test_container_names_are_unique_per_model() -> None:
     assert container_name("i", "a+b") != container_name("i", "a-b")
     assert container_name("i", "a+b").startswith("lemon-i-a-b-")
+    assert len(container_name("i", "a+b").rsplit("-", 1)[1]) == 16
 
 
 def test_typed_env_settings_come_only_from_declared_options() -> None:
@@ -296,18 +332,28 @@ def test_typed_env_settings_come_only_from_declared_options() -> None:
 
 
 def test_memory_messages_give_gib_and_the_setting() -> None:
-    assert problem(16, Memory(available=64 * GIB), "") == ""
-    short = problem(103, Memory(available=60 * GIB, gtt=64 * GIB, vram=0.5 * GIB),
+    assert problem(0, 16, Memory(available=64 * GIB), "") == ""
+    # Strix Halo, 512 MiB carve-out: Halogen's RAM and GPU parts both come from RAM
+    short = problem(68, 35, Memory(available=96 * GIB, gtt=90 * GIB, vram=GIB // 2),
                     HALOGEN.memory_hint)
-    assert "needs about 103 GiB" in short and "60.0 GiB of RAM" in short
-    assert "kv_pool_positions = 262144" in short and "GTT 64.0" in short
-    assert problem(0, Memory(available=0), "") == ""
+    assert "needs about 103 GiB (68 in RAM, 35 on the GPU)" in short
+    assert "96.0 GiB of RAM" in short and "kv_pool_positions = 262144" in short
+    # a 96 GiB carve-out holds the GPU part; RAM must still hold the pinned weights
+    assert problem(68, 35, Memory(available=28 * GIB, vram=96 * GIB), "") != ""
+    assert problem(68, 35, Memory(available=70 * GIB, vram=96 * GIB), "") == ""
+    # GTT too small for the GPU part: say so, and how to raise it
+    gtt = problem(0, 35, Memory(available=120 * GIB, gtt=30 * GIB, vram=GIB // 2), "")
+    assert "amdgpu.gttsize" in gtt
+    assert problem(0, 0, Memory(available=0), "") == ""
 
 
 def test_drift_lists_each_difference() -> None:
-    before = {"memory": 0, "devices": ["a"], "image": "x"}
+    before = {"memory": 0, "devices": ["a"], "image": "x", "cgroup limits": {"pids.max": "9"}}
     assert drift(before, dict(before)) == []
     assert drift(before, {**before, "memory": 536870912}) == ["memory: 0 -> 536870912"]
+    assert drift(before, {**before, "cgroup limits": {"pids.max": "8"}}) == [
+        "cgroup limits: {'pids.max': '9'} -> {'pids.max': '8'}"]
+    assert drift(before, {**before, "cgroup limits": {}}) == []  # unreadable: not compared
 
 
 def test_a_socket_is_adopted_only_if_it_is_the_engine_s_own(tmp_path: Path) -> None:
@@ -330,7 +376,16 @@ def test_a_socket_is_adopted_only_if_it_is_the_engine_s_own(tmp_path: Path) -> N
     (dirs.engine / "engine.sock").write_text("x")
     with pytest.raises(LaunchRefused, match="not a socket"):
         dirs.adopt()
+    (dirs.engine / "engine.sock").mkdir()
+    with pytest.raises(LaunchRefused, match="a directory"):
+        dirs.adopt()
     assert not dirs.socket.exists() and other.exists()
+    dirs.owner = os.geteuid() + 1  # a socket, but not the engine's
+    stranger = socket.socket(socket.AF_UNIX)
+    stranger.bind(str(dirs.engine / "engine.sock"))
+    with pytest.raises(LaunchRefused, match=f"a socket of uid {os.geteuid()}"):
+        dirs.adopt()
+    stranger.close()
     elsewhere.close()
     dirs.remove()
 
@@ -346,6 +401,7 @@ GPU = frozenset({"/dev/dri", "/dev/kfd"})
         ({"engine": DOCKER, "engine_works": False}, "daemon cannot be reached",
          "usermod -aG docker"),
         ({"present_devices": frozenset({"/dev/dri"})}, "/dev/kfd missing", "modprobe amdgpu"),
+        ({"engine": DOCKER, "userns_remap": True}, "userns-remap", "use podman"),
         ({"gpu_group_ids": ()}, "no render or video group", "udev"),
         ({"engine": replace(PODMAN, rootless=True), "groups": frozenset({"video"})},
          "render", "usermod -aG render,video"),
