@@ -53,7 +53,7 @@ class ContainerServer(ExitTracking):
         self.base_url = "http://engine"
         self._serving = anyio.Event()
         self.transport: httpx.AsyncBaseTransport = _WhenServing(
-            httpx.AsyncHTTPTransport(uds=str(sockets.socket)), self)
+            engine_transport(str(sockets.socket), relayed=contract.tcp_port is not None), self)
         self.container_id = ""
         self.reason = ""
         self._argv: tuple[str, ...] = ()
@@ -282,6 +282,15 @@ class ContainerServer(ExitTracking):
             await run(self.engine, "stop", "-t", str(int(grace)), container)
             await run(self.engine, "rm", "-f", container)
         self.sockets.reset()
+
+
+def engine_transport(socket: str, relayed: bool) -> httpx.AsyncHTTPTransport:
+    """The connection to the engine's socket. Through the relay, a connection the engine
+    closes after a response reaches lemoncore a thread hop late, so a kept-alive one
+    could be reused after its end (llama-server does close after a stream): a relayed
+    engine gets a fresh connection per request (``benchmarks/oci_relay.py`` prices it)."""
+    limits = httpx.Limits(max_keepalive_connections=0) if relayed else httpx.Limits()
+    return httpx.AsyncHTTPTransport(uds=socket, limits=limits)
 
 
 class _WhenServing(httpx.AsyncBaseTransport):
