@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from pathlib import Path
@@ -35,6 +36,7 @@ from lemoncore.lock import Lock, platform_key
 from lemoncore.options import SELECTOR, Layer, OptionError, check, declared, resolve, selector
 from lemoncore.plugins import PluginHost
 from lemoncore.recipes import Backend, Recipe, Tier
+from lemoncore.refresh import Refresh
 from lemoncore.rocm import (
     RocmUnavailable,
     RuntimeDecision,
@@ -314,6 +316,28 @@ class Backends:
         trust.save(self.trust_file, trusted)
         self.lock.adopt(trusted)
         return trusted
+
+    async def refresh(self, names: Sequence[str]) -> list[Refresh]:
+        """What each named backend's pin (every refreshable one when ``names`` is empty)
+        points at now, asked of its publisher. Changes nothing."""
+        wanted = [self.lookup(n) for n in names] or [
+            (r, b) for r in self.plugins.registry.recipes.values() for b in r.backends]
+        found = []
+        for recipe, backend in wanted:
+            name = f"{recipe.name}:{backend.name}"
+            pin = self.lock.backend_pin(recipe.name, backend.name, self.platform)
+            refresher = None if pin is None or not pin.artifacts else self.plugins.refresher(
+                recipe, backend, self.install_config(recipe, backend), pin)
+            if pin is None or refresher is None:
+                if names:
+                    raise BackendError(f"{name} has no pin its plugin can refresh", 400)
+                continue
+            old = Refresh(name, pin.version, self.platform, pin.artifacts[0])
+            try:
+                found.append(replace(old, new=await refresher.latest()))
+            except Exception as exc:  # noqa: BLE001 - one publisher failing is reported
+                found.append(replace(old, error=str(exc) or type(exc).__name__))
+        return found
 
     async def uninstall(self, name: str) -> bool:
         """Remove lemoncore's install of ``recipe:backend`` (or ``runtime:therock``)."""

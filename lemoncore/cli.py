@@ -149,6 +149,8 @@ def cmd_tiers(args: argparse.Namespace) -> int:
 
 def cmd_backends(args: argparse.Namespace) -> int:
     core = _core(args)
+    if args.action == "migrate":
+        return _migrate(core, args.target, args.yes, args.json)
     if args.action in {"install", "uninstall"}:
         if not args.target:
             print(f"usage: lemon backends {args.action} RECIPE:BACKEND", file=sys.stderr)
@@ -167,6 +169,43 @@ def cmd_backends(args: argparse.Namespace) -> int:
                 print(f"    {text}")
 
     _print(rows, args.json, table)
+    return 0
+
+
+def _migrate(core: Any, name: str | None, yes: bool, as_json: bool) -> int:
+    """List what earlier installs left that backends now replace; remove one (by name)
+    only with the user's word."""
+    import shutil
+
+    pending = core.plugins.migrations()
+    if name is None:
+        def table() -> None:
+            for m in pending:
+                print(f"{m.name}: {m.message}\n    removes: {', '.join(map(str, m.paths))}\n"
+                      f"    run: lemon backends migrate {m.name} --yes")
+            if not pending:
+                print("nothing to migrate")
+
+        _print([{"name": m.name, "message": m.message, "paths": [str(p) for p in m.paths]}
+                for m in pending], as_json, table)
+        return 0
+    chosen = [m for m in pending if m.name == name]
+    if not chosen:
+        print(f"nothing to migrate for {name!r}", file=sys.stderr)
+        return 1
+    for migration in chosen:
+        print(f"{migration.message}\nThis removes: {', '.join(map(str, migration.paths))}",
+              file=sys.stderr)
+        if not yes:
+            if not sys.stdin.isatty():
+                print("Run again with --yes to remove it.", file=sys.stderr)
+                return 1
+            if input("Remove it? [y/N] ").strip().lower() not in {"y", "yes"}:
+                return 1
+        for path in migration.paths:
+            shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else \
+                path.unlink(missing_ok=True)
+        print(f"{name}: migrated", file=sys.stderr)
     return 0
 
 
@@ -232,7 +271,10 @@ def _uninstall(core: Any, target: str) -> int:
 
 
 def cmd_lock(args: argparse.Namespace) -> int:
-    """Every pinned artifact of the merged lock, with how its hash was obtained."""
+    """Every pinned artifact of the merged lock, with how its hash was obtained; or, with
+    ``refresh``, what each pin's publisher points at now."""
+    if args.action == "refresh":
+        return _refresh(_core(args), args.targets, args.yes, args.check, args.json)
     rows = [{"name": name, "version": version, "platform": key, "url": a.url,
              "sha256": a.sha256, "provenance": a.provenance}
             for name, version, key, a in _core(args).backends.lock.artifacts()]
@@ -244,6 +286,43 @@ def cmd_lock(args: argparse.Namespace) -> int:
                   f"    provenance: {r['provenance'] or '-'}")
 
     _print(rows, args.json, table)
+    return 0
+
+
+def _refresh(core: Any, targets: list[str], yes: bool, check: bool, as_json: bool) -> int:
+    """Show old -> new per pin; record the new ones only on the administrator's word;
+    ``check``: exit 1 when a pin is stale or a publisher could not be asked (for CI)."""
+    from lemoncore import refresh
+    from lemoncore.backends import BackendError
+
+    try:
+        found = anyio.run(core.backends.refresh, targets)
+    except BackendError as exc:
+        print(exc, file=sys.stderr)
+        return 1
+    stale = [r for r in found if r.stale]
+
+    def table() -> None:
+        for r in found:
+            state = f"ERROR: {r.error}" if r.error else "STALE" if r.stale else "current"
+            new = r.new.url if r.new is not None else "-"
+            print(f"{r.name:<20} {state}\n    pinned: {r.old.url}\n    now:    {new}")
+
+    _print([r.as_dict() for r in found], as_json, table)
+    if check:
+        return 1 if stale or any(r.error for r in found) else 0
+    if not stale:
+        return 0
+    if not yes:
+        if not sys.stdin.isatty():
+            print("Run again with --yes to pin the new digests.", file=sys.stderr)
+            return 1
+        if input(f"Pin {len(stale)} new digest(s)? [y/N] ").strip().lower() not in {"y", "yes"}:
+            return 1
+    path = core.settings.cache_dir / refresh.REFRESH_FILE
+    refresh.save(path, stale)
+    print(f"pinned in {path}: {', '.join(r.name for r in stale)}; install with "
+          "'lemon backends install NAME'", file=sys.stderr)
     return 0
 
 
@@ -408,7 +487,8 @@ def parser() -> argparse.ArgumentParser:
     tiers = sub.add_parser("tiers", help="promotion criteria per backend")
     tiers.set_defaults(func=cmd_tiers)
     backends = sub.add_parser("backends", help="list or install backends")
-    backends.add_argument("action", nargs="?", choices=["list", "install", "uninstall"],
+    backends.add_argument("action", nargs="?",
+                          choices=["list", "install", "uninstall", "migrate"],
                           default="list")
     backends.add_argument("target", nargs="?", help="RECIPE:BACKEND")
     backends.add_argument("--yes", action="store_true",
@@ -430,7 +510,13 @@ def parser() -> argparse.ArgumentParser:
     launch.add_argument("-m", "--model", required=True)
     launch.add_argument("--server", help="server URL (default: http://127.0.0.1:<port>)")
     launch.set_defaults(func=cmd_launch)
-    lock = sub.add_parser("lock", help="every pinned artifact and its provenance")
+    lock = sub.add_parser("lock", help="every pinned artifact and its provenance; "
+                                       "'refresh' asks publishers for new digests")
+    lock.add_argument("action", nargs="?", choices=["list", "refresh"], default="list")
+    lock.add_argument("targets", nargs="*", help="RECIPE:BACKEND (refresh; default: all)")
+    lock.add_argument("--yes", action="store_true", help="pin new digests without asking")
+    lock.add_argument("--check", action="store_true",
+                      help="only report; exit 1 when a pin is stale (for CI)")
     lock.set_defaults(func=cmd_lock)
     models = sub.add_parser("models", help="list models")
     models.add_argument("--all", action="store_true", help="include models not downloaded")

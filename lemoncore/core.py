@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from lemoncore import trust
+from lemoncore import refresh, trust
 from lemoncore.backends import Backends
 from lemoncore.hosts import HostInfo, detect_host
 from lemoncore.lock import load_lock
@@ -30,7 +30,9 @@ def build_core(settings: Settings, plugins: Mapping[str, object] | None = None,
     """Load plugins (entry points plus ``plugins``) and wire the core's parts together."""
     host = host or detect_host()
     plugin_host = load_plugins(settings.allowed_plugins, settings.denied_plugins, plugins)
-    lock = load_lock(plugin_host.registry.locks, settings.lock_files)
+    refreshed = settings.cache_dir / refresh.REFRESH_FILE  # accepted refreshes win
+    lock = load_lock(plugin_host.registry.locks,
+                     [*settings.lock_files, *([refreshed] if refreshed.exists() else [])])
     lock.adopt(trust.load(settings.cache_dir / trust.TRUST_FILE))
     backends = Backends(plugin_host, host, settings, lock)
     models = ModelStore(plugin_host.registry.models, settings.cache_dir, settings.offline,

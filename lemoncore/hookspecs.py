@@ -24,7 +24,15 @@ from typing import Any
 import pluggy
 
 from lemoncore.hosts import HostInfo
-from lemoncore.launch import InstallPlan, LaunchContext, LaunchSpec, Runner, StartupTask
+from lemoncore.launch import (
+    InstallPlan,
+    LaunchContext,
+    LaunchSpec,
+    Migration,
+    PinRefresher,
+    Runner,
+    StartupTask,
+)
 from lemoncore.lock import Pin
 from lemoncore.recipes import (
     Backend,
@@ -107,6 +115,27 @@ def install(
     configuration, checked against the declared options. The core downloads, verifies,
     extracts and commits the artifacts; the plugin never does I/O here.
     """
+    raise NotImplementedError
+
+
+@hookspec(firstresult=True)
+def refresher(
+    recipe: Recipe, backend: Backend, config: Mapping[str, Any], pin: Pin
+) -> PinRefresher | None:
+    """Owner hook. Return an object whose ``async latest()`` asks the publisher what
+    ``pin``'s name (a container image's tag) points at now, for ``lemon lock refresh``;
+    ``None`` when the pin cannot be refreshed. No I/O here: the core awaits ``latest``.
+    Works whatever the host (a maintainer refreshes pins on any machine).
+    """
+    raise NotImplementedError
+
+
+@hookspec
+def migrations() -> Sequence[Migration]:
+    """Return what earlier installs left that this plugin's backends replace (found by
+    checking a few paths: fast, no other I/O). ``lemon backends migrate`` lists them and
+    removes one only when the user confirms; the plugin should also point at it (an
+    ``action`` in its install plan, a notice at startup)."""
     raise NotImplementedError
 
 

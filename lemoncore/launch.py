@@ -56,6 +56,24 @@ class InstallPlan:
     unsupported: bool = False
 
 
+@dataclass(frozen=True)
+class Migration:
+    """Something an earlier install left behind that a plugin's backend replaces (a native
+    binary now run as a container): what it is, and the paths ``lemon backends migrate
+    NAME`` removes, only with the user's word."""
+
+    name: str
+    message: str
+    paths: tuple[Path, ...]
+
+
+class PinRefresher(Protocol):
+    """Asks the artifact's publisher what its pinned name (a container image's tag)
+    points at now: ``lemon lock refresh``. Network I/O, awaited by the core."""
+
+    async def latest(self) -> Artifact: ...
+
+
 class Installer(Protocol):
     """Plugin-side fetching for artifacts the core cannot download (``docker://`` images).
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pluggy
+import structlog
 
 from lemoncore import defaults, hookspecs
 from lemoncore.hosts import HostInfo
@@ -26,6 +27,8 @@ from lemoncore.launch import (
     LaunchContext,
     LaunchRefused,
     LaunchSpec,
+    Migration,
+    PinRefresher,
     Runner,
     StartupTask,
 )
@@ -47,6 +50,8 @@ ENTRY_POINT_GROUP = "lemon"
 class PluginError(Exception):
     """A plugin broke the contract; the message names the plugin and the fix."""
 
+
+log = structlog.get_logger("lemoncore.plugins")
 
 @dataclass
 class PluginRecord:
@@ -235,6 +240,12 @@ class PluginHost:
                                config=config, pin=pin)
         return plan if isinstance(plan, InstallPlan) else None
 
+    def refresher(self, recipe: Recipe, backend: Backend, config: Mapping[str, Any],
+                  pin: Pin) -> PinRefresher | None:
+        found = self._ask_owner("refresher", recipe=recipe, backend=backend, config=config,
+                                pin=pin)
+        return found if hasattr(found, "latest") else None
+
     def launch_spec(self, recipe: Recipe, backend: Backend, model: ModelInfo,
                     context: LaunchContext, host: HostInfo) -> LaunchSpec | Runner | None:
         spec = self._ask_owner("launch", recipe=recipe, backend=backend, model=model,
@@ -242,6 +253,18 @@ class PluginHost:
         if spec is None or isinstance(spec, LaunchSpec) or hasattr(spec, "start"):
             return spec  # type: ignore[no-any-return]
         raise PluginError(f"launch returned {type(spec).__name__}, not a LaunchSpec or Runner")
+
+    def migrations(self) -> list[Migration]:
+        """Every plugin's pending migrations; a failing plugin contributes none."""
+        found: list[Migration] = []
+        for impl in self.pm.hook.migrations.get_hookimpls():
+            try:
+                returned = self._guarded("migrations", impl.function) or ()
+            except PluginError as exc:
+                log.warning("plugin migrations failed", plugin=impl.plugin_name, error=str(exc))
+                continue
+            found += [m for m in returned if isinstance(m, Migration)]
+        return found
 
     def startup_tasks(self, instance: str) -> list[tuple[str, StartupTask]]:
         """(plugin name, task) for every task plugins want awaited when the server starts."""

@@ -24,7 +24,7 @@ def test_the_hook_list_is_what_lemoncore_declares() -> None:
     assert set(HOOKS) == {"register_recipes", "register_backends", "register_models",
                           "register_lock", "startup_tasks", "effective_device",
                           "effective_is_amd_gpu", "slot_policy", "install", "preflight",
-                          "launch", "normalize_request"}
+                          "launch", "normalize_request", "refresher", "migrations"}
 
 
 @pytest.mark.parametrize("name", sorted(HOOKS))

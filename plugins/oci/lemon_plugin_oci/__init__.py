@@ -19,18 +19,25 @@ import structlog
 
 from lemoncore import hookimpl
 from lemoncore.hosts import HostDevice, HostInfo
-from lemoncore.launch import InstallPlan, LaunchContext, LaunchRefused, StartupTask
+from lemoncore.launch import (
+    InstallPlan,
+    LaunchContext,
+    LaunchRefused,
+    Migration,
+    StartupTask,
+)
 from lemoncore.lock import Pin
 from lemoncore.models import Checkpoint
 from lemoncore.recipes import Backend, BackendContribution, DeviceKind, ModelInfo, Recipe
 
-from lemon_plugin_oci import memory
+from lemon_plugin_oci import memory, migration
 from lemon_plugin_oci.contracts import CONTRACTS, SOCKET, LaunchContract
 from lemon_plugin_oci.engine import identity
 from lemon_plugin_oci.installer import ImageInstaller
 from lemon_plugin_oci.launching import Inputs, model_files
 from lemon_plugin_oci.recipes import CONTRIBUTIONS, RECIPES
-from lemon_plugin_oci.refs import TRUSTED_NAMESPACES, ImageRef, parse_ref
+from lemon_plugin_oci.refs import TRUSTED_NAMESPACES, ImageRef, parse_ref, parse_tagged
+from lemon_plugin_oci.registry import TagRefresher
 from lemon_plugin_oci.server import OWNER_LABEL, ContainerServer, sweep
 from lemon_plugin_oci.setup import Facts, check, gather
 from lemon_plugin_oci.sockets import SocketDirs, runtime_base
@@ -48,9 +55,12 @@ class OciPlugin:
                  contributions: Sequence[BackendContribution] = CONTRIBUTIONS,
                  contracts: Mapping[tuple[str, str], LaunchContract] = CONTRACTS,
                  lock: Mapping[str, Any] | None = None, models: Sequence[ModelInfo] = (),
-                 facts: Callable[[], Facts] = gather) -> None:
+                 facts: Callable[[], Facts] = gather,
+                 find_native_ds4: Callable[[], Migration | None] = lambda: migration.native_ds4(
+                     os.environ, Path.home())) -> None:
         self.recipes, self.contributions, self.contracts = recipes, contributions, contracts
         self.lock, self.models, self.facts = lock, models, facts
+        self.find_native_ds4 = find_native_ds4
 
     @hookimpl
     def register_recipes(self) -> Sequence[Recipe]:
@@ -81,6 +91,9 @@ class OciPlugin:
     def install(self, recipe: Recipe, backend: Backend, config: Mapping[str, Any],
                 pin: Pin | None) -> InstallPlan:
         contract = self.contracts[recipe.name, backend.name]
+        if recipe.name == migration.NAME and (left := self.find_native_ds4()):
+            return InstallPlan("", message=left.message, action=f"lemon backends migrate "
+                               f"{left.name} --yes (removes {left.paths[0]})")
         facts = self.facts()
         if (problem := check(facts, contract.devices)) is not None:
             return InstallPlan("", message=problem.message, action=problem.action)
@@ -88,7 +101,12 @@ class OciPlugin:
             return InstallPlan("", message="no image is pinned for this platform",
                                action="pin one in an administrator lock file")
         if not pin.artifacts[0].sha256:
-            return InstallPlan(pin.version, artifacts=pin.artifacts)  # core: unverified
+            name = f"{recipe.name}:{backend.name}"
+            return InstallPlan("", message=f"no digest is pinned for "
+                               f"{pin.artifacts[0].url.removeprefix('docker://')} (none has "
+                               "been published)", action=f"lemon lock refresh {name} --yes "
+                               f"(asks the registry what the tag names now and pins it); "
+                               f"then lemon backends install {name}")
         try:
             ref = self._ref(pin, config)
         except LaunchRefused as exc:
@@ -131,6 +149,20 @@ class OciPlugin:
                                None if check_gib is None else float(check_gib))
 
     @hookimpl
+    def migrations(self) -> Sequence[Migration]:
+        found = self.find_native_ds4()
+        return [found] if found else []
+
+    @hookimpl
+    def refresher(self, recipe: Recipe, backend: Backend, config: Mapping[str, Any],
+                  pin: Pin) -> TagRefresher | None:
+        trusted = (*TRUSTED_NAMESPACES, *config.get("trusted_namespaces", ()))
+        try:
+            return TagRefresher(*parse_tagged(pin.artifacts[0].url, trusted))
+        except LaunchRefused:
+            return None
+
+    @hookimpl
     def startup_tasks(self, instance: str) -> Sequence[StartupTask]:
         engine = self.facts().engine
         if engine is None:
@@ -138,6 +170,9 @@ class OciPlugin:
 
         async def sweep_leftovers() -> None:
             await sweep(engine, instance)
+            if left := self.find_native_ds4():
+                log.warning("migration available", message=left.message,
+                            action=f"lemon backends migrate {left.name}")
 
         return [sweep_leftovers]
 

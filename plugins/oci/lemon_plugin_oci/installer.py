@@ -22,7 +22,11 @@ class ImageInstaller:
             on_progress(0, 0)
         code, _, err = await run(self.engine, "pull", "-q", self.ref.pinned)
         if code != 0:
-            raise InstallError(f"pulling {self.ref} failed: {err.strip()[-400:]}")
+            raise InstallError(f"pulling {self.ref} failed: {err.strip()[-400:]}. A pinned "
+                               "digest disappears when its tag is rebuilt and old builds are "
+                               "pruned: 'lemon lock refresh --check' says whether it is "
+                               "stale, and 'lemon lock refresh RECIPE:BACKEND --yes' pins "
+                               "what the tag names now")
         image = await inspect_image(self.engine, self.ref)
         if image is None or not carries(image.get("RepoDigests") or [], self.ref):
             raise InstallError(f"{self.ref}: the pulled image does not carry the pinned "

@@ -33,6 +33,28 @@ class ImageRef:
         return f"{self.repository}:{self.tag}@{self.digest}"
 
 
+_TAGGED = re.compile(rf"(?P<repo>{_DOMAIN}(?:/{_COMPONENT})+):(?P<tag>\w[\w.-]{{0,127}})"
+                     r"(?:@sha256:[0-9a-f]{64})?", re.ASCII)
+
+
+def parse_tagged(text: str, trusted: Iterable[str] = TRUSTED_NAMESPACES) -> tuple[str, str]:
+    """``(repository, tag)`` of a pin that names a tag (with or without a digest), from a
+    trusted namespace: what ``lemon lock refresh`` asks the registry about."""
+    match = _TAGGED.fullmatch(text.removeprefix("docker://"))
+    if match is None:
+        raise LaunchRefused(f"image {text!r} names no tag to refresh")
+    _trusted(match["repo"], text, trusted)
+    return match["repo"], match["tag"]
+
+
+def _trusted(repo: str, text: str, trusted: Iterable[str]) -> None:
+    namespaces = [ns.rstrip("/") + "/" for ns in trusted]  # "ghcr.io/peon" is no prefix
+    if not any(repo.startswith(ns) for ns in namespaces):
+        raise LaunchRefused(f"image {text!r} is outside the trusted namespaces "
+                            f"({', '.join(namespaces)}); an administrator can add one with "
+                            "recipes.<recipe>.trusted_namespaces")
+
+
 def parse_ref(text: str, trusted: Iterable[str] = TRUSTED_NAMESPACES) -> ImageRef:
     """Parse and vet a pin; refuse tag-only refs and untrusted namespaces, saying why."""
     text = text.removeprefix("docker://")
@@ -43,11 +65,7 @@ def parse_ref(text: str, trusted: Iterable[str] = TRUSTED_NAMESPACES) -> ImageRe
     repo = match["repo"]
     if "." not in repo.split("/")[0] and ":" not in repo.split("/")[0]:
         raise LaunchRefused(f"image {text!r} has no registry host; short names are refused")
-    namespaces = [ns.rstrip("/") + "/" for ns in trusted]  # "ghcr.io/peon" is no prefix
-    if not any(repo.startswith(ns) for ns in namespaces):
-        raise LaunchRefused(f"image {text!r} is outside the trusted namespaces "
-                            f"({', '.join(namespaces)}); an administrator can add one with "
-                            "recipes.<recipe>.trusted_namespaces")
+    _trusted(repo, text, trusted)
     return ImageRef(repo, match["tag"] or "", f"sha256:{match['digest']}")
 
 

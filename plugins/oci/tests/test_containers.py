@@ -593,3 +593,53 @@ async def test_a_container_changed_from_outside_is_relaunched_with_the_right_arg
         seen = [e for e in logs if e["event"] == "container drift; relaunching"]
         assert seen and any("268435456" in d for d in seen[0]["differences"]), seen
         assert any(e["event"] == "container relaunched after drift" for e in logs)
+
+
+# --- lemon lock refresh: a tag's current digest, asked of a real registry -------------
+
+def lemon_cli(tmp: Path, registry: Registry, *args: str) -> subprocess.CompletedProcess[str]:
+    """The real ``lemon`` command, with an administrator lock that pins ds4:rocm by tag
+    only (as today's DS4 pin is) to the local registry."""
+    admin = tmp / "admin-lock.json"
+    admin.write_text(json.dumps({"backends": {"ds4": {"rocm": {
+        "version": "rocm-7.14", "platforms": {platform_key("linux"): [{
+            "url": f"docker://{registry.host}/lemontest/refresh:1", "sha256": None,
+            "provenance": "test: tag only"}]}}}}}))
+    env = {**os.environ, "LEMON_CACHE_DIR": str(tmp / "cache"),
+           "LEMON_LOCK_FILES": json.dumps([str(admin)]),
+           "LEMON_RECIPES": json.dumps({"ds4": {"trusted_namespaces": [
+               f"{registry.host}/lemontest/"]}})}
+    return subprocess.run([str(Path(sys.executable).with_name("lemon")), *args], env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_lock_refresh_pins_what_a_tag_names_now_and_checks_for_staleness(
+    registry: Registry, tmp_path: Path
+) -> None:
+    rootfs = registry.root / "rootfs.tar"
+    first = registry.push(rootfs, "refresh", {"org.opencontainers.image.version": "1"})
+    check = lemon_cli(tmp_path, registry, "lock", "refresh", "ds4:rocm", "--check", "--json")
+    assert check.returncode == 1, check.stderr
+    [row] = json.loads(check.stdout)
+    assert row["stale"] and row["old"]["sha256"] is None
+    assert row["new"]["url"].endswith(f"/lemontest/refresh:1@{first}")
+
+    refused = lemon_cli(tmp_path, registry, "lock", "refresh", "ds4:rocm")
+    assert refused.returncode == 1 and "--yes" in refused.stderr  # nothing written
+    assert not (tmp_path / "cache" / "refreshed-lock.json").exists()
+    accepted = lemon_cli(tmp_path, registry, "lock", "refresh", "ds4:rocm", "--yes")
+    assert accepted.returncode == 0, accepted.stderr
+    pins = json.loads(lemon_cli(tmp_path, registry, "lock", "--json").stdout)
+    [pin] = [p for p in pins if p["name"] == "ds4:rocm"]
+    assert pin["sha256"] == first.removeprefix("sha256:")
+    assert pin["provenance"].startswith("refreshed on ")
+    assert "was unpinned" in pin["provenance"]
+    assert lemon_cli(tmp_path, registry, "lock", "refresh", "ds4:rocm", "--check"
+                     ).returncode == 0
+
+    second = registry.push(rootfs, "refresh", {"org.opencontainers.image.version": "2"})
+    assert second != first
+    stale = lemon_cli(tmp_path, registry, "lock", "refresh", "ds4:rocm", "--check")
+    assert stale.returncode == 1
+    assert f"@{first}" in stale.stdout and f"@{second}" in stale.stdout
+    assert "STALE" in stale.stdout
