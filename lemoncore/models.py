@@ -13,6 +13,7 @@ container mounts.
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import json
 import os
@@ -134,16 +135,23 @@ class ModelStore:
             self.cache_dir, Path(hf_constants.HF_HUB_CACHE)))
 
     def local_path(self, model: ModelInfo) -> Path | None:
-        """The model's file, resolved, if it is present locally; else ``None``. A file
-        outside the model directories is a :class:`ModelError` (403)."""
+        """The model's file, resolved, if it and every file it needs beside it are present
+        locally; else ``None``. A file outside the model directories is a
+        :class:`ModelError` (403)."""
         cp = Checkpoint.parse(model.checkpoint)
         if cp.kind == "hf":
             found = huggingface_hub.try_to_load_from_cache(cp.location, cp.filename)
             path = self.confined(Path(found)) if isinstance(found, str) else None
+            if path is not None and not all(isinstance(
+                    huggingface_hub.try_to_load_from_cache(cp.location, f), str)
+                    for f in model.files):
+                return None
         elif cp.kind == "pkg":
             path = _pkg_path(cp.location)
         else:
             path = self.confined(Path(cp.location))
+            if not all((Path(cp.location).parent / f).exists() for f in model.files):
+                return None
         return path if path is not None and path.is_file() else None
 
     def checkpoint_dir(self, model: ModelInfo) -> tuple[Path | None, tuple[Path, ...]]:
@@ -176,10 +184,22 @@ class ModelStore:
         done = threading.Event()
 
         def download() -> str:
+            """Each file not yet in the cache, then its SHA-256 where published; the
+            checkpoint's own path."""
             try:
-                result = huggingface_hub.hf_hub_download(
-                    cp.location, cp.filename, tqdm_class=_progress_tqdm(progress))
-                return str(result)
+                for name in (cp.filename, *model.files):
+                    if isinstance(huggingface_hub.try_to_load_from_cache(cp.location, name),
+                                  str):
+                        continue
+                    got = huggingface_hub.hf_hub_download(
+                        cp.location, name, tqdm_class=_progress_tqdm(progress))
+                    if (want := model.sha256.get(name)) and _sha256(Path(got)) != want:
+                        Path(got).resolve().unlink(missing_ok=True)
+                        Path(got).unlink(missing_ok=True)
+                        raise ModelError(f"{cp.location}/{name} does not have the published "
+                                         f"SHA-256 {want}; it was removed", status=502)
+                found = huggingface_hub.try_to_load_from_cache(cp.location, cp.filename)
+                return str(found)
             finally:
                 done.set()
 
@@ -191,6 +211,8 @@ class ModelStore:
                 path_text = await anyio.to_thread.run_sync(download)
             except Exception as exc:  # noqa: BLE001 - reported below, outside the group
                 failure = exc
+        if isinstance(failure, ModelError):
+            raise failure
         if failure is not None:
             raise ModelError(f"download of {model.checkpoint!r} failed: {failure}",
                              status=502) from failure
@@ -199,12 +221,12 @@ class ModelStore:
     def delete(self, model: ModelInfo) -> None:
         """Remove the model's downloaded file and forget a user model."""
         cp = Checkpoint.parse(model.checkpoint)
-        found = huggingface_hub.try_to_load_from_cache(cp.location, cp.filename) \
-            if cp.kind == "hf" else None
-        if isinstance(found, str):
-            self.confined(Path(found)).unlink(missing_ok=True)  # the blob
-            Path(found).unlink(missing_ok=True)  # the snapshot's link to it
-        elif model.name not in self._user:
+        found = [huggingface_hub.try_to_load_from_cache(cp.location, name)
+                 for name in (cp.filename, *model.files)] if cp.kind == "hf" else []
+        for path in (f for f in found if isinstance(f, str)):
+            self.confined(Path(path)).unlink(missing_ok=True)  # the blob
+            Path(path).unlink(missing_ok=True)  # the snapshot's link to it
+        if not isinstance(next(iter(found), None), str) and model.name not in self._user:
             raise ModelError(f"model {model.name!r} is not a download; nothing to delete",
                              status=422)
         if self._user.pop(model.name, None) is not None:
@@ -239,14 +261,22 @@ def _progress_tqdm(progress: _Counter) -> type[hf_tqdm]:
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             kwargs["disable"] = True
             super().__init__(*args, **kwargs)  # type: ignore[no-untyped-call]
-            progress.total = int(kwargs.get("total") or 0)
-            progress.done = int(kwargs.get("initial") or 0)
+            progress.total += int(kwargs.get("total") or 0)  # files of a model add up
+            progress.done += int(kwargs.get("initial") or 0)
 
         def update(self, n: float | None = 1) -> bool | None:
             progress.done += int(n or 0)
             return None
 
     return ProgressTqdm
+
+
+def _sha256(path: Path) -> str:
+    sha = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            sha.update(block)
+    return sha.hexdigest()
 
 
 def _pkg_path(location: str) -> Path | None:

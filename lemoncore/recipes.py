@@ -231,6 +231,28 @@ class ModelInfo(_Frozen):
     recipe_options: Mapping[str, Any] = Field(default_factory=dict)
     suggested: bool = False
     description: str = ""
+    # Other files of the checkpoint's repository (or folder) the engine needs: split GGUF
+    # shards, an mmproj, a tokenizer; downloaded beside the checkpoint, one model.
+    files: tuple[str, ...] = ()
+    sha256: Mapping[str, str] = Field(default_factory=dict)  # file -> hex, where published
+
+    @field_validator("files")
+    @classmethod
+    def _relative_files(cls, files: tuple[str, ...]) -> tuple[str, ...]:
+        for name in files:
+            parts = name.replace("\\", "/").split("/")
+            if not name or name.startswith("/") or ".." in parts or "" in parts:
+                raise ValueError(f"file {name!r} must be a relative path inside the "
+                                 "checkpoint's repository, without '..'")
+        return files
+
+    @field_validator("sha256")
+    @classmethod
+    def _hex(cls, hashes: Mapping[str, str]) -> Mapping[str, str]:
+        bad = [f for f, h in hashes.items() if len(h) != 64 or set(h) - set("0123456789abcdef")]
+        if bad:
+            raise ValueError(f"sha256 of {', '.join(bad)} is not 64 lowercase hex digits")
+        return hashes
 
     @property
     def model_type(self) -> ModelType:

@@ -21,24 +21,32 @@ from lemoncore.testing import ServerProcess, running_server
 BLOB = b"GGUF" + bytes(range(256)) * 12_000  # about 3 MB
 
 
+# A Halogen-shaped repository: weights, an overlay and a tokenizer folder, one model.
+MULTI = {"m.hgn": BLOB, "m.overlay.hgn": b"overlay" * 1000,
+         "tokenizer/tokenizer.json": b'{"model": {}}', "tokenizer/vocab.json": b"{}"}
+FILES = {"/owner/tiny-GGUF/resolve/main/tiny.gguf": BLOB,
+         **{f"/owner/multi/resolve/main/{name}": data for name, data in MULTI.items()}}
+
+
 class FakeHub(BaseHTTPRequestHandler):
-    def _head(self) -> bool:
-        if self.path != "/owner/tiny-GGUF/resolve/main/tiny.gguf":
+    def _head(self) -> bytes | None:
+        data = FILES.get(self.path)
+        if data is None:
             self.send_error(404)
-            return False
+            return None
         self.send_response(200)
         self.send_header("X-Repo-Commit", "c" * 40)
-        self.send_header("ETag", f'"{hashlib.sha256(BLOB).hexdigest()}"')
-        self.send_header("Content-Length", str(len(BLOB)))
+        self.send_header("ETag", f'"{hashlib.sha256(data).hexdigest()}"')
+        self.send_header("Content-Length", str(len(data)))
         self.end_headers()
-        return True
+        return data
 
     def do_HEAD(self) -> None:
         self._head()
 
     def do_GET(self) -> None:
-        if self._head():
-            self.wfile.write(BLOB)
+        if (data := self._head()) is not None:
+            self.wfile.write(data)
 
     def log_message(self, format: str, *args: object) -> None:
         pass
@@ -93,6 +101,40 @@ def test_pull_streams_progress_into_the_hf_cache_and_delete_removes_it(
     assert deleted.status_code == 200
     assert not path.exists()
     assert "tiny" not in models(server, show_all=True)
+
+
+def test_a_model_of_several_files_is_pulled_whole_verified_and_deleted_whole(
+    server: ServerProcess, tmp_path: Path
+) -> None:
+    extra = ["m.overlay.hgn", "tokenizer/tokenizer.json", "tokenizer/vocab.json"]
+    published = {name: hashlib.sha256(data).hexdigest() for name, data in MULTI.items()}
+    body = {"model_name": "multi", "checkpoint": "owner/multi:m.hgn", "recipe": "llamacpp",
+            "files": extra, "sha256": published, "stream": True}
+    with httpx.stream("POST", server.url + "/api/v1/pull", json=body, timeout=60) as r:
+        assert r.status_code == 200
+        seen = events(r)
+    assert seen[-1][0] == "complete", seen[-1]
+    progress = [data for event, data in seen if event == "progress"]
+    assert progress and progress[-1]["bytes_total"] == sum(map(len, MULTI.values()))
+    assert Path(str(seen[-1][1]["path"])).read_bytes() == BLOB
+    [snapshot] = (tmp_path / "hf/hub/models--owner--multi/snapshots").iterdir()
+    for name, data in MULTI.items():  # one snapshot, each file where the engine looks
+        assert (snapshot / name).read_bytes() == data
+    assert models(server)["multi"]["downloaded"] is True
+    (snapshot / "tokenizer/vocab.json").unlink()  # a missing part: not downloaded
+    assert models(server, show_all=True)["multi"]["downloaded"] is False
+    assert httpx.post(server.url + "/api/v1/delete", json={"model_name": "multi"}
+                      ).status_code == 200
+    assert not any((snapshot / name).exists() for name in MULTI)
+
+    tampered = {**body, "model_name": "tampered", "stream": False,
+                "sha256": {**published, "m.overlay.hgn": "0" * 64}}
+    refused = httpx.post(server.url + "/api/v1/pull", json=tampered, timeout=60)
+    assert refused.status_code == 502
+    assert "does not have the published SHA-256" in refused.json()["error"]["message"]
+    assert not (snapshot / "m.overlay.hgn").exists()
+    escape = {**body, "model_name": "escape", "files": ["../../etc/passwd"]}
+    assert httpx.post(server.url + "/api/v1/pull", json=escape).status_code == 400
 
 
 def test_pull_of_a_missing_file_reports_an_error(server: ServerProcess) -> None:

@@ -96,7 +96,9 @@ def _pull_target(core: Core, body: dict[str, Any]) -> ModelInfo:
     try:
         model = ModelInfo(name=name, recipe=body.get("recipe", ""),
                           checkpoint=body["checkpoint"], labels=tuple(body.get("labels", ())),
-                          recipe_options=body.get("recipe_options", {}))
+                          recipe_options=body.get("recipe_options", {}),
+                          files=tuple(body.get("files", ())),
+                          sha256=body.get("sha256", {}))
     except (ValidationError, TypeError) as exc:
         raise ApiError(f"invalid model registration: {exc}") from exc
     recipe = core.plugins.registry.recipes.get(model.recipe)

@@ -45,6 +45,11 @@ from lemon_plugin_oci.sockets import SocketDirs, runtime_base
 log = structlog.get_logger("lemon_plugin_oci")
 
 
+def _curated_models() -> list[ModelInfo]:
+    raw = json.loads(files(__package__).joinpath("models.json").read_text())
+    return [ModelInfo(**entry) for entry in raw]
+
+
 def _default_lock() -> Mapping[str, Any]:
     data: Mapping[str, Any] = json.loads(files(__package__).joinpath("lock.json").read_text())
     return data
@@ -54,7 +59,8 @@ class OciPlugin:
     def __init__(self, recipes: Sequence[Recipe] = RECIPES,
                  contributions: Sequence[BackendContribution] = CONTRIBUTIONS,
                  contracts: Mapping[tuple[str, str], LaunchContract] = CONTRACTS,
-                 lock: Mapping[str, Any] | None = None, models: Sequence[ModelInfo] = (),
+                 lock: Mapping[str, Any] | None = None,
+                 models: Sequence[ModelInfo] | None = None,
                  facts: Callable[[], Facts] = gather,
                  find_native_ds4: Callable[[], Migration | None] = lambda: migration.native_ds4(
                      os.environ, Path.home())) -> None:
@@ -72,7 +78,7 @@ class OciPlugin:
 
     @hookimpl
     def register_models(self) -> Sequence[ModelInfo]:
-        return self.models
+        return _curated_models() if self.models is None else self.models
 
     @hookimpl
     def register_lock(self) -> Mapping[str, Any]:

@@ -417,3 +417,25 @@ def test_setup_assistant_names_the_fix(change: dict[str, object], message: str,
     assert problem_ is not None
     assert message in problem_.message and action in problem_.action
     assert check(FACTS, GPU) is None
+
+
+def test_each_curated_model_brings_every_file_its_engine_reads(tmp_path: Path) -> None:
+    """A curated model is one catalogue entry with all its files: laid out as a pull
+    leaves them (one snapshot folder), its contract finds each file it mounts."""
+    from lemoncore.models import Checkpoint
+
+    from lemon_plugin_oci import _curated_models
+
+    curated = _curated_models()
+    assert {m.recipe for m in curated} == {"ds4", "rocmfpx", "halogen"}
+    for model in curated:
+        snapshot = tmp_path / model.name
+        name = Checkpoint.parse(model.checkpoint).filename
+        for file in (name, *model.files):
+            (snapshot / file).parent.mkdir(parents=True, exist_ok=True)
+            (snapshot / file).write_text("x")
+        assert set(model.sha256) <= {name, *model.files}
+        contract = CONTRACTS[model.recipe, "rocm"]
+        found = model_files(contract.files, snapshot / name, name, snapshot,
+                            (tmp_path.resolve(),), owned=True)
+        assert len(found.mounts) == 1 + len(model.files), model.name
