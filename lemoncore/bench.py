@@ -42,6 +42,64 @@ def spread(values: Sequence[float]) -> dict[str, float]:
             "stdev": round(statistics.stdev(ordered), 4) if len(ordered) > 1 else 0.0}
 
 
+@dataclass(frozen=True)
+class Target:
+    """A model, on a chosen backend (``None``: the one the server picks)."""
+
+    model: str
+    backend: str | None = None
+
+    @property
+    def label(self) -> str:
+        return f"{self.model}@{self.backend}" if self.backend else self.model
+
+
+def targets(names: Sequence[str], backend: str | None = None) -> list[Target]:
+    """``MODEL`` or ``MODEL@BACKEND`` (``nathanw`` or ``llamacpp:nathanw``); ``backend``
+    applies to the names without one."""
+    found = []
+    for name in names:
+        model, _, chosen = name.partition("@")
+        chosen = chosen or backend or ""
+        found.append(Target(model, chosen.rpartition(":")[2] or None))
+    return found
+
+
+def skip_reason(client: httpx.Client, url: str, target: Target) -> str:
+    """Why ``target`` cannot run on the server now (its backend is not installed), or ""."""
+    if target.backend is None:
+        return ""
+    models = client.get(url + "/v1/models", params={"show_all": "true"}).json()["data"]
+    recipe = next((m.get("recipe") for m in models if m["id"] == target.model), None)
+    if recipe is None:
+        return f"model {target.model!r} is not in the catalogue"
+    backends = client.get(url + "/api/v1/system-info").json()["recipes"].get(
+        recipe, {}).get("backends", {})
+    state = backends.get(target.backend)
+    if state is None:
+        return f"recipe {recipe} has no backend {target.backend!r}"
+    if state["state"] != "installed":
+        fix = f" (fix: {state['action']})" if state.get("action") else ""
+        return f"{recipe}:{target.backend} is {state['state']}{fix}"
+    return ""
+
+
+def select(client: httpx.Client, url: str, target: Target) -> float:
+    """Load ``target`` on its backend (an explicit load reloads a model served by another
+    backend) and check the server says so; seconds it took. No-op without a backend."""
+    if target.backend is None:
+        return 0.0
+    started = time.perf_counter()
+    client.post(url + "/api/v1/load", json={"model_name": target.model,
+                                            "backend": target.backend}).raise_for_status()
+    took = time.perf_counter() - started
+    serving = [m.get("backend") for m in client.get(url + "/api/v1/health").json()[
+        "all_models_loaded"] if m.get("model_name") == target.model]
+    if serving != [target.backend]:
+        raise RuntimeError(f"{target.label}: the server serves it on {serving}")
+    return took
+
+
 def stream_once(client: httpx.Client, api: str, model: str, prompt: str,
                 max_tokens: int = 96) -> Sample:
     body = {"model": model, "stream": True, "max_tokens": max_tokens, "ignore_eos": True,
@@ -67,27 +125,44 @@ def stream_once(client: httpx.Client, api: str, model: str, prompt: str,
     return Sample(ttft, decode, prompt_tokens / ttft if ttft else 0.0)
 
 
-def bench(url: str, models: Sequence[str], reps: int = 5, cold: bool = True,
+def bench(url: str, models: Sequence[str | Target], reps: int = 5, cold: bool = True,
           max_tokens: int = 96) -> dict[str, object]:
-    """Warm and (optionally) cold runs of every scenario for each model on a lemoncore
-    server at ``url``; cold runs unload the model first."""
+    """Warm and (optionally) cold runs of every scenario for each target on a lemoncore
+    server at ``url``: the same prompts, each with a unique prefix, in rounds that
+    interleave the targets (each round starts with an unmeasured warm-up, which also
+    reloads a target another one evicted). Cold runs unload the model first. A target
+    whose backend is not installed is reported as skipped, with the reason."""
+    chosen = [t if isinstance(t, Target) else Target(t) for t in models]
     report: dict[str, object] = {}
     with httpx.Client(timeout=300) as client:
-        for model in models:
-            result: dict[str, object] = {}
-            for name, prompt in SCENARIOS.items():
-                stream_once(client, url + "/v1", model, prompt, 4)  # load and warm up
-                warm = [stream_once(client, url + "/v1", model, prompt, max_tokens)
-                        for _ in range(reps)]
-                result[name] = _summary(warm)
+        running = []
+        for target in chosen:
+            if reason := skip_reason(client, url, target):
+                report[target.label] = {"skipped": reason}
+            else:
+                running.append(target)
+        warm: dict[tuple[str, str], list[Sample]] = {}
+        for _ in range(reps):
+            for target in running:
+                select(client, url, target)
+                for name, prompt in SCENARIOS.items():
+                    stream_once(client, url + "/v1", target.model, prompt, 4)  # warm-up
+                    warm.setdefault((target.label, name), []).append(stream_once(
+                        client, url + "/v1", target.model, prompt, max_tokens))
+        for target in running:
+            result: dict[str, object] = {name: _summary(warm[target.label, name])
+                                         for name in SCENARIOS}
             if cold:
                 samples = []
                 for _ in range(reps):
-                    client.post(url + "/api/v1/unload", json={"model_name": model})
-                    samples.append(stream_once(client, url + "/v1", model,
-                                               SCENARIOS["short"], max_tokens))
+                    client.post(url + "/api/v1/unload", json={"model_name": target.model})
+                    loading = select(client, url, target)  # the load counts: it is cold
+                    sample = stream_once(client, url + "/v1", target.model,
+                                         SCENARIOS["short"], max_tokens)
+                    samples.append(Sample(sample.ttft_s + loading, sample.decode_tps,
+                                          sample.prompt_tps))
                 result["cold"] = _summary(samples)
-            report[model] = result
+            report[target.label] = result
     return report
 
 

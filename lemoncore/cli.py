@@ -408,23 +408,27 @@ def cmd_bench(args: argparse.Namespace) -> int:
     """Measure models on a running server: TTFT, decode and prompt tokens/s, warm and cold."""
     import httpx
 
-    from lemoncore.bench import bench
+    from lemoncore.bench import bench, targets
 
     url = args.server or f"http://127.0.0.1:{Settings().port}"
     try:
-        report = bench(url, args.models, args.reps, not args.warm_only, args.max_tokens)
+        report = bench(url, targets(args.models, args.backend), args.reps,
+                       not args.warm_only, args.max_tokens)
     except httpx.HTTPError as exc:
         print(f"benchmark against {url} failed: {exc}", file=sys.stderr)
         return 1
 
     def table() -> None:
-        print(f"{'model':<28} {'run':<6} {'TTFT p50 ms':>12} {'decode tok/s':>13} "
+        print(f"{'model':<40} {'run':<6} {'TTFT p50 ms':>12} {'decode tok/s':>13} "
               f"{'prompt tok/s':>13}   (p10-p90)")
         for model, runs in report.items():
             assert isinstance(runs, dict)
+            if "skipped" in runs:
+                print(f"{model:<40} skipped: {runs['skipped']}")
+                continue
             for run, r in runs.items():
                 t, d, p = r["ttft_ms"], r["decode_tps"], r["prompt_tps"]
-                print(f"{model:<28} {run:<6} {t['p50']:>12.1f} {d['p50']:>13.1f} "
+                print(f"{model:<40} {run:<6} {t['p50']:>12.1f} {d['p50']:>13.1f} "
                       f"{p['p50']:>13.1f}   ({t['p10']:.0f}-{t['p90']:.0f} ms, "
                       f"{d['p10']:.0f}-{d['p90']:.0f} tok/s)")
 
@@ -497,8 +501,10 @@ def parser() -> argparse.ArgumentParser:
                           help="pin the SHA-256 of a download whose publisher gives none, "
                                "on first use")
     backends.set_defaults(func=cmd_backends)
-    bench_p = sub.add_parser("bench", help="measure models on a running server")
-    bench_p.add_argument("models", nargs="+")
+    bench_p = sub.add_parser("bench", help="measure models on a running server; "
+                                           "MODEL@BACKEND compares engines")
+    bench_p.add_argument("models", nargs="+", help="MODEL or MODEL@BACKEND")
+    bench_p.add_argument("--backend", help="backend for the models named without one")
     bench_p.add_argument("--reps", type=int, default=5)
     bench_p.add_argument("--max-tokens", dest="max_tokens", type=int, default=96)
     bench_p.add_argument("--warm-only", action="store_true", help="skip cold starts")

@@ -18,11 +18,19 @@ from starlette.applications import Starlette
 from lemoncore import Settings, create_app
 from lemoncore.hosts import HostDevice, HostInfo
 from lemoncore.lock import platform_key
-from lemoncore.recipes import Backend, DeviceKind, Format, Recipe, SupportRow, Tier
+from lemoncore.recipes import (
+    Backend,
+    BackendContribution,
+    DeviceKind,
+    Format,
+    Recipe,
+    SupportRow,
+    Tier,
+)
 
 from lemon_plugin_oci import OciPlugin
 from lemon_plugin_oci.contracts import NATHANW, ctx_size
-from lemon_plugin_oci.recipes import TRUSTED_NAMESPACES_OPTION
+from lemon_plugin_oci.recipes import TRUSTED_NAMESPACES_OPTION, container_backend
 
 HOST = HostInfo("linux", (HostDevice(DeviceKind.CPU, "cpu"),))
 BOXED = Recipe(name="boxed", display_name="llama-server in a container",
@@ -42,12 +50,32 @@ def lock_url(lock: dict[str, Any]) -> str:
 def boxed_app(lock: dict[str, Any], trusted: bool = True, **settings: Any) -> Starlette:
     """The app; the lock's registry namespace is trusted unless ``trusted`` is false."""
     plugin = OciPlugin(recipes=[BOXED], contributions=[],
-                       contracts={("boxed", "llama"): CONTRACT}, lock=lock)
+                       contracts={("boxed", "llama"): CONTRACT}, lock=lock, models=[])
     namespaces = [lock_url(lock).split("/lemontest/")[0] + "/lemontest/"] if trusted else []
     return create_app(Settings(plugins_allow="", stop_grace=2, allow_experimental="boxed:llama",
                                recipes={"boxed": {"trusted_namespaces": namespaces,
                                                   "ctx_size": 2048}}, **settings),
                       plugins={"oci": plugin}, host=HOST)
+
+
+CPU_ROW = SupportRow(os=frozenset({"linux"}), devices={DeviceKind.CPU: frozenset()})
+
+
+def beside_llamacpp_app(lock: dict[str, Any], **settings: Any) -> Starlette:
+    """The llama.cpp plugin (its native llama-server from the wheel: backend ``pypi``) and
+    the container engine joining its recipe as ``nathanw``, as the real OCI plugin does,
+    here on the CPU: one recipe, a core engine and an experimental one."""
+    entry = lock["backends"]["boxed"]["llama"]
+    nathanw = container_backend("nathanw", "llama-server in a container", CONTRACT, (CPU_ROW,))
+    plugin = OciPlugin(recipes=[], contributions=[BackendContribution(recipe="llamacpp",
+                                                                    backend=nathanw)],
+                       contracts={("llamacpp", "nathanw"): CONTRACT}, models=[],
+                       lock={"backends": {"llamacpp": {"nathanw": entry}}})
+    return create_app(Settings(
+        plugins_allow="llamacpp", stop_grace=2, allow_experimental="llamacpp:nathanw",
+        recipes={"llamacpp": {"trusted_namespaces": [
+            lock_url(lock).split("/lemontest/")[0] + "/lemontest/"], "ctx_size": 2048}},
+        **settings), plugins={"oci": plugin}, host=HOST)
 
 
 if __name__ == "__main__":
@@ -56,5 +84,7 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--lock", type=Path, required=True)
+    parser.add_argument("--beside-llamacpp", action="store_true")
     args = parser.parse_args()
-    serve_app(boxed_app(json.loads(args.lock.read_text()), port=args.port))
+    app = beside_llamacpp_app if args.beside_llamacpp else boxed_app
+    serve_app(app(json.loads(args.lock.read_text()), port=args.port))

@@ -643,3 +643,38 @@ def test_lock_refresh_pins_what_a_tag_names_now_and_checks_for_staleness(
     assert stale.returncode == 1
     assert f"@{first}" in stale.stdout and f"@{second}" in stale.stdout
     assert "STALE" in stale.stdout
+
+
+# --- lemon bench across engines: the llama.cpp recipe, native and in a container -----
+
+def test_bench_compares_a_core_and_a_container_engine_in_one_table(
+    registry: Registry, images: dict[str, str], tmp_path: Path
+) -> None:
+    """The real ``lemon bench`` against a real server: SmolLM2 on the native llama-server
+    (``pypi``) and on the container engine (``nathanw``, the test image), the same
+    prompts interleaved; a backend that is not installed (``cpu``) is skipped, saying
+    why."""
+    lock_file = tmp_path / "lock.json"
+    lock_file.write_text(json.dumps(lock_for(registry, "llama", images["plain"])))
+    model = "SmolLM2-135M-Instruct-GGUF"
+    with running_server(tmp_path / "cache", command=(str(BOXED_SERVER),),
+                        args=("--lock", str(lock_file), "--beside-llamacpp")) as server:
+        for backend in ("pypi", "nathanw"):
+            httpx.post(server.url + "/api/v1/install", json={"backend": f"llamacpp:{backend}"},
+                       timeout=120).raise_for_status()
+        bench = subprocess.run(
+            [str(Path(sys.executable).with_name("lemon")), "bench", "--server", server.url,
+             "--reps", "2", "--warm-only", "--max-tokens", "8", f"{model}@pypi",
+             f"{model}@llamacpp:nathanw", f"{model}@cpu", "--json"],
+            capture_output=True, text=True, timeout=600)
+        assert bench.returncode == 0, bench.stderr
+        report = json.loads(bench.stdout)
+        loaded = httpx.get(server.api + "/health").json()["all_models_loaded"]
+    for label in (f"{model}@pypi", f"{model}@nathanw"):
+        for scenario in ("short", "long"):
+            run = report[label][scenario]
+            assert run["ttft_ms"]["n"] == 2 and run["decode_tps"]["p50"] > 0, (label, run)
+    assert "llamacpp:cpu is" in report[f"{model}@cpu"]["skipped"]
+    # the last target measured ran in the container (bench checks each target's backend)
+    [served] = [m for m in loaded if m["model_name"] == model]
+    assert served["backend"] == "nathanw" and "--network=none" in served["launch_command"]
