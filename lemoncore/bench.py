@@ -90,9 +90,12 @@ def select(client: httpx.Client, url: str, target: Target) -> float:
     if target.backend is None:
         return 0.0
     started = time.perf_counter()
-    client.post(url + "/api/v1/load", json={"model_name": target.model,
-                                            "backend": target.backend}).raise_for_status()
+    loaded = client.post(url + "/api/v1/load", json={"model_name": target.model,
+                                                     "backend": target.backend})
     took = time.perf_counter() - started
+    if loaded.status_code != 200:
+        raise RuntimeError(f"{target.label}: loading failed: "
+                           f"{loaded.json().get('error', {}).get('message', loaded.text)}")
     serving = [m.get("backend") for m in client.get(url + "/api/v1/health").json()[
         "all_models_loaded"] if m.get("model_name") == target.model]
     if serving != [target.backend]:

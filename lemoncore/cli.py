@@ -8,6 +8,7 @@ import signal
 import sys
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -414,7 +415,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     try:
         report = bench(url, targets(args.models, args.backend), args.reps,
                        not args.warm_only, args.max_tokens)
-    except httpx.HTTPError as exc:
+    except (httpx.HTTPError, RuntimeError) as exc:
         print(f"benchmark against {url} failed: {exc}", file=sys.stderr)
         return 1
 
@@ -437,14 +438,19 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def cmd_launch(args: argparse.Namespace) -> int:
-    """Start a coding agent against this server's OpenAI endpoint and a model."""
+    """Start a coding agent against this server; with several models or backends (or
+    ``--out``), run it non-interactively once per target and compare the runs."""
+    import datetime
     import os
+    import shlex
     import shutil
     import subprocess
 
     import httpx
 
+    from lemoncore.agent_runs import run_all
     from lemoncore.agents import AGENTS, agent_command
+    from lemoncore.bench import targets as bench_targets
 
     agent = AGENTS.get(args.agent)
     if agent is None:
@@ -457,18 +463,39 @@ def cmd_launch(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 127
     url = args.server or f"http://127.0.0.1:{Settings().port}"
-    try:
-        found = httpx.get(f"{url}/v1/models/{args.model}", timeout=10)
-    except httpx.TransportError:
-        print(f"no lemoncore server at {url}; start one with 'lemon serve'", file=sys.stderr)
-        return 1
-    if found.status_code != 200:
-        print(found.json()["error"]["message"], file=sys.stderr)
-        return 1
-    argv, env = agent_command(agent, f"{url}/v1", found.json()["id"],
-                              os.environ.get("LEMON_API_KEY", "lemoncore"), args.agent_args)
-    return subprocess.run([binary, *argv[1:]], env={**os.environ, **env},
-                          check=False).returncode
+    ids = []
+    for model in args.model:
+        try:
+            found = httpx.get(f"{url}/v1/models/{model}", timeout=10)
+        except httpx.TransportError:
+            print(f"no lemoncore server at {url}; start one with 'lemon serve'", file=sys.stderr)
+            return 1
+        if found.status_code != 200:
+            print(found.json()["error"]["message"], file=sys.stderr)
+            return 1
+        ids.append(found.json()["id"])
+    extra = [*shlex.split(args.agent_args or ""), *args.passthrough]
+    key = os.environ.get("LEMON_API_KEY", "lemoncore")
+    targets = [t for b in (args.backend or [None]) for t in bench_targets(ids, b)]
+    targets.sort(key=lambda t: ids.index(t.model))
+    if len(targets) == 1 and args.out is None:
+        argv, env = agent_command(agent, f"{url}/v1", ids[0], key, extra)
+        return subprocess.run([binary, *argv[1:]], env={**os.environ, **env},
+                              check=False).returncode
+    stamp = datetime.datetime.now().strftime("%Y%m%dT%H%M%S")
+    out = Path(args.out or f"lemon-launch-{args.agent}-{stamp}")
+    rows = run_all(url, agent, binary, targets, extra, out, key, args.timeout)
+
+    def table() -> None:
+        print(f"{'target':<40} {'exit':>5} {'wall s':>8} {'tokens':>8}  output")
+        for r in rows:
+            exit_code = "-" if r.get("exit_code") is None else r["exit_code"]
+            print(f"{r['target']:<40} {exit_code:>5} {r.get('wall_s', '-'):>8} "
+                  f"{r.get('tokens') or '-':>8}  {r.get('error') or r.get('output', '')}")
+        print(f"results: {out / 'results.json'}")
+
+    _print(rows, args.json, table)
+    return 0 if all(r.get("exit_code") == 0 for r in rows) else 1
 
 
 def parser() -> argparse.ArgumentParser:
@@ -512,8 +539,16 @@ def parser() -> argparse.ArgumentParser:
     bench_p.set_defaults(func=cmd_bench)
     launch = sub.add_parser("launch", help="start a coding agent wired to this server; "
                                            "arguments after -- go to the agent")
-    launch.add_argument("agent", help="opencode or pi")
-    launch.add_argument("-m", "--model", required=True)
+    launch.add_argument("agent", help="opencode, pi, claude or codex")
+    launch.add_argument("-m", "--model", required=True, action="append",
+                        help="a model; repeat to compare models")
+    launch.add_argument("--backend", action="append",
+                        help="run on this backend; repeat to compare backends")
+    launch.add_argument("--agent-args", dest="agent_args",
+                        help='the agent\'s arguments, e.g. --agent-args="-p \'TASK\'"')
+    launch.add_argument("--out", type=Path, help="results directory (comparison runs)")
+    launch.add_argument("--timeout", type=float, default=1800,
+                        help="seconds one agent run may take (comparison runs)")
     launch.add_argument("--server", help="server URL (default: http://127.0.0.1:<port>)")
     launch.set_defaults(func=cmd_launch)
     lock = sub.add_parser("lock", help="every pinned artifact and its provenance; "
@@ -538,7 +573,7 @@ def parser() -> argparse.ArgumentParser:
                          help="a load option, e.g. -o backend=cpu -o ctx_size=8192")
     explain.add_argument("--server", help="server URL (default: http://127.0.0.1:<port>)")
     explain.set_defaults(func=cmd_explain)
-    for sp in (plugins, backends, models, explain, lock, tiers, bench_p):
+    for sp in (plugins, backends, models, explain, lock, tiers, bench_p, launch):
         sp.add_argument("--json", action="store_true")
     return p
 
@@ -548,7 +583,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
     cut = words.index("--") if "--" in words else len(words)
     args = parser().parse_args(words[:cut])
-    args.agent_args = words[cut + 1:]
+    args.passthrough = words[cut + 1:]
     result: int = args.func(args)
     return result
 

@@ -75,13 +75,14 @@ class SSERelay(Response):
     def __init__(self, upstream: httpx.Response, heartbeat: float,
                  resources: AsyncExitStack,
                  cut_scope: Callable[[], AbstractContextManager[anyio.CancelScope]]
-                 = anyio.CancelScope) -> None:
+                 = anyio.CancelScope,
+                 on_usage: Callable[[Any], None] | None = None) -> None:
         # No Response.__init__: it would add "content-length: 0" for an empty body.
         self.status_code, self.background = 200, None
         self.raw_headers = [(b"content-type", b"text/event-stream; charset=utf-8"),
                             *((k.lower().encode(), v.encode()) for k, v in SSE_HEADERS.items())]
         self.upstream, self.heartbeat, self.resources = upstream, heartbeat, resources
-        self.cut_scope = cut_scope
+        self.cut_scope, self.on_usage = cut_scope, on_usage
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
@@ -125,7 +126,7 @@ class SSERelay(Response):
                 pass
             tg.cancel_scope.cancel()
 
-        tail = b""
+        tail = usage = b""
         with self.cut_scope() as deadline:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(heartbeat)
@@ -133,15 +134,30 @@ class SSERelay(Response):
                 try:
                     async for chunk in self.upstream.aiter_raw():
                         tail = (tail + chunk)[-64:]
+                        if b'"usage"' in chunk:  # the stream's last chunks carry usage
+                            usage = chunk
                         await body(chunk)
                     if DONE.strip() not in tail:
                         await body(DONE)
                 except httpx.TransportError as exc:
                     await body(sse_error(f"backend stream broke: {exc!r}"))
                 tg.cancel_scope.cancel()
+        if usage and self.on_usage is not None:
+            self.on_usage(_usage(usage))
         if deadline.cancelled_caught:
             # A cancelled send has already handed its bytes to the transport; a blank line
             # first ends an event the backend had only half sent.
             gap = b"" if tail.endswith(b"\n\n") else b"\n\n"
             frame = sse_error(CUT_AT_SHUTDOWN, 503, "server_error", "shutting_down")
             await send({"type": "http.response.body", "body": gap + frame, "more_body": True})
+
+
+def _usage(chunk: bytes) -> Any:
+    """The ``usage`` of the SSE data line in ``chunk`` that has one (``None`` if unreadable)."""
+    for line in chunk.split(b"\n"):
+        if line.startswith(b"data: {") and b'"usage"' in line:
+            try:
+                return json.loads(line[6:]).get("usage")
+            except ValueError:
+                return None
+    return None

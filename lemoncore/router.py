@@ -145,6 +145,8 @@ class Router:
         self.servers: dict[str, LoadedServer] = {}
         self.evictions: Counter[str] = Counter({k: 0 for k in EVICTION_KINDS})
         self.loads = 0
+        # tokens backends reported in their answers' usage, per model and kind
+        self.tokens: Counter[tuple[str, str]] = Counter()
         self._failed_starts: dict[str, tuple[int, float]] = {}  # model: (count, held until)
         self._lock = anyio.Lock()
         self._tg: anyio.abc.TaskGroup | None = None
@@ -235,6 +237,13 @@ class Router:
                 yield server
         finally:
             self._release(server)
+
+    def count_usage(self, model: str, usage: Any) -> None:
+        """Add a backend answer's ``usage`` (prompt and completion tokens) to the totals."""
+        if isinstance(usage, dict):
+            for kind in ("prompt_tokens", "completion_tokens"):
+                if isinstance(n := usage.get(kind), int) and n >= 0:
+                    self.tokens[model, kind] += n
 
     @staticmethod
     def _hold(server: LoadedServer) -> None:

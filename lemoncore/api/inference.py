@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import json
 from collections.abc import Awaitable
 from contextlib import AsyncExitStack
@@ -140,6 +142,10 @@ async def _complete(core: Core, model: ModelInfo, path: str, body: dict[str, Any
                     raise
                 continue
             core.router.record_outcome(server, failed=upstream.status_code >= 500)
+            if upstream.status_code == 200:
+                with contextlib.suppress(ValueError, AttributeError):
+                    core.router.count_usage(model.name, json.loads(upstream.content).get(
+                        "usage"))
             return backend_response(upstream)
     raise AssertionError("unreachable")
 
@@ -166,7 +172,8 @@ async def _stream(core: Core, model: ModelInfo, path: str, body: dict[str, Any])
             await resources.aclose()
             raise
         return SSERelay(upstream, core.settings.heartbeat_interval, resources,
-                        core.router.cut_at_drain_deadline)
+                        core.router.cut_at_drain_deadline,
+                        functools.partial(core.router.count_usage, model.name))
     raise AssertionError("unreachable")
 
 

@@ -152,7 +152,11 @@ async def metrics(request: Request) -> Response:
     lines += ["# HELP lemon_loads_total Backend servers started.",
               "# TYPE lemon_loads_total counter", f"lemon_loads_total {router.loads}",
               "# HELP lemon_loaded_models Backend servers running now.",
-              "# TYPE lemon_loaded_models gauge", f"lemon_loaded_models {len(router.servers)}"]
+              "# TYPE lemon_loaded_models gauge", f"lemon_loaded_models {len(router.servers)}",
+              "# HELP lemon_tokens_total Tokens backends reported in their answers' usage.",
+              "# TYPE lemon_tokens_total counter"]
+    lines += [f'lemon_tokens_total{{model="{model}",kind="{kind.removesuffix("_tokens")}"}} '
+              f"{count}" for (model, kind), count in sorted(router.tokens.items())]
     return Response("\n".join(lines) + "\n",
                     media_type="text/plain; version=0.0.4; charset=utf-8")
 

@@ -645,15 +645,20 @@ def test_lock_refresh_pins_what_a_tag_names_now_and_checks_for_staleness(
     assert "STALE" in stale.stdout
 
 
-# --- lemon bench across engines: the llama.cpp recipe, native and in a container -----
+# --- bench and launch across engines: the llama.cpp recipe, native and in a container
 
-def test_bench_compares_a_core_and_a_container_engine_in_one_table(
+AGENTS = Path(__file__).with_name("agents")
+
+
+def test_bench_and_launch_compare_a_core_and_a_container_engine(
     registry: Registry, images: dict[str, str], tmp_path: Path
 ) -> None:
-    """The real ``lemon bench`` against a real server: SmolLM2 on the native llama-server
-    (``pypi``) and on the container engine (``nathanw``, the test image), the same
-    prompts interleaved; a backend that is not installed (``cpu``) is skipped, saying
-    why."""
+    """The real ``lemon bench`` and ``lemon launch`` against a real server: SmolLM2 on the
+    native llama-server (``pypi``) and on the container engine (``nathanw``, the test
+    image). bench: the same prompts interleaved, one table; a backend that is not
+    installed (``cpu``) is skipped, saying why. launch: the agent (a stand-in for pi's
+    print mode, ``agents/pi``) runs once per backend, with its exit code, time, tokens
+    and output recorded."""
     lock_file = tmp_path / "lock.json"
     lock_file.write_text(json.dumps(lock_for(registry, "llama", images["plain"])))
     model = "SmolLM2-135M-Instruct-GGUF"
@@ -670,6 +675,20 @@ def test_bench_compares_a_core_and_a_container_engine_in_one_table(
         assert bench.returncode == 0, bench.stderr
         report = json.loads(bench.stdout)
         loaded = httpx.get(server.api + "/health").json()["all_models_loaded"]
+        launch = subprocess.run(
+            [str(Path(sys.executable).with_name("lemon")), "launch", "pi", "-m", "smollm2",
+             "--backend", "pypi", "--backend", "llamacpp:nathanw",
+             "--agent-args=-p 'Say hi in French'", "--out", str(tmp_path / "runs"),
+             "--server", server.url, "--json"], capture_output=True, text=True, timeout=600,
+            env={**os.environ, "PATH": f"{AGENTS}{os.pathsep}{os.environ['PATH']}"})
+    assert launch.returncode == 0, launch.stdout + launch.stderr
+    runs = json.loads(launch.stdout)
+    assert [r["target"] for r in runs] == [f"{model}@pypi", f"{model}@nathanw"]
+    for run in runs:
+        assert run["exit_code"] == 0 and run["wall_s"] > 0, run
+        assert run["tokens"] > 0  # counted by lemoncore from each answer's usage
+        assert Path(run["output"]).read_text().strip()  # the model's answer
+    assert json.loads((tmp_path / "runs" / "results.json").read_text()) == runs
     for label in (f"{model}@pypi", f"{model}@nathanw"):
         for scenario in ("short", "long"):
             run = report[label][scenario]
