@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 
 from lemoncore.agents import Agent, agent_command
-from lemoncore.bench import Target, select
+from lemoncore.bench import Target, client_for, select
 
 
 def tokens(client: httpx.Client, url: str, model: str) -> int:
@@ -37,7 +37,7 @@ def run_all(url: str, agent: Agent, binary: str, targets: Sequence[Target],
     """Run the agent once per target; a row per run, also in ``out/results.json``."""
     out.mkdir(parents=True, exist_ok=True)
     rows: list[dict[str, Any]] = []
-    with httpx.Client(timeout=600) as client:
+    with client_for(key) as client:
         for target in targets:
             row: dict[str, Any] = {"target": target.label}
             folder = out / re.sub(r"[^A-Za-z0-9._@-]", "_", target.label)

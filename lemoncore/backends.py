@@ -325,18 +325,23 @@ class Backends:
         found = []
         for recipe, backend in wanted:
             name = f"{recipe.name}:{backend.name}"
-            pin = self.lock.backend_pin(recipe.name, backend.name, self.platform)
-            refresher = None if pin is None or not pin.artifacts else self.plugins.refresher(
-                recipe, backend, self.install_config(recipe, backend), pin)
-            if pin is None or refresher is None:
-                if names:
-                    raise BackendError(f"{name} has no pin its plugin can refresh", 400)
-                continue
-            old = Refresh(name, pin.version, self.platform, pin.artifacts[0])
-            try:
-                found.append(replace(old, new=await refresher.latest()))
-            except Exception as exc:  # noqa: BLE001 - one publisher failing is reported
-                found.append(replace(old, error=str(exc) or type(exc).__name__))
+            entry = self.lock.backends.get(recipe.name, {}).get(backend.name, {})
+            asked = 0
+            for key in entry.get("platforms", {}):  # every platform, not only this host's
+                pin = self.lock.backend_pin(recipe.name, backend.name, key)
+                refresher = None if pin is None or not pin.artifacts else \
+                    self.plugins.refresher(recipe, backend,
+                                           self.install_config(recipe, backend), pin)
+                if pin is None or refresher is None:
+                    continue
+                asked += 1
+                old = Refresh(name, pin.version, key, pin.artifacts[0])
+                try:
+                    found.append(replace(old, new=await refresher.latest()))
+                except Exception as exc:  # noqa: BLE001 - one publisher failing is reported
+                    found.append(replace(old, error=str(exc) or type(exc).__name__))
+            if names and not asked:
+                raise BackendError(f"{name} has no pin its plugin can refresh", 400)
         return found
 
     async def uninstall(self, name: str) -> bool:

@@ -67,12 +67,12 @@ def targets(names: Sequence[str], backend: str | None = None) -> list[Target]:
 
 def skip_reason(client: httpx.Client, url: str, target: Target) -> str:
     """Why ``target`` cannot run on the server now (its backend is not installed), or ""."""
+    found = client.get(f"{url}/v1/models/{target.model}")
+    if found.status_code != 200:
+        return f"model {target.model!r} is not in the catalogue"
     if target.backend is None:
         return ""
-    models = client.get(url + "/v1/models", params={"show_all": "true"}).json()["data"]
-    recipe = next((m.get("recipe") for m in models if m["id"] == target.model), None)
-    if recipe is None:
-        return f"model {target.model!r} is not in the catalogue"
+    recipe = found.json().get("recipe")
     backends = client.get(url + "/api/v1/system-info").json()["recipes"].get(
         recipe, {}).get("backends", {})
     state = backends.get(target.backend)
@@ -86,8 +86,12 @@ def skip_reason(client: httpx.Client, url: str, target: Target) -> str:
 
 def select(client: httpx.Client, url: str, target: Target) -> float:
     """Load ``target`` on its backend (an explicit load reloads a model served by another
-    backend) and check the server says so; seconds it took. No-op without a backend."""
+    backend) and check the server says so; seconds it took. Without a backend, a model
+    loaded on a chosen one is unloaded, so the server's own choice serves it."""
     if target.backend is None:
+        loaded = client.get(url + "/api/v1/health").json()["all_models_loaded"]
+        if any(m.get("model_name") == target.model for m in loaded):
+            client.post(url + "/api/v1/unload", json={"model_name": target.model})
         return 0.0
     started = time.perf_counter()
     loaded = client.post(url + "/api/v1/load", json={"model_name": target.model,
@@ -128,8 +132,14 @@ def stream_once(client: httpx.Client, api: str, model: str, prompt: str,
     return Sample(ttft, decode, prompt_tokens / ttft if ttft else 0.0)
 
 
+def client_for(api_key: str | None) -> httpx.Client:
+    """A client for lemoncore's own routes, with the key a server that requires one wants."""
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    return httpx.Client(timeout=600, headers=headers)
+
+
 def bench(url: str, models: Sequence[str | Target], reps: int = 5, cold: bool = True,
-          max_tokens: int = 96) -> dict[str, object]:
+          max_tokens: int = 96, api_key: str | None = None) -> dict[str, object]:
     """Warm and (optionally) cold runs of every scenario for each target on a lemoncore
     server at ``url``: the same prompts, each with a unique prefix, in rounds that
     interleave the targets (each round starts with an unmeasured warm-up, which also
@@ -137,7 +147,7 @@ def bench(url: str, models: Sequence[str | Target], reps: int = 5, cold: bool = 
     whose backend is not installed is reported as skipped, with the reason."""
     chosen = [t if isinstance(t, Target) else Target(t) for t in models]
     report: dict[str, object] = {}
-    with httpx.Client(timeout=300) as client:
+    with client_for(api_key) as client:
         running = []
         for target in chosen:
             if reason := skip_reason(client, url, target):
@@ -147,7 +157,8 @@ def bench(url: str, models: Sequence[str | Target], reps: int = 5, cold: bool = 
         warm: dict[tuple[str, str], list[Sample]] = {}
         for _ in range(reps):
             for target in running:
-                select(client, url, target)
+                if target.backend or len(running) > 1:
+                    select(client, url, target)
                 for name, prompt in SCENARIOS.items():
                     stream_once(client, url + "/v1", target.model, prompt, 4)  # warm-up
                     warm.setdefault((target.label, name), []).append(stream_once(

@@ -203,9 +203,14 @@ def _migrate(core: Any, name: str | None, yes: bool, as_json: bool) -> int:
                 return 1
             if input("Remove it? [y/N] ").strip().lower() not in {"y", "yes"}:
                 return 1
-        for path in migration.paths:
-            shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else \
-                path.unlink(missing_ok=True)
+        try:
+            for path in migration.paths:
+                shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else \
+                    path.unlink(missing_ok=True)
+        except OSError as exc:
+            print(f"could not remove it: {exc} (an install made as root needs sudo)",
+                  file=sys.stderr)
+            return 1
         print(f"{name}: migrated", file=sys.stderr)
     return 0
 
@@ -295,10 +300,11 @@ def _refresh(core: Any, targets: list[str], yes: bool, check: bool, as_json: boo
     ``check``: exit 1 when a pin is stale or a publisher could not be asked (for CI)."""
     from lemoncore import refresh
     from lemoncore.backends import BackendError
+    from lemoncore.plugins import PluginError
 
     try:
         found = anyio.run(core.backends.refresh, targets)
-    except BackendError as exc:
+    except (BackendError, PluginError) as exc:
         print(exc, file=sys.stderr)
         return 1
     stale = [r for r in found if r.stale]
@@ -318,12 +324,14 @@ def _refresh(core: Any, targets: list[str], yes: bool, check: bool, as_json: boo
         if not sys.stdin.isatty():
             print("Run again with --yes to pin the new digests.", file=sys.stderr)
             return 1
-        if input(f"Pin {len(stale)} new digest(s)? [y/N] ").strip().lower() not in {"y", "yes"}:
+        print(f"Pin {len(stale)} new digest(s)? [y/N] ", end="", file=sys.stderr, flush=True)
+        if input().strip().lower() not in {"y", "yes"}:
             return 1
     path = core.settings.cache_dir / refresh.REFRESH_FILE
     refresh.save(path, stale)
-    print(f"pinned in {path}: {', '.join(r.name for r in stale)}; install with "
-          "'lemon backends install NAME'", file=sys.stderr)
+    print(f"pinned in {path}: {', '.join(r.name for r in stale)}; a running server reads "
+          "it when it next starts; install with 'lemon backends install NAME'",
+          file=sys.stderr)
     return 0
 
 
@@ -407,14 +415,17 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 def cmd_bench(args: argparse.Namespace) -> int:
     """Measure models on a running server: TTFT, decode and prompt tokens/s, warm and cold."""
+    import os
+
     import httpx
 
     from lemoncore.bench import bench, targets
 
     url = args.server or f"http://127.0.0.1:{Settings().port}"
+    key = os.environ.get("LEMON_ADMIN_API_KEY") or os.environ.get("LEMON_API_KEY")
     try:
         report = bench(url, targets(args.models, args.backend), args.reps,
-                       not args.warm_only, args.max_tokens)
+                       not args.warm_only, args.max_tokens, key)
     except (httpx.HTTPError, RuntimeError) as exc:
         print(f"benchmark against {url} failed: {exc}", file=sys.stderr)
         return 1
@@ -450,6 +461,7 @@ def cmd_launch(args: argparse.Namespace) -> int:
 
     from lemoncore.agent_runs import run_all
     from lemoncore.agents import AGENTS, agent_command
+    from lemoncore.bench import client_for, select
     from lemoncore.bench import targets as bench_targets
 
     agent = AGENTS.get(args.agent)
@@ -475,13 +487,26 @@ def cmd_launch(args: argparse.Namespace) -> int:
             return 1
         ids.append(found.json()["id"])
     extra = [*shlex.split(args.agent_args or ""), *args.passthrough]
-    key = os.environ.get("LEMON_API_KEY", "lemoncore")
+    key = os.environ.get("LEMON_ADMIN_API_KEY") or os.environ.get("LEMON_API_KEY", "lemoncore")
     targets = [t for b in (args.backend or [None]) for t in bench_targets(ids, b)]
     targets.sort(key=lambda t: ids.index(t.model))
+    if agent.note:
+        print(f"note: {args.agent} {agent.note}", file=sys.stderr)
     if len(targets) == 1 and args.out is None:
+        try:
+            if targets[0].backend:
+                with client_for(key) as client:
+                    select(client, url, targets[0])
+        except (httpx.HTTPError, RuntimeError) as exc:
+            print(exc, file=sys.stderr)
+            return 1
         argv, env = agent_command(agent, f"{url}/v1", ids[0], key, extra)
         return subprocess.run([binary, *argv[1:]], env={**os.environ, **env},
                               check=False).returncode
+    if not extra:
+        print(f"{args.agent} needs its non-interactive form for comparison runs: "
+              f"{agent.batch}", file=sys.stderr)
+        return 2
     stamp = datetime.datetime.now().strftime("%Y%m%dT%H%M%S")
     out = Path(args.out or f"lemon-launch-{args.agent}-{stamp}")
     rows = run_all(url, agent, binary, targets, extra, out, key, args.timeout)

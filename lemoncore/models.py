@@ -142,8 +142,9 @@ class ModelStore:
         if cp.kind == "hf":
             found = huggingface_hub.try_to_load_from_cache(cp.location, cp.filename)
             path = self.confined(Path(found)) if isinstance(found, str) else None
-            if path is not None and not all(isinstance(
-                    huggingface_hub.try_to_load_from_cache(cp.location, f), str)
+            if isinstance(found, str) and not all(isinstance(
+                    huggingface_hub.try_to_load_from_cache(
+                        cp.location, f, revision=_snapshot_revision(found, cp.filename)), str)
                     for f in model.files):
                 return None
         elif cp.kind == "pkg":
@@ -183,23 +184,31 @@ class ModelStore:
         progress = _Counter()
         done = threading.Event()
 
+        def fetch(name: str, revision: str | None) -> str:
+            """One file, from the cache or downloaded (then checked against its published
+            SHA-256); its path in the snapshot."""
+            cached = huggingface_hub.try_to_load_from_cache(cp.location, name,
+                                                            revision=revision)
+            if isinstance(cached, str):
+                return cached
+            got = str(huggingface_hub.hf_hub_download(
+                cp.location, name, revision=revision, tqdm_class=_progress_tqdm(progress)))
+            if (want := model.sha256.get(name)) and _sha256(Path(got)) != want:
+                Path(got).resolve().unlink(missing_ok=True)
+                Path(got).unlink(missing_ok=True)
+                raise ModelError(f"{cp.location}/{name} does not have the published "
+                                 f"SHA-256 {want}; it was removed", status=502)
+            return got
+
         def download() -> str:
-            """Each file not yet in the cache, then its SHA-256 where published; the
-            checkpoint's own path."""
+            """The checkpoint, then every other file at the checkpoint's revision, so all
+            land in one snapshot (a moved branch cannot split them)."""
             try:
-                for name in (cp.filename, *model.files):
-                    if isinstance(huggingface_hub.try_to_load_from_cache(cp.location, name),
-                                  str):
-                        continue
-                    got = huggingface_hub.hf_hub_download(
-                        cp.location, name, tqdm_class=_progress_tqdm(progress))
-                    if (want := model.sha256.get(name)) and _sha256(Path(got)) != want:
-                        Path(got).resolve().unlink(missing_ok=True)
-                        Path(got).unlink(missing_ok=True)
-                        raise ModelError(f"{cp.location}/{name} does not have the published "
-                                         f"SHA-256 {want}; it was removed", status=502)
-                found = huggingface_hub.try_to_load_from_cache(cp.location, cp.filename)
-                return str(found)
+                first = fetch(cp.filename, None)
+                revision = _snapshot_revision(first, cp.filename)
+                for name in model.files:
+                    fetch(name, revision)
+                return first
             finally:
                 done.set()
 
@@ -221,8 +230,12 @@ class ModelStore:
     def delete(self, model: ModelInfo) -> None:
         """Remove the model's downloaded file and forget a user model."""
         cp = Checkpoint.parse(model.checkpoint)
-        found = [huggingface_hub.try_to_load_from_cache(cp.location, name)
-                 for name in (cp.filename, *model.files)] if cp.kind == "hf" else []
+        first = huggingface_hub.try_to_load_from_cache(cp.location, cp.filename) \
+            if cp.kind == "hf" else None
+        revision = _snapshot_revision(first, cp.filename) if isinstance(first, str) else None
+        found = [first, *(huggingface_hub.try_to_load_from_cache(
+            cp.location, name, revision=revision) for name in model.files)] \
+            if isinstance(first, str) else []
         for path in (f for f in found if isinstance(f, str)):
             self.confined(Path(path)).unlink(missing_ok=True)  # the blob
             Path(path).unlink(missing_ok=True)  # the snapshot's link to it
@@ -269,6 +282,11 @@ def _progress_tqdm(progress: _Counter) -> type[hf_tqdm]:
             return None
 
     return ProgressTqdm
+
+
+def _snapshot_revision(path: str, filename: str) -> str:
+    """The commit of the snapshot ``path`` (``…/snapshots/<commit>/<filename>``) is in."""
+    return Path(path).parents[len(Path(filename).parts) - 1].name
 
 
 def _sha256(path: Path) -> str:

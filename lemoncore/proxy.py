@@ -60,6 +60,9 @@ async def send_request(client: httpx.AsyncClient, path: str, body: dict[str, Any
     raise AssertionError("unreachable")
 
 
+USAGE_BYTES = 1 << 16  # at most this much of a stream's end is kept to read its usage
+
+
 class SSERelay(Response):
     """Relay a backend's SSE response to the client, chunk by chunk.
 
@@ -134,8 +137,10 @@ class SSERelay(Response):
                 try:
                     async for chunk in self.upstream.aiter_raw():
                         tail = (tail + chunk)[-64:]
-                        if b'"usage"' in chunk:  # the stream's last chunks carry usage
-                            usage = chunk
+                        # the stream's last events carry usage: keep the bytes from the
+                        # first read that names it (a later event may be split)
+                        if (usage or b'"usage"' in chunk) and len(usage) < USAGE_BYTES:
+                            usage += chunk
                         await body(chunk)
                     if DONE.strip() not in tail:
                         await body(DONE)
@@ -152,12 +157,13 @@ class SSERelay(Response):
             await send({"type": "http.response.body", "body": gap + frame, "more_body": True})
 
 
-def _usage(chunk: bytes) -> Any:
-    """The ``usage`` of the SSE data line in ``chunk`` that has one (``None`` if unreadable)."""
-    for line in chunk.split(b"\n"):
-        if line.startswith(b"data: {") and b'"usage"' in line:
+def _usage(events: bytes) -> Any:
+    """The last non-null ``usage`` among the SSE ``data:`` events in ``events``."""
+    found = None
+    for line in events.split(b"\n"):
+        if line.startswith(b"data:") and b'"usage"' in line:
             try:
-                return json.loads(line[6:]).get("usage")
-            except ValueError:
-                return None
-    return None
+                found = json.loads(line[5:]).get("usage") or found
+            except (ValueError, AttributeError):
+                continue
+    return found

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -30,7 +31,8 @@ FILES = {"/owner/tiny-GGUF/resolve/main/tiny.gguf": BLOB,
 
 class FakeHub(BaseHTTPRequestHandler):
     def _head(self) -> bytes | None:
-        data = FILES.get(self.path)
+        # any revision (a branch or the commit the first file reported) serves the files
+        data = FILES.get(re.sub(r"^(/[^/]+/[^/]+/resolve)/[^/]+/", r"\1/main/", self.path))
         if data is None:
             self.send_error(404)
             return None

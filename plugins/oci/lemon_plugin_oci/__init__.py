@@ -170,17 +170,14 @@ class OciPlugin:
 
     @hookimpl
     def startup_tasks(self, instance: str) -> Sequence[StartupTask]:
-        engine = self.facts().engine
-        if engine is None:
-            return []
-
-        async def sweep_leftovers() -> None:
-            await sweep(engine, instance)
+        async def sweep_and_notice() -> None:
             if left := self.find_native_ds4():
                 log.warning("migration available", message=left.message,
                             action=f"lemon backends migrate {left.name}")
+            if (engine := self.facts().engine) is not None:
+                await sweep(engine, instance)
 
-        return [sweep_leftovers]
+        return [sweep_and_notice]
 
 
 def chosen_gpu(backend: Backend, host: HostInfo) -> HostDevice:

@@ -4,9 +4,11 @@ Lemonade's ``ds4-backend`` branch installed ``lemonade-sdk/ds4-rocm`` release ``
 into ``<cache>/bin/ds4/rocm/`` (``ds4-server`` found by a recursive name search,
 ``version.txt`` beside it; ``ds4_server.cpp``, ``backend_utils.cpp``), where ``<cache>``
 is, in Lemonade's order (``path_utils.cpp``, ``platform/path_linux.cpp``):
-``$LEMONADE_CACHE_DIR``, ``$CACHE_DIRECTORY`` (systemd), ``$XDG_CACHE_HOME/lemonade``,
-``~/.cache/lemonade``. Its models live in the Hugging Face cache (checkpoint
-``antirez/deepseek-v4-gguf:<file>``), which lemoncore shares: they stay and are used.
+``$LEMONADE_CACHE_DIR``, ``$CACHE_DIRECTORY`` (set by systemd for ``lemond.service``:
+``/var/cache/lemonade``; lemoncore's own ``$CACHE_DIRECTORY`` is not Lemonade's, so that
+path is checked directly), ``$XDG_CACHE_HOME/lemonade``, ``~/.cache/lemonade``. Its
+models live in the Hugging Face cache (checkpoint ``antirez/deepseek-v4-gguf:<file>``),
+which lemoncore shares: they stay and are used.
 """
 
 from __future__ import annotations
@@ -19,17 +21,21 @@ from lemoncore.launch import Migration
 NAME = "ds4"
 
 
-def lemonade_caches(env: Mapping[str, str], home: Path) -> list[Path]:
-    found = [Path(env[key]) for key in ("LEMONADE_CACHE_DIR", "CACHE_DIRECTORY")
-             if env.get(key)]
+SYSTEM_CACHE = Path("/var/cache/lemonade")
+
+
+def lemonade_caches(env: Mapping[str, str], home: Path, system: Path) -> list[Path]:
+    found = [Path(env["LEMONADE_CACHE_DIR"])] if env.get("LEMONADE_CACHE_DIR") else []
+    found.append(system)
     found.append(Path(env["XDG_CACHE_HOME"]) / "lemonade" if env.get("XDG_CACHE_HOME")
                  else home / ".cache" / "lemonade")
     return found
 
 
-def native_ds4(env: Mapping[str, str], home: Path) -> Migration | None:
+def native_ds4(env: Mapping[str, str], home: Path,
+               system: Path = SYSTEM_CACHE) -> Migration | None:
     """Lemonade's native DS4 install, if one is left; never removed here."""
-    for cache in lemonade_caches(env, home):
+    for cache in lemonade_caches(env, home, system):
         install = cache / "bin" / "ds4" / "rocm"
         if (install / "version.txt").is_file() or any(install.glob("**/ds4-server")):
             version = (install / "version.txt").read_text().strip() \

@@ -439,3 +439,38 @@ def test_each_curated_model_brings_every_file_its_engine_reads(tmp_path: Path) -
         found = model_files(contract.files, snapshot / name, name, snapshot,
                             (tmp_path.resolve(),), owned=True)
         assert len(found.mounts) == 1 + len(model.files), model.name
+
+
+@pytest.mark.anyio
+async def test_tag_digest_follows_docker_hub_s_token_challenge(anyio_backend: str) -> None:
+    """The registry exchange as Docker Hub answers it (distribution's token auth spec):
+    401 with a Bearer challenge, an anonymous token from the realm, the digest header;
+    official images live under library/; a registry that omits the header gets its
+    manifest hashed."""
+    import hashlib
+
+    import httpx
+
+    from lemon_plugin_oci.registry import tag_digest
+
+    seen: list[str] = []
+    manifest = b'{"schemaVersion": 2}'
+
+    def hub(request: httpx.Request) -> httpx.Response:
+        seen.append(f"{request.method} {request.url}")
+        if request.url.host == "auth.docker.io":
+            assert request.url.params["scope"] == "repository:library/ubuntu:pull"
+            return httpx.Response(200, json={"token": "t0k"})
+        if request.headers.get("authorization") != "Bearer t0k":
+            return httpx.Response(401, headers={"www-authenticate": (
+                'Bearer realm="https://auth.docker.io/token",service="registry.docker.io",'
+                'scope="repository:library/ubuntu:pull"')})
+        if request.method == "HEAD" and "noheader" not in str(request.url):
+            return httpx.Response(200, headers={"docker-content-digest": f"sha256:{'d' * 64}"})
+        return httpx.Response(200, content=manifest)
+
+    async with httpx.AsyncClient(transport=httpx.MockTransport(hub)) as client:
+        assert await tag_digest(client, "docker.io/ubuntu", "24.04") == f"sha256:{'d' * 64}"
+        assert seen[0] == "HEAD https://registry-1.docker.io/v2/library/ubuntu/manifests/24.04"
+        hashed = await tag_digest(client, "docker.io/ubuntu", "noheader")
+    assert hashed == f"sha256:{hashlib.sha256(manifest).hexdigest()}"

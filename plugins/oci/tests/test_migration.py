@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -32,16 +33,17 @@ def lemonade_tree(cache: Path) -> Path:
 
 
 def test_found_in_each_place_lemonade_resolves_its_cache(tmp_path: Path) -> None:
-    home = tmp_path / "home"
-    assert native_ds4({}, home) is None
+    home, system = tmp_path / "home", tmp_path / "var-cache-lemonade"
+    assert native_ds4({}, home, system) is None
     for env, cache in (({"LEMONADE_CACHE_DIR": str(tmp_path / "a")}, tmp_path / "a"),
-                       ({"CACHE_DIRECTORY": str(tmp_path / "b")}, tmp_path / "b"),
+                       ({}, system),  # lemond.service's CACHE_DIRECTORY
                        ({"XDG_CACHE_HOME": str(tmp_path / "c")}, tmp_path / "c/lemonade"),
                        ({}, home / ".cache/lemonade")):
         install = lemonade_tree(cache)
-        found = native_ds4(env, home)
+        found = native_ds4(env, home, system)
         assert found is not None and found.paths == (install,), env
         assert "b0001" in found.message and "Hugging Face cache are kept" in found.message
+        shutil.rmtree(install)
 
 
 def lemon(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
