@@ -33,11 +33,13 @@ def tokens(client: httpx.Client, url: str, model: str) -> int:
 
 
 def run_all(url: str, agent: Agent, binary: str, targets: Sequence[Target],
-            agent_args: Sequence[str], out: Path, key: str, timeout: float) -> list[dict[str, Any]]:
-    """Run the agent once per target; a row per run, also in ``out/results.json``."""
+            agent_args: Sequence[str], out: Path, key: str, admin_key: str | None,
+            timeout: float) -> list[dict[str, Any]]:
+    """Run the agent once per target (``key`` is the agent's; ``admin_key`` loads the
+    targets); a row per run, also in ``out/results.json``."""
     out.mkdir(parents=True, exist_ok=True)
     rows: list[dict[str, Any]] = []
-    with client_for(key) as client:
+    with client_for(admin_key) as client:
         for target in targets:
             row: dict[str, Any] = {"target": target.label}
             folder = out / re.sub(r"[^A-Za-z0-9._@-]", "_", target.label)

@@ -487,7 +487,8 @@ def cmd_launch(args: argparse.Namespace) -> int:
             return 1
         ids.append(found.json()["id"])
     extra = [*shlex.split(args.agent_args or ""), *args.passthrough]
-    key = os.environ.get("LEMON_ADMIN_API_KEY") or os.environ.get("LEMON_API_KEY", "lemoncore")
+    key = os.environ.get("LEMON_API_KEY", "lemoncore")  # the agent's: never the admin key
+    admin = os.environ.get("LEMON_ADMIN_API_KEY") or os.environ.get("LEMON_API_KEY")
     targets = [t for b in (args.backend or [None]) for t in bench_targets(ids, b)]
     targets.sort(key=lambda t: ids.index(t.model))
     if agent.note:
@@ -495,7 +496,7 @@ def cmd_launch(args: argparse.Namespace) -> int:
     if len(targets) == 1 and args.out is None:
         try:
             if targets[0].backend:
-                with client_for(key) as client:
+                with client_for(admin) as client:
                     select(client, url, targets[0])
         except (httpx.HTTPError, RuntimeError) as exc:
             print(exc, file=sys.stderr)
@@ -509,7 +510,7 @@ def cmd_launch(args: argparse.Namespace) -> int:
         return 2
     stamp = datetime.datetime.now().strftime("%Y%m%dT%H%M%S")
     out = Path(args.out or f"lemon-launch-{args.agent}-{stamp}")
-    rows = run_all(url, agent, binary, targets, extra, out, key, args.timeout)
+    rows = run_all(url, agent, binary, targets, extra, out, key, admin, args.timeout)
 
     def table() -> None:
         print(f"{'target':<40} {'exit':>5} {'wall s':>8} {'tokens':>8}  output")
