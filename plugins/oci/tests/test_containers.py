@@ -258,14 +258,19 @@ async def test_install_by_digest_then_chat_over_the_socket_without_network(
     assert tool("ps", "-a", "--filter", f"name={name}", "--format", "{{.ID}}") == ""
 
 
+async def chatted(client: httpx.AsyncClient, tool: Tool) -> tuple[list[str], str, str]:
+    """Chat once (loading the model): its launch command, container name and ID."""
+    assert (await client.post("/v1/chat/completions", json=CHAT)).status_code == 200
+    argv = (await loaded(client))["launch_command"]
+    name = argv[argv.index("--name") + 1]
+    return argv, name, tool("inspect", "--format", "{{.Id}}", name)
+
+
 async def test_a_killed_container_unloads_the_model_and_the_next_request_relaunches(
     registry: Registry, images: dict[str, str], tmp_path: Path, tool: Tool, anyio_backend: str
 ) -> None:
     async with lemon(tmp_path, lock_for(registry, "llama", images["plain"])) as client:
-        assert (await client.post("/v1/chat/completions", json=CHAT)).status_code == 200
-        argv = (await loaded(client))["launch_command"]
-        name = argv[argv.index("--name") + 1]
-        first = tool("inspect", "--format", "{{.Id}}", name)
+        _, name, first = await chatted(client, tool)
         tool("kill", name)
         with anyio.fail_after(10):
             while await loaded(client):
@@ -572,10 +577,7 @@ async def test_a_container_changed_from_outside_is_relaunched_with_the_right_arg
     registry: Registry, images: dict[str, str], tmp_path: Path, tool: Tool, anyio_backend: str
 ) -> None:
     async with lemon(tmp_path, lock_for(registry, "llama", images["plain"])) as client:
-        assert (await client.post("/v1/chat/completions", json=CHAT)).status_code == 200
-        argv = (await loaded(client))["launch_command"]
-        name = argv[argv.index("--name") + 1]
-        first = tool("inspect", "--format", "{{.Id}}", name)
+        argv, name, first = await chatted(client, tool)
 
         async def current() -> str:
             found = await anyio.run_process([tool.kind, "inspect", "--format", "{{.Id}}",
