@@ -35,7 +35,7 @@ from lemoncore.launch import InstallPlan
 from lemoncore.lock import Lock, platform_key
 from lemoncore.options import SELECTOR, Layer, OptionError, check, declared, resolve, selector
 from lemoncore.plugins import PluginHost
-from lemoncore.recipes import Backend, Recipe, Tier
+from lemoncore.recipes import Backend, ModelInfo, Recipe, Tier
 from lemoncore.refresh import Refresh
 from lemoncore.rocm import (
     RocmUnavailable,
@@ -109,6 +109,25 @@ class Backends:
         self.platform = platform_key(host.os)
         # Names this installation in ownership labels (containers it may sweep).
         self.instance = hashlib.sha256(str(settings.cache_dir.resolve()).encode()).hexdigest()[:12]
+        self._declared: dict[str, ModelInfo] | None = None
+
+    def declared_models(self) -> dict[str, ModelInfo]:
+        """Models that installed artifacts declare (an image's label, read by its plugin
+        at install), by name; read from the install records once per install change.
+        Only backends still registered count; a record that no longer parses is skipped."""
+        if self._declared is None:
+            found: dict[str, ModelInfo] = {}
+            for recipe in self.plugins.registry.recipes.values():
+                for backend in recipe.backends:
+                    record = installed_record(self.target(f"{recipe.name}:{backend.name}"))
+                    for data in (record or {}).get("models", []):
+                        try:
+                            model = ModelInfo.model_validate(data)
+                        except ValueError:
+                            continue
+                        found.setdefault(model.name, model)
+            self._declared = found
+        return self._declared
 
     def lookup(self, name: str) -> tuple[Recipe, Backend]:
         """``recipe:backend`` to its recipe and backend, or a 404 naming the choices."""
@@ -271,11 +290,14 @@ class Backends:
             self._check_online(status.name, status.action)
             install_dir = self.target(status.name)
             if status.plan.installer is not None:
-                result = await status.plan.installer.install(on_progress)
+                got = await status.plan.installer.install(on_progress)
                 install_dir.mkdir(parents=True, exist_ok=True)
                 tmp = install_dir / "install.json.tmp"
-                tmp.write_text(json.dumps({**record_of(status.plan), "result": result}))
+                tmp.write_text(json.dumps({
+                    **record_of(status.plan), "result": got.record,
+                    "models": [m.model_dump(mode="json") for m in got.models]}))
                 tmp.replace(install_dir / "install.json")
+                self._declared = None
             else:
                 await install_plan(status.plan, install_dir, self.downloads, on_progress,
                                    allow_unverified=status.name in self.allow_unverified)
@@ -351,6 +373,7 @@ class Backends:
             if status.plan is not None and status.plan.installer is not None:
                 await status.plan.installer.uninstall()
         removed = await anyio.to_thread.run_sync(uninstall, self.target(name))
+        self._declared = None
         if name == THEROCK and (decision := self.rocm_decision()) and \
                 decision.source == "therock":
             self.rocm_record.unlink(missing_ok=True)

@@ -36,6 +36,6 @@ def build_core(settings: Settings, plugins: Mapping[str, object] | None = None,
     lock.adopt(trust.load(settings.cache_dir / trust.TRUST_FILE))
     backends = Backends(plugin_host, host, settings, lock)
     models = ModelStore(plugin_host.registry.models, settings.cache_dir, settings.offline,
-                        settings.model_dirs)
+                        settings.model_dirs, backends.declared_models)
     router = Router(settings, plugin_host, backends, models, host)
     return Core(settings, plugin_host, host, backends, models, router)

@@ -12,6 +12,8 @@ import anyio.abc
 import httpx
 import structlog
 
+from lemoncore.recipes import ModelInfo
+
 
 class LaunchRefused(Exception):
     """A plugin refuses to start a server; the message says what was wrong and the fix."""
@@ -74,14 +76,26 @@ class PinRefresher(Protocol):
     async def latest(self) -> Artifact: ...
 
 
+@dataclass(frozen=True)
+class Installed:
+    """What an :class:`Installer` fetched: ``record`` (an image ID, say), kept in
+    ``install.json`` and handed back at launch as ``installed["result"]``; and the models
+    the artifact itself declares (checked by the plugin: Hugging Face checkpoints with a
+    published SHA-256 and size per file). The core lists those models while the backend
+    stays installed; they are fetched only when a user pulls one."""
+
+    record: str
+    models: tuple[ModelInfo, ...] = ()
+
+
 class Installer(Protocol):
     """Plugin-side fetching for artifacts the core cannot download (``docker://`` images).
 
-    The core decides when to install, reports progress, and records the result (the
-    returned string, such as an image ID) beside the plan in ``install.json``.
+    The core decides when to install, reports progress, and records what it returns
+    beside the plan in ``install.json``.
     """
 
-    async def install(self, on_progress: Callable[[int, int], None] | None) -> str: ...
+    async def install(self, on_progress: Callable[[int, int], None] | None) -> Installed: ...
 
     async def uninstall(self) -> None: ...
 

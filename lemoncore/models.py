@@ -18,7 +18,7 @@ import importlib.util
 import json
 import os
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -70,8 +70,10 @@ class ModelStore:
     """Catalogue plus user models; resolves a name to its model and its local file."""
 
     def __init__(self, catalogue: Mapping[str, ModelInfo], cache_dir: Path,
-                 offline: bool = False, model_dirs: Sequence[Path] = ()) -> None:
+                 offline: bool = False, model_dirs: Sequence[Path] = (),
+                 declared: Callable[[], Mapping[str, ModelInfo]] = dict) -> None:
         self.catalogue = dict(catalogue)
+        self.declared = declared  # models installed backends declare (below the rest)
         self.cache_dir = cache_dir
         self.store = cache_dir / "models"
         self.model_dirs = tuple(model_dirs)
@@ -94,7 +96,7 @@ class ModelStore:
         _write_json(self.options_file, self._saved)
 
     def all(self) -> dict[str, ModelInfo]:
-        return {**self.catalogue, **self._user}
+        return {**self.declared(), **self.catalogue, **self._user}
 
     def get(self, name: str) -> ModelInfo | None:
         name = name.removesuffix(":latest")
@@ -193,11 +195,14 @@ class ModelStore:
                 return cached
             got = str(huggingface_hub.hf_hub_download(
                 cp.location, name, revision=revision, tqdm_class=_progress_tqdm(progress)))
-            if (want := model.sha256.get(name)) and _sha256(Path(got)) != want:
+            size, want = model.sizes.get(name), model.sha256.get(name)
+            wrong = f"size {size}" if size and Path(got).stat().st_size != size else \
+                f"SHA-256 {want}" if want and _sha256(Path(got)) != want else ""
+            if wrong:
                 Path(got).resolve().unlink(missing_ok=True)
                 Path(got).unlink(missing_ok=True)
                 raise ModelError(f"{cp.location}/{name} does not have the published "
-                                 f"SHA-256 {want}; it was removed", status=502)
+                                 f"{wrong}; it was removed", status=502)
             return got
 
         def download() -> str:

@@ -235,6 +235,7 @@ class ModelInfo(_Frozen):
     # shards, an mmproj, a tokenizer; downloaded beside the checkpoint, one model.
     files: tuple[str, ...] = ()
     sha256: Mapping[str, str] = Field(default_factory=dict)  # file -> hex, where published
+    sizes: Mapping[str, int] = Field(default_factory=dict)  # file -> bytes, where published
 
     @field_validator("files")
     @classmethod
@@ -253,6 +254,13 @@ class ModelInfo(_Frozen):
         if bad:
             raise ValueError(f"sha256 of {', '.join(bad)} is not 64 lowercase hex digits")
         return hashes
+
+    @field_validator("sizes")
+    @classmethod
+    def _positive(cls, sizes: Mapping[str, int]) -> Mapping[str, int]:
+        if bad := [f for f, n in sizes.items() if n <= 0]:
+            raise ValueError(f"size of {', '.join(bad)} must be a positive number of bytes")
+        return sizes
 
     @property
     def model_type(self) -> ModelType:

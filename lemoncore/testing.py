@@ -3,7 +3,8 @@
 ``running_server`` starts ``lemon serve`` as a real subprocess on a free loopback port
 with its own cache directory and yields its base URL; leaving stops it with SIGTERM.
 ``serve_directory`` serves files over real HTTP on loopback (installs, downloads, web
-pages). ``chromium`` drives a real headless browser (Debian's ``chromium`` and
+pages); ``serve_hub`` serves model files the way Hugging Face does (``HF_ENDPOINT``).
+``chromium`` drives a real headless browser (Debian's ``chromium`` and
 ``chromium-driver``, through Selenium) for anything a browser touches.
 
 As a pytest plugin (``pytest_plugins = ["lemoncore.testing"]`` in a conftest) it also
@@ -16,7 +17,9 @@ lifespan running) and ``lemon_client`` (an ``httpx.AsyncClient`` over ASGI). Ove
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -25,7 +28,7 @@ import time
 from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler, SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -146,6 +149,51 @@ class _QuietHandler(SimpleHTTPRequestHandler):
 def serve_directory(root: Path) -> Iterator[str]:
     """Serve ``root`` over HTTP on a free loopback port; yield its base URL."""
     handler = functools.partial(_QuietHandler, directory=str(root))
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+class _HubHandler(BaseHTTPRequestHandler):
+    """The two requests ``huggingface_hub`` makes for a file: HEAD and GET on
+    ``/{owner}/{repo}/resolve/{revision}/{file}``; every revision serves the same files
+    and reports one commit, as a snapshot does."""
+
+    files: Mapping[str, bytes] = {}
+
+    def _head(self) -> bytes | None:
+        repo_path = re.sub(r"^/([^/]+/[^/]+)/resolve/[^/]+/", r"\1/", self.path)
+        data = self.files.get(repo_path)
+        if data is None:
+            self.send_error(404)
+            return None
+        self.send_response(200)
+        self.send_header("X-Repo-Commit", "c" * 40)
+        self.send_header("ETag", f'"{hashlib.sha256(data).hexdigest()}"')
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        return data
+
+    def do_HEAD(self) -> None:
+        self._head()
+
+    def do_GET(self) -> None:
+        if (data := self._head()) is not None:
+            self.wfile.write(data)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@contextmanager
+def serve_hub(files: Mapping[str, bytes]) -> Iterator[str]:
+    """A Hugging Face-shaped file server on a free loopback port (point ``HF_ENDPOINT``
+    at the URL it yields). ``files`` maps ``owner/repo/path/in/repo`` to contents."""
+    handler = type("Hub", (_HubHandler,), {"files": dict(files)})
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:

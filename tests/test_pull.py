@@ -8,16 +8,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import httpx
 import pytest
 
-from lemoncore.testing import ServerProcess, running_server
+from lemoncore.testing import ServerProcess, running_server, serve_hub
 
 BLOB = b"GGUF" + bytes(range(256)) * 12_000  # about 3 MB
 
@@ -25,42 +22,13 @@ BLOB = b"GGUF" + bytes(range(256)) * 12_000  # about 3 MB
 # A Halogen-shaped repository: weights, an overlay and a tokenizer folder, one model.
 MULTI = {"m.hgn": BLOB, "m.overlay.hgn": b"overlay" * 1000,
          "tokenizer/tokenizer.json": b'{"model": {}}', "tokenizer/vocab.json": b"{}"}
-FILES = {"/owner/tiny-GGUF/resolve/main/tiny.gguf": BLOB,
-         **{f"/owner/multi/resolve/main/{name}": data for name, data in MULTI.items()}}
-
-
-class FakeHub(BaseHTTPRequestHandler):
-    def _head(self) -> bytes | None:
-        # any revision (a branch or the commit the first file reported) serves the files
-        data = FILES.get(re.sub(r"^(/[^/]+/[^/]+/resolve)/[^/]+/", r"\1/main/", self.path))
-        if data is None:
-            self.send_error(404)
-            return None
-        self.send_response(200)
-        self.send_header("X-Repo-Commit", "c" * 40)
-        self.send_header("ETag", f'"{hashlib.sha256(data).hexdigest()}"')
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        return data
-
-    def do_HEAD(self) -> None:
-        self._head()
-
-    def do_GET(self) -> None:
-        if (data := self._head()) is not None:
-            self.wfile.write(data)
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
 
 
 @pytest.fixture
 def hub() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), FakeHub)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+    with serve_hub({"owner/tiny-GGUF/tiny.gguf": BLOB,
+                    **{f"owner/multi/{name}": data for name, data in MULTI.items()}}) as url:
+        yield url
 
 
 @pytest.fixture
@@ -135,6 +103,11 @@ def test_a_model_of_several_files_is_pulled_whole_verified_and_deleted_whole(
     assert refused.status_code == 502
     assert "does not have the published SHA-256" in refused.json()["error"]["message"]
     assert not (snapshot / "m.overlay.hgn").exists()
+    truncated = {**tampered, "model_name": "truncated", "sha256": published,
+                 "sizes": {"m.overlay.hgn": 7001}}
+    refused = httpx.post(server.url + "/api/v1/pull", json=truncated, timeout=60)
+    assert refused.status_code == 502
+    assert "published size 7001" in refused.json()["error"]["message"]
     escape = {**body, "model_name": "escape", "files": ["../../etc/passwd"]}
     assert httpx.post(server.url + "/api/v1/pull", json=escape).status_code == 400
 

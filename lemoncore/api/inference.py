@@ -39,7 +39,8 @@ def model_card(core: Core, model: ModelInfo) -> dict[str, Any]:
             "checkpoint": model.checkpoint, "recipe": model.recipe, "backends": backends,
             "downloaded": core.models.local_path(model) is not None,
             "suggested": model.suggested, "labels": list(model.labels),
-            "aliases": list(model.aliases), "recipe_options": dict(model.recipe_options)}
+            "aliases": list(model.aliases), "recipe_options": dict(model.recipe_options),
+            **({"size_bytes": sum(model.sizes.values())} if model.sizes else {})}
 
 
 async def list_models(request: Request) -> Response:

@@ -98,7 +98,7 @@ def _pull_target(core: Core, body: dict[str, Any]) -> ModelInfo:
                           checkpoint=body["checkpoint"], labels=tuple(body.get("labels", ())),
                           recipe_options=body.get("recipe_options", {}),
                           files=tuple(body.get("files", ())),
-                          sha256=body.get("sha256", {}))
+                          sha256=body.get("sha256", {}), sizes=body.get("sizes", {}))
     except (ValidationError, TypeError) as exc:
         raise ApiError(f"invalid model registration: {exc}") from exc
     recipe = core.plugins.registry.recipes.get(model.recipe)

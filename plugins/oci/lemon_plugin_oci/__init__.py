@@ -119,7 +119,7 @@ class OciPlugin:
             return InstallPlan("", message=str(exc), action="fix the pin in the lock file")
         assert facts.engine is not None
         return InstallPlan(pin.version, artifacts=pin.artifacts,
-                           installer=ImageInstaller(facts.engine, ref),
+                           installer=ImageInstaller(facts.engine, ref, recipe.name, backend.name),
                            message=f"{facts.engine.kind} image {ref}")
 
     @hookimpl

@@ -7,17 +7,22 @@ from collections.abc import Callable
 from typing import Any
 
 from lemoncore.install import InstallError
+from lemoncore.launch import Installed
 
+from lemon_plugin_oci import model_label
 from lemon_plugin_oci.engine import Engine, run
 from lemon_plugin_oci.refs import ImageRef, carries
 
 
 class ImageInstaller:
-    def __init__(self, engine: Engine, ref: ImageRef) -> None:
+    def __init__(self, engine: Engine, ref: ImageRef, recipe: str, backend: str) -> None:
         self.engine, self.ref = engine, ref
+        self.recipe, self.backend = recipe, backend
 
-    async def install(self, on_progress: Callable[[int, int], None] | None) -> str:
-        """Pull ``repository@digest``; return the image ID to check at every start."""
+    async def install(self, on_progress: Callable[[int, int], None] | None) -> Installed:
+        """Pull ``repository@digest``; return the image ID to check at every start and
+        the models the image's label declares. An invalid label refuses the install (a
+        launch would refuse it too) and removes the image."""
         if on_progress:
             on_progress(0, 0)
         code, _, err = await run(self.engine, "pull", "-q", self.ref.pinned)
@@ -31,9 +36,16 @@ class ImageInstaller:
         if image is None or not carries(image.get("RepoDigests") or [], self.ref):
             raise InstallError(f"{self.ref}: the pulled image does not carry the pinned "
                                "digest; refused")
+        try:
+            models = model_label.models(labels(image).get(model_label.LABEL, "[]"), self.recipe,
+                                     self.backend, str(self.ref))
+        except ValueError as exc:
+            await self.uninstall()
+            raise InstallError(f"{self.ref}: label {model_label.LABEL} {exc}; the image cannot "
+                               "be used (its publisher must fix the label)") from None
         if on_progress:
             on_progress(1, 1)
-        return str(image["Id"])
+        return Installed(str(image["Id"]), models)
 
     async def uninstall(self) -> None:
         await run(self.engine, "rmi", "--force", self.ref.pinned)
@@ -45,6 +57,12 @@ async def inspect_image(engine: Engine, ref: ImageRef) -> dict[str, Any] | None:
         return None
     data = json.loads(out)
     return data[0] if data else None
+
+
+def labels(image: dict[str, Any]) -> dict[str, str]:
+    """An inspected image's labels: podman has them at the top, docker in ``Config``."""
+    found = image.get("Labels") or (image.get("Config") or {}).get("Labels") or {}
+    return dict(found)
 
 
 async def verified_image(engine: Engine, ref: ImageRef, image_id: str,

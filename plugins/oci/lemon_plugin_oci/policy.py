@@ -3,7 +3,6 @@ image's ``org.lemonade.*`` labels may narrow it, never widen it. Pure functions 
 
 from __future__ import annotations
 
-import json
 import posixpath
 import re
 from collections.abc import Mapping
@@ -11,13 +10,13 @@ from dataclasses import replace
 
 from lemoncore.launch import LaunchRefused
 
-from lemon_plugin_oci.contracts import MODELS_DIR, LaunchContract
+from lemon_plugin_oci import model_label
+from lemon_plugin_oci.contracts import LaunchContract
 
 ENV_KEY = re.compile(r"^[A-Z][A-Z0-9_]{0,63}$")
 FORBIDDEN_ENV = {"LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "PATH", "PYTHONPATH", "HOME"}
 KNOWN_LABELS = {"org.lemonade.devices", "org.lemonade.ipc", "org.lemonade.network",
-                "org.lemonade.port", "org.lemonade.env", "org.lemonade.models"}
-MAX_MODELS_LABEL = 4096
+                "org.lemonade.port", "org.lemonade.env", model_label.LABEL}
 
 
 def narrowed(contract: LaunchContract, labels: Mapping[str, str] | None,
@@ -61,27 +60,10 @@ def narrowed(contract: LaunchContract, labels: Mapping[str, str] | None,
             raise refuse("org.lemonade.env", f"asks for {', '.join(sorted(bad))}")
         result = replace(result, env={k: v for k, v in contract.env.items() if k in keys},
                          settings=tuple(s for s in contract.settings if s.key in keys))
-    if "org.lemonade.models" in ours and (why := _models_problem(ours["org.lemonade.models"])):
-        raise refuse("org.lemonade.models", why)
+    if model_label.LABEL in ours:
+        try:
+            model_label.models(ours[model_label.LABEL])
+        except ValueError as exc:
+            raise refuse(model_label.LABEL, str(exc)) from None
     return result
 
-
-def _models_problem(text: str) -> str:
-    """Why a ``models`` label is not a small list of ``{name, path}`` strings under
-    ``/models/``, unique and normalised; "" when it is."""
-    if len(text) > MAX_MODELS_LABEL:
-        return f"is longer than {MAX_MODELS_LABEL} characters"
-    try:
-        models = json.loads(text)
-    except ValueError:
-        return "is not JSON"
-    if not isinstance(models, list) or not all(
-            isinstance(m, dict) and isinstance(m.get("name"), str)
-            and isinstance(m.get("path"), str) for m in models):
-        return "is not a list of {name, path} strings"
-    paths = [m["path"] for m in models]
-    if len(set(paths)) != len(paths) or any(
-            not p.startswith(MODELS_DIR + "/") or posixpath.normpath(p) != p or ".." in p
-            for p in paths):
-        return "paths must be unique and normalised, under /models/, with no '..'"
-    return ""

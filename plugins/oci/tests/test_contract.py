@@ -3,7 +3,9 @@ checks: pure decisions, and the launch hook from a host description to the argv.
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import socket
 from dataclasses import replace
 from pathlib import Path
@@ -15,7 +17,7 @@ from lemoncore.launch import LaunchContext, LaunchRefused
 from lemoncore.options import declared, resolve
 from lemoncore.recipes import Backend, DeviceKind, ModelInfo, Recipe
 
-from lemon_plugin_oci import OciPlugin, container_name
+from lemon_plugin_oci import OciPlugin, container_name, model_label
 from lemon_plugin_oci.contracts import (
     CONTRACTS,
     HALOGEN,
@@ -119,6 +121,7 @@ def test_labels_narrow_the_contract() -> None:
         ("org.lemonade.models", '[{"name": "m", "path": 7}]'),
         ("org.lemonade.models", '{"name": "m"}'),
         ("org.lemonade.models", "not json"),
+        ("org.lemonade.models", '[{"name": "m", "checkpoint": "file:/etc/shadow"}]'),
         ("org.lemonade.capabilities", "SYS_ADMIN"),
         ("org.lemoncore.owner", "someone-else"),
     ],
@@ -474,3 +477,52 @@ async def test_tag_digest_follows_docker_hub_s_token_challenge(anyio_backend: st
         assert seen[0] == "HEAD https://registry-1.docker.io/v2/library/ubuntu/manifests/24.04"
         hashed = await tag_digest(client, "docker.io/ubuntu", "noheader")
     assert hashed == f"sha256:{hashlib.sha256(manifest).hexdigest()}"
+
+
+SHA = "b" * 64
+
+
+def declaring(**entry: object) -> str:
+    return json.dumps([{"name": "Qwen-Declared", "checkpoint": "org/repo:w.hgn",
+                        "files": {"w.hgn": {"size": 10, "sha256": SHA},
+                                  "tokenizer/tokenizer.json": {"size": 2, "sha256": SHA}},
+                        **entry}])
+
+
+def test_an_image_label_declares_installable_models_of_its_backend() -> None:
+    [model] = model_label.models(declaring(labels=["chat"], description="Small."), "halogen",
+                              "rocm", "ghcr.io/x/halogen@sha256:1")
+    assert model.checkpoint == "org/repo:w.hgn" and model.files == ("tokenizer/tokenizer.json",)
+    assert model.sha256 == {"w.hgn": SHA, "tokenizer/tokenizer.json": SHA}
+    assert model.sizes == {"w.hgn": 10, "tokenizer/tokenizer.json": 2}
+    assert model.recipe == "halogen" and model.recipe_options == {"backend": "rocm"}
+    assert model.description == "Small. Declared by the image ghcr.io/x/halogen@sha256:1."
+    # Lemonade's earlier {name, path} form is valid and declares nothing to fetch
+    assert model_label.models('[{"name": "m", "path": "/models/m.gguf"}]', "r", "b", "i") == ()
+
+
+@pytest.mark.parametrize(("entry", "why"), [
+    ({"checkpoint": "file:/etc/shadow"}, "Hugging Face"),
+    ({"checkpoint": "https://evil.example/x:w.hgn"}, "Hugging Face"),
+    ({"checkpoint": "org/repo:other.gguf"}, "the checkpoint's 'other.gguf' included"),
+    ({"files": {"w.hgn": {"size": 10}}}, "sha256 of 64"),
+    ({"files": {"w.hgn": {"size": -1, "sha256": SHA}}}, "positive integer size"),
+    ({"files": {"w.hgn": {"size": 10, "sha256": SHA},
+                "../../x": {"size": 1, "sha256": SHA}}}, "without '..'"),
+    ({"name": "a b"}, "name: String should match pattern"),
+    ({"url": "http://x"}, "unknown keys url"),
+    ({"labels": "chat"}, "labels"),
+])
+def test_a_bad_models_label_says_what_is_wrong(entry: dict[str, object], why: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(why)):
+        model_label.models(declaring(**entry), "r", "b", "i")
+    with pytest.raises(LaunchRefused, match=r"org\.lemonade\.models"):
+        narrowed(CONTRACT, {"org.lemonade.models": declaring(**entry)}, "img")
+
+
+def test_a_models_label_is_size_capped() -> None:
+    many = json.dumps([{"name": f"m{i}", "path": f"/models/m{i}"} for i in range(17)])
+    with pytest.raises(ValueError, match="more than 16"):
+        model_label.parse(many)
+    with pytest.raises(ValueError, match="longer than"):
+        model_label.parse(" " * (model_label.MAX_LABEL + 1))
