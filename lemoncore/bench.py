@@ -132,6 +132,15 @@ def stream_once(client: httpx.Client, api: str, model: str, prompt: str,
     return Sample(ttft, decode, prompt_tokens / ttft if ttft else 0.0)
 
 
+def peak_memory(client: httpx.Client, url: str, model: str) -> int | None:
+    """The peak host memory the server reports for ``model``'s backend (its process, or
+    its container's cgroup), in bytes; ``None`` where it does not know."""
+    loaded = client.get(url + "/api/v1/health").json()["all_models_loaded"]
+    peak = next((m.get("peak_memory_bytes") for m in loaded if m.get("model_name") == model),
+                None)
+    return peak if isinstance(peak, int) else None
+
+
 def client_for(api_key: str | None) -> httpx.Client:
     """A client for lemoncore's own routes, with the key a server that requires one wants."""
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
@@ -155,6 +164,7 @@ def bench(url: str, models: Sequence[str | Target], reps: int = 5, cold: bool = 
             else:
                 running.append(target)
         warm: dict[tuple[str, str], list[Sample]] = {}
+        peaks: dict[str, int] = {}
         for _ in range(reps):
             for target in running:
                 if target.backend or len(running) > 1:
@@ -163,9 +173,13 @@ def bench(url: str, models: Sequence[str | Target], reps: int = 5, cold: bool = 
                     stream_once(client, url + "/v1", target.model, prompt, 4)  # warm-up
                     warm.setdefault((target.label, name), []).append(stream_once(
                         client, url + "/v1", target.model, prompt, max_tokens))
+                if (peak := peak_memory(client, url, target.model)) is not None:
+                    peaks[target.label] = max(peak, peaks.get(target.label, 0))
         for target in running:
             result: dict[str, object] = {name: _summary(warm[target.label, name])
                                          for name in SCENARIOS}
+            if target.label in peaks:
+                result["peak_memory_mib"] = round(peaks[target.label] / 2**20)
             if cold:
                 samples = []
                 for _ in range(reps):

@@ -438,6 +438,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
             if "skipped" in runs:
                 print(f"{model:<40} skipped: {runs['skipped']}")
                 continue
+            if "peak_memory_mib" in runs:
+                print(f"{model:<40} peak host memory {runs.pop('peak_memory_mib')} MiB "
+                      "(GPU memory not counted)")
             for run, r in runs.items():
                 t, d, p = r["ttft_ms"], r["decode_tps"], r["prompt_tps"]
                 print(f"{model:<40} {run:<6} {t['p50']:>12.1f} {d['p50']:>13.1f} "

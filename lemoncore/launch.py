@@ -173,6 +173,9 @@ class Runner(Protocol):
 
     def on_exit(self, callback: Callable[[Any], None]) -> None: ...
 
+    def peak_memory(self) -> int | None:
+        """Peak host memory in bytes the server has used (``None`` where unknown)."""
+
     async def start(self, task_group: anyio.abc.TaskGroup, ready_within: float) -> None: ...
 
     async def stop(self, grace: float) -> None: ...

@@ -132,7 +132,8 @@ class LoadedServer:
                 "status": "busy" if self.in_flight else "ready", "pinned": self.pinned,
                 "in_flight": self.in_flight, "queued": self.queued,
                 "recipe_options": self.options,
-                "launch_command": list(self.process.argv)}
+                "launch_command": list(self.process.argv),
+                "peak_memory_bytes": self.process.peak_memory()}
 
 
 class Router:

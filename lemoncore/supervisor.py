@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
+from pathlib import Path
 
 import anyio
 import httpx
@@ -85,6 +86,19 @@ class BackendProcess(ExitTracking):
     @property
     def returncode(self) -> int | None:
         return self._proc.returncode if self._proc else None
+
+    def peak_memory(self) -> int | None:
+        """The process's peak resident memory in bytes (Linux ``VmHWM``); ``None`` where
+        unknown. GPU memory is not counted."""
+        if self._proc is None or self.exited.is_set():
+            return None
+        try:
+            status = Path(f"/proc/{self._proc.pid}/status").read_text()
+        except OSError:
+            return None
+        kib = next((line.split()[1] for line in status.splitlines()
+                    if line.startswith("VmHWM:")), None)
+        return int(kib) * 1024 if kib else None
 
     @property
     def alive(self) -> bool:

@@ -29,6 +29,7 @@ def test_lemon_bench_reports_warm_runs_per_scenario(server: ServerProcess) -> No
         assert report[scenario]["ttft_ms"]["p50"] > 0
         assert report[scenario]["decode_tps"]["p50"] > 0
     assert report["long"]["ttft_ms"]["p50"] > report["short"]["ttft_ms"]["p50"]
+    assert report["peak_memory_mib"] > 90  # llama-server's peak, with the ~94 MiB weights
 
 
 def test_lemon_launch_wires_an_agent_to_the_server(server: ServerProcess,

@@ -76,6 +76,11 @@ class ContainerServer(ExitTracking):
     def returncode(self) -> int | None:
         return self._code
 
+    def peak_memory(self) -> int | None:
+        """Peak memory of the container's cgroup (every process in it); GPU memory is
+        not counted."""
+        return None if self.exited.is_set() else cgroup_peak_memory(self._pid)
+
     @property
     def alive(self) -> bool:
         """Started and not ended; a relaunch after drift keeps it alive."""
@@ -339,25 +344,40 @@ def launched_config(state: Mapping[str, Any], pid: int | None) -> dict[str, Any]
 
 CGROUP_LIMITS = {"memory": ("memory.limit_in_bytes",), "cpu": ("cpu.cfs_quota_us",),
                  "pids": ("pids.max",), "": ("memory.max", "cpu.max", "pids.max")}
+CGROUP_PEAK = {"memory": ("memory.max_usage_in_bytes",), "": ("memory.peak",)}
 
 
 def cgroup_limits(pid: int | None, root: Path = Path("/")) -> dict[str, str]:
     """Memory, CPU and process limits of ``pid``'s cgroups (v1 controllers or v2)."""
-    limits: dict[str, str] = {}
+    return cgroup_files(pid, CGROUP_LIMITS, root)
+
+
+def cgroup_peak_memory(pid: int | None, root: Path = Path("/")) -> int | None:
+    """Peak memory use in bytes of ``pid``'s cgroup (the whole container), if readable."""
+    found = cgroup_files(pid, CGROUP_PEAK, root)
+    value = next(iter(found.values()), "")
+    return int(value) if value.isdigit() else None
+
+
+def cgroup_files(pid: int | None, names: Mapping[str, tuple[str, ...]],
+                 root: Path = Path("/")) -> dict[str, str]:
+    """The named files of ``pid``'s cgroups that can be read, by name: ``names`` maps a
+    v1 controller (``""`` for v2's unified hierarchy) to file names."""
+    found: dict[str, str] = {}
     try:
         lines = (root / f"proc/{pid}/cgroup").read_text().splitlines() if pid else []
     except OSError:
-        return limits
+        return found
     for line in lines:
         _, controllers, path = line.split(":", 2)
         for controller in controllers.split(",") if controllers else [""]:
             base = root / "sys/fs/cgroup" / controller / path.lstrip("/")
-            for name in CGROUP_LIMITS.get(controller, ()):
+            for name in names.get(controller, ()):
                 try:
-                    limits[name] = (base / name).read_text().strip()
+                    found[name] = (base / name).read_text().strip()
                 except OSError:
                     pass
-    return limits
+    return found
 
 
 def drift(launched: Mapping[str, Any], now: Mapping[str, Any]) -> list[str]:

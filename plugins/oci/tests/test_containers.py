@@ -731,6 +731,8 @@ def test_bench_and_launch_compare_a_core_and_a_container_engine(
         assert Path(run["output"]).read_text().strip()  # the model's answer
     assert json.loads((tmp_path / "runs" / "results.json").read_text()) == runs
     for label in (f"{model}@pypi", f"{model}@nathanw"):
+        # the weights (~94 MiB) are resident: llama-server's own peak, the container's cgroup
+        assert report[label]["peak_memory_mib"] > 90, report[label]
         for scenario in ("short", "long"):
             run = report[label][scenario]
             assert run["ttft_ms"]["n"] == 2 and run["decode_tps"]["p50"] > 0, (label, run)
