@@ -19,6 +19,7 @@ from typing import Any
 import anyio
 
 from lemoncore import trust
+from lemoncore.errors import LemonError
 from lemoncore.hosts import HostInfo
 from lemoncore.install import (
     InstallError,
@@ -57,12 +58,10 @@ class BackendState(StrEnum):
     ACTION_REQUIRED = "action_required"
 
 
-class BackendError(Exception):
-    """A backend cannot be selected or made ready; ``status`` is the HTTP status."""
+class BackendError(LemonError):
+    """A backend cannot be selected or made ready."""
 
-    def __init__(self, message: str, status: int = 400, code: str | None = None) -> None:
-        super().__init__(message)
-        self.status, self.code = status, code
+    status, type = 400, "backend_error"
 
 
 @dataclass(frozen=True)

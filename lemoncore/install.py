@@ -23,14 +23,17 @@ from typing import Any
 import anyio
 import httpx
 
+from lemoncore.errors import LemonError
 from lemoncore.launch import Artifact, InstallPlan
 
 RECORD = "install.json"
 ProgressCallback = Callable[[int, int], None]
 
 
-class InstallError(Exception):
+class InstallError(LemonError):
     """An install was refused or failed; nothing was changed. The message names the fix."""
+
+    status, type, code = 503, "backend_error", "backend_install_failed"
 
 
 def record_of(plan: InstallPlan) -> dict[str, Any]:

@@ -12,15 +12,10 @@ import anyio.abc
 import httpx
 import structlog
 
+from lemoncore.errors import LaunchRefused, RequestRefused
 from lemoncore.recipes import ModelInfo
 
-
-class LaunchRefused(Exception):
-    """A plugin refuses to start a server; the message says what was wrong and the fix."""
-
-
-class RequestRefused(Exception):
-    """A plugin refuses a request its backend cannot serve (answered with a 400)."""
+__all__ = ["LaunchRefused", "RequestRefused"]  # plugin-facing, defined in lemoncore.errors
 
 
 @dataclass(frozen=True)

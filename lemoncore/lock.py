@@ -25,12 +25,15 @@ from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
+from lemoncore.errors import LemonError
 from lemoncore.launch import Artifact
 from lemoncore.trust import Trusted
 
 
-class LockError(Exception):
+class LockError(LemonError):
     """A lock file is unreadable or malformed; the message names the file."""
+
+    code = "invalid_lock"
 
 
 @dataclass(frozen=True)

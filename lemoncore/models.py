@@ -28,16 +28,15 @@ import huggingface_hub
 from huggingface_hub import constants as hf_constants
 from huggingface_hub.utils.tqdm import tqdm as hf_tqdm
 
+from lemoncore.errors import LemonError
 from lemoncore.install import ProgressCallback
 from lemoncore.recipes import ModelInfo
 
 
-class ModelError(Exception):
-    """A model cannot be found, fetched or removed; ``status`` is the HTTP status to report."""
+class ModelError(LemonError):
+    """A model cannot be found, fetched or removed."""
 
-    def __init__(self, message: str, status: int = 400) -> None:
-        super().__init__(message)
-        self.status = status
+    status, type = 400, "backend_error"
 
 
 @dataclass(frozen=True)

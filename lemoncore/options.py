@@ -20,6 +20,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import ConfigDict, Field, TypeAdapter, ValidationError
 
+from lemoncore.errors import LemonError
 from lemoncore.recipes import ArgFlag, Backend, OptionScope, OptionSpec, Recipe
 
 SELECTOR = "backend"
@@ -29,13 +30,13 @@ _NUMBER = re.compile(r"-?([0-9]+\.?[0-9]*|\.[0-9]+)")
 _NAMES = re.compile(r"[A-Za-z0-9_]+(,[A-Za-z0-9_]+)*")
 
 
-class OptionError(ValueError):
-    """An option is unknown, not the caller's to set, or has a bad value. ``status`` is
-    400 for what a caller sent and 500 for a bad configuration file."""
+class OptionError(LemonError, ValueError):
+    """An option is unknown, not the caller's to set, or has a bad value: 400 for what a
+    caller sent, 500 for a bad configuration file."""
 
     def __init__(self, message: str, param: str | None = None, status: int = 400) -> None:
-        super().__init__(message)
-        self.param, self.status = param, status
+        super().__init__(message, status, code="invalid_option" if status < 500 else
+                         "invalid_configuration", param=param)
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,8 @@ import pluggy
 import structlog
 
 from lemoncore import defaults, hookspecs
+from lemoncore.errors import LemonError
+from lemoncore.errors import PluginError as PluginError  # re-exported
 from lemoncore.hosts import HostInfo
 from lemoncore.launch import (
     InstallPlan,
@@ -45,10 +47,6 @@ from lemoncore.recipes import (
 from lemoncore.tiers import core_granted
 
 ENTRY_POINT_GROUP = "lemon"
-
-
-class PluginError(Exception):
-    """A plugin broke the contract; the message names the plugin and the fix."""
 
 
 log = structlog.get_logger("lemoncore.plugins")
@@ -311,8 +309,7 @@ class PluginHost:
         try:
             return call()
         except Exception as exc:
-            # LaunchRefused and friends carry user-facing messages; keep them intact.
-            if type(exc).__module__.startswith("lemoncore"):
+            if isinstance(exc, LemonError):  # LaunchRefused and friends: for the user
                 raise
             raise PluginError(f"hook {hook!r} failed in a plugin: {type(exc).__name__}: "
                               f"{exc}") from exc

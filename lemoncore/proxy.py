@@ -18,6 +18,8 @@ import httpx
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
+from lemoncore.errors import LemonError, error_body
+
 PING = b": ping\n\n"
 DONE = b"data: [DONE]\n\n"
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
@@ -25,14 +27,10 @@ CUT_AT_SHUTDOWN = ("the server is shutting down and its drain deadline passed; r
                    "it is back")
 
 
-class BackendFailure(Exception):
+class BackendFailure(LemonError):
     """The backend could not be reached or broke the connection."""
 
-
-def error_body(message: str, type_: str, code: str | None = None,
-               param: str | None = None, **extra: Any) -> dict[str, Any]:
-    return {"error": {"message": message, "type": type_, "code": code, "param": param,
-                      **extra}}
+    status, type, code = 502, "backend_error", "backend_unreachable"
 
 
 def sse_error(message: str, status: int = 502, type_: str = "backend_error",

@@ -12,11 +12,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from lemoncore.errors import LemonError
 from lemoncore.platforms import path_list
 
 
-class RocmUnavailable(Exception):
+class RocmUnavailable(LemonError):
     """No usable ROCm runtime; the message says how to get one."""
+
+    status, type, code = 503, "backend_error", "rocm_unavailable"
 
 
 @dataclass(frozen=True)

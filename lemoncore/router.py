@@ -26,6 +26,7 @@ import httpx
 import structlog
 
 from lemoncore.backends import Backends, BackendStatus
+from lemoncore.errors import LemonError
 from lemoncore.hosts import HostInfo
 from lemoncore.install import installed_record
 from lemoncore.launch import LaunchContext, LaunchRefused, LaunchSpec, Runner
@@ -58,13 +59,8 @@ EVICTION_KINDS = ("lru", "exclusive_gpu", "exclusive_npu", "coexist_by_type", "r
                   "load_failure", "wedged", "unload")
 
 
-class RouterError(Exception):
-    """A load or lookup failed; carries the HTTP status and OpenAI error type."""
-
-    def __init__(self, message: str, status: int, type_: str, code: str | None = None,
-                 headers: dict[str, str] | None = None) -> None:
-        super().__init__(message)
-        self.status, self.type, self.code, self.headers = status, type_, code, headers
+class RouterError(LemonError):
+    """A load or lookup failed."""
 
 
 @dataclass(frozen=True)
@@ -225,9 +221,9 @@ class Router:
         503 and ``Retry-After``. Once shutdown has begun every request is refused (503).
         """
         if self.closing:
-            retry = str(max(1, round(self.settings.stop_grace)))
             raise RouterError("the server is shutting down; retry once it is back", 503,
-                              "server_error", "shutting_down", headers={"Retry-After": retry})
+                              "server_error", "shutting_down",
+                              retry_after=self.settings.stop_grace)
         server = self.loaded(name)
         if server is None:
             server = await self.load(name, explicit=False, hold=True)
@@ -269,7 +265,7 @@ class Router:
             raise RouterError(
                 f"{server.model.name} is busy: {server.queued} requests already wait for a "
                 "free slot; retry shortly", 503,
-                "server_busy", "queue_full", headers={"Retry-After": "1"})
+                "server_busy", "queue_full", retry_after=1)
         server.queued += 1
         try:
             await server.gate.acquire()
@@ -351,7 +347,7 @@ class Router:
             raise RouterError(
                 f"{name} is still loading after {self.settings.load_timeout:.0f} s (a large "
                 "download or a slow start); the load goes on, retry shortly", 503,
-                "server_busy", "model_loading", headers={"Retry-After": "5"})
+                "server_busy", "model_loading", retry_after=5)
         if isinstance(outcome[0], Exception):
             raise outcome[0]
         return outcome[0]
@@ -394,7 +390,7 @@ class Router:
                 f"{wait:.0f} s more instead of respawning it per request. Check its log "
                 "(the last failure is above), then retry or reload it explicitly",
                 503, "model_load_error", "backend_cooldown",
-                headers={"Retry-After": str(max(1, round(wait)))})
+                retry_after=wait)
 
     def _failed_start(self, name: str, exc: StartError) -> StartError:
         count = self._failed_starts.get(name, (0, 0.0))[0] + 1

@@ -18,6 +18,7 @@ import anyio
 import httpx
 import structlog
 
+from lemoncore.errors import LemonError
 from lemoncore.launch import ExitTracking, LaunchSpec
 from lemoncore.platforms import ProcessPlatform, current
 
@@ -27,13 +28,14 @@ READY_POLL_SECONDS = 0.01
 PLATFORM: ProcessPlatform = current()
 
 
-class StartError(Exception):
+class StartError(LemonError):
     """A backend did not become ready; the message carries its last log lines.
 
     ``retryable`` is false when the output says the input was wrong (a missing file, an
     unknown argument): freeing memory and trying again cannot help then.
     """
 
+    status, type, code = 503, "model_load_error", "backend_start_failed"
     _HOPELESS = ("no such file", "not found", "does not exist", "invalid argument",
                  "unknown argument", "error: invalid")
 

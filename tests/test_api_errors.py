@@ -76,3 +76,24 @@ async def test_hostile_model_names_are_refused(client: httpx.AsyncClient, name: 
         "model_name": name, "checkpoint": "file:/tmp/m.gguf", "recipe": "llamacpp"})
     assert response.status_code == 400
     assert "invalid model registration" in response.json()["error"]["message"]
+
+
+def test_every_error_lemoncore_reports_is_a_lemon_error() -> None:
+    """One hierarchy: each exception class lemoncore defines derives from LemonError, so
+    the API answers it with its own status and code (a flow-control signal excepted)."""
+    import importlib
+    import inspect
+    import pkgutil
+
+    import lemoncore
+    from lemoncore.errors import LemonError
+
+    found = {}
+    for info in pkgutil.walk_packages(lemoncore.__path__, "lemoncore."):
+        module = importlib.import_module(info.name)
+        found.update({f"{c.__module__}.{c.__name__}": c for _, c in
+                      inspect.getmembers(module, inspect.isclass)
+                      if issubclass(c, BaseException) and c.__module__ == info.name})
+    outside = {name for name, c in found.items() if not issubclass(c, LemonError)}
+    assert outside == {"lemoncore.api.guard.BodyTooLarge"}  # caught by the guard itself
+    assert len(found) >= 14

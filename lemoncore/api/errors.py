@@ -10,26 +10,15 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from lemoncore.backends import BackendError
-from lemoncore.install import InstallError
-from lemoncore.launch import LaunchRefused, RequestRefused
-from lemoncore.models import ModelError
-from lemoncore.options import OptionError
-from lemoncore.plugins import PluginError
-from lemoncore.proxy import BackendFailure, error_body
-from lemoncore.router import RouterError
-from lemoncore.supervisor import StartError
+from lemoncore.errors import LemonError, error_body
 
 log = structlog.get_logger("lemoncore.api")
 
 
-class ApiError(Exception):
-    def __init__(self, message: str, status: int = 400, type_: str = "invalid_request_error",
-                 code: str | None = None, param: str | None = None,
-                 headers: dict[str, str] | None = None) -> None:
-        super().__init__(message)
-        self.status, self.type, self.code, self.param = status, type_, code, param
-        self.headers = headers
+class ApiError(LemonError):
+    """A request the HTTP layer refuses (bad JSON, a missing field)."""
+
+    status, type = 400, "invalid_request_error"
 
 
 def error_response(message: str, status: int, type_: str, code: str | None = None,
@@ -39,43 +28,12 @@ def error_response(message: str, status: int, type_: str, code: str | None = Non
                         headers=headers)
 
 
-def _classify(exc: Exception) -> ApiError:
-    match exc:
-        case ApiError():
-            return exc
-        case RouterError():
-            return ApiError(str(exc), exc.status, exc.type, exc.code, headers=exc.headers)
-        case BackendError():
-            type_ = "invalid_request_error" if exc.status < 500 else "backend_error"
-            return ApiError(str(exc), exc.status, type_, exc.code)
-        case ModelError():
-            type_ = "invalid_request_error" if exc.status < 500 else "backend_error"
-            return ApiError(str(exc), exc.status, type_)
-        case OptionError() if exc.status < 500:
-            return ApiError(str(exc), exc.status, "invalid_request_error", "invalid_option",
-                            exc.param)
-        case OptionError():
-            return ApiError(str(exc), exc.status, "server_error", "invalid_configuration",
-                            exc.param)
-        case LaunchRefused():
-            return ApiError(str(exc), 400, "invalid_request_error", "launch_refused")
-        case RequestRefused():
-            return ApiError(str(exc), 400, "invalid_request_error", "unsupported_request")
-        case StartError():
-            return ApiError(str(exc), 503, "model_load_error", "backend_start_failed")
-        case InstallError():
-            return ApiError(str(exc), 503, "backend_error", "backend_install_failed")
-        case BackendFailure():
-            return ApiError(str(exc), 502, "backend_error", "backend_unreachable")
-        case PluginError():
-            return ApiError(str(exc), 500, "server_error", "plugin_error")
-    log.exception("unhandled error", error=repr(exc))
-    return ApiError("internal server error; see the server log", 500, "server_error")
-
-
 async def handle_exception(request: Request, exc: Exception) -> Response:
-    err = _classify(exc)
-    return error_response(str(err), err.status, err.type, err.code, err.param, err.headers)
+    """Answer a :class:`LemonError` as it says; anything else is a logged 500."""
+    if not isinstance(exc, LemonError):
+        log.exception("unhandled error", error=repr(exc))
+        exc = LemonError("internal server error; see the server log")
+    return JSONResponse(exc.body(), exc.status, headers=exc.headers)
 
 
 async def handle_http_exception(request: Request, exc: Exception) -> Response:
@@ -88,14 +46,11 @@ async def handle_http_exception(request: Request, exc: Exception) -> Response:
     return error_response(message, exc.status_code, "invalid_request_error")
 
 
-_KNOWN = (ApiError, RouterError, ModelError, BackendError, OptionError, LaunchRefused,
-          RequestRefused,
-          StartError, InstallError, BackendFailure, PluginError)
 # Known errors are answered by Starlette's ExceptionMiddleware; anything else reaches the
 # server-error middleware, which answers the same JSON and re-raises for the server log.
 EXCEPTION_HANDLERS: dict[Any, Any] = {
     HTTPException: handle_http_exception, Exception: handle_exception,
-    **dict.fromkeys(_KNOWN, handle_exception)}
+    LemonError: handle_exception}
 
 
 async def json_object(request: Request) -> dict[str, Any]:

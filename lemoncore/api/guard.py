@@ -18,6 +18,7 @@ import json
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from lemoncore.api.hostname import loopback_address, loopback_name
+from lemoncore.errors import error_body
 
 ADMIN_ENDPOINTS = {"load", "unload", "pull", "delete", "install", "uninstall"}
 
@@ -108,8 +109,7 @@ class Guard:
 
 
 async def send_error(send: Send, status: int, message: str, code: str) -> None:
-    body = json.dumps({"error": {"message": message, "type": "invalid_request_error",
-                                 "code": code, "param": None}}).encode()
+    body = json.dumps(error_body(message, "invalid_request_error", code)).encode()
     await send({"type": "http.response.start", "status": status,
                 "headers": [(b"content-type", b"application/json"),
                             (b"content-length", str(len(body)).encode())]})

@@ -17,11 +17,11 @@ from starlette.responses import JSONResponse, Response
 from lemoncore.api.errors import ApiError, json_object, required_str
 from lemoncore.backends import BackendState
 from lemoncore.core import Core
+from lemoncore.errors import error_body
 from lemoncore.proxy import (
     CUT_AT_SHUTDOWN,
     BackendFailure,
     SSERelay,
-    error_body,
     send_request,
 )
 from lemoncore.recipes import ModelInfo, ModelType, Tier
@@ -194,7 +194,7 @@ async def send_when_free(core: Core, server: LoadedServer, path: str, body: dict
         if anyio.current_time() + delay > deadline:
             raise ApiError(f"{server.model.name} is still finishing an earlier request; "
                            "retry shortly", 503, "server_busy", "backend_busy",
-                           headers={"Retry-After": "1"})
+                           retry_after=1)
         await anyio.sleep(delay)
         delay = min(delay * 2, BUSY_RETRY_MAX_S)
 

@@ -1,0 +1,71 @@
+"""One error type. Every failure lemoncore reports to a caller is a :class:`LemonError`:
+its message says what was wrong and the fix; ``status``, ``type``, ``code``, ``param``
+and ``retry_after`` are how the HTTP API answers it (:func:`error_body`, OpenAI's shape).
+Domain errors (a refused launch, a failed install, an unknown option) subclass it with
+their defaults; plugins raise the plugin-facing ones (``LaunchRefused``,
+``RequestRefused``) and anything else a plugin raises is wrapped as a ``PluginError``.
+No imports beyond the standard library: plugins import this.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+
+class LemonError(Exception):
+    """A failure with an answer for the caller. Subclasses set the class defaults; without
+    a ``type_``, a status below 500 is a caller's mistake (``invalid_request_error``) and
+    from 500 up the class's own type."""
+
+    status: int = 500
+    type: str = "server_error"
+    code: str | None = None
+
+    def __init__(self, message: str, status: int | None = None, type_: str | None = None,
+                 code: str | None = None, param: str | None = None,
+                 retry_after: float | None = None) -> None:
+        super().__init__(message)
+        if status is not None:
+            self.status = status
+        if type_ is None and self.status < 500:
+            type_ = "invalid_request_error"
+        if type_ is not None:
+            self.type = type_
+        if code is not None:
+            self.code = code
+        self.param, self.retry_after = param, retry_after
+
+    @property
+    def headers(self) -> dict[str, str] | None:
+        if self.retry_after is None:
+            return None
+        return {"Retry-After": str(max(1, math.ceil(self.retry_after)))}
+
+    def body(self) -> dict[str, Any]:
+        return error_body(str(self), self.type, self.code, self.param)
+
+
+def error_body(message: str, type_: str, code: str | None = None,
+               param: str | None = None, **extra: Any) -> dict[str, Any]:
+    """The OpenAI error object: ``{"error": {message, type, code, param, ...}}``."""
+    return {"error": {"message": message, "type": type_, "code": code, "param": param,
+                      **extra}}
+
+
+class LaunchRefused(LemonError):
+    """A plugin refuses to start a server; the message says what was wrong and the fix."""
+
+    status, type, code = 400, "invalid_request_error", "launch_refused"
+
+
+class RequestRefused(LemonError):
+    """A plugin refuses a request its backend cannot serve (answered with a 400)."""
+
+    status, type, code = 400, "invalid_request_error", "unsupported_request"
+
+
+class PluginError(LemonError):
+    """A plugin broke the contract; the message names the plugin and the fix."""
+
+    code = "plugin_error"
