@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
@@ -48,6 +50,8 @@ from lemoncore.rocm import (
 from lemoncore.settings import Settings
 
 THEROCK = "runtime:therock"
+# Backend statuses are recomputed at most this often for planning (sooner after changes).
+STATUS_TTL_S = 30.0
 
 
 class BackendState(StrEnum):
@@ -109,6 +113,9 @@ class Backends:
         # Names this installation in ownership labels (containers it may sweep).
         self.instance = hashlib.sha256(str(settings.cache_dir.resolve()).encode()).hexdigest()[:12]
         self._declared: dict[str, ModelInfo] | None = None
+        self._statuses: dict[tuple[str, str], BackendStatus] = {}
+        self._statuses_at = -math.inf
+        self._refreshing = anyio.Lock()
 
     def declared_models(self) -> dict[str, ModelInfo]:
         """Models that installed artifacts declare (an image's label, read by its plugin
@@ -227,21 +234,29 @@ class Backends:
     def statuses(self, recipe: Recipe) -> list[BackendStatus]:
         return [self.status(recipe, b) for b in recipe.backends]
 
-    def select(self, recipe: Recipe, requested: str | None) -> BackendStatus:
-        """The requested backend, else the first installed, installable, or supported one."""
-        if requested:
-            backend = recipe.backend(requested)
-            if backend is None:
-                raise BackendError(f"recipe {recipe.name!r} has no backend {requested!r}; "
-                                   f"choose one of {[b.name for b in recipe.backends]}")
-            return self.status(recipe, backend)
-        statuses = self.statuses(recipe)
-        usable = [s for s in statuses if s.state is not BackendState.UNSUPPORTED]
-        if not usable:
-            raise BackendError(f"no backend of {recipe.name!r} runs on this machine: "
-                               + "; ".join(f"{s.backend.name}: {s.message}" for s in statuses))
-        rank = [BackendState.INSTALLED, BackendState.INSTALLABLE, BackendState.UPDATE_REQUIRED]
-        return min(usable, key=lambda s: rank.index(s.state) if s.state in rank else len(rank))
+    # The cache: what planning reads ------------------------------------------------------
+
+    def cached_statuses(self, recipe: Recipe) -> list[BackendStatus]:
+        """The recipe's statuses as last computed (:meth:`refresh_statuses`); no I/O."""
+        return [self._statuses[recipe.name, b.name] for b in recipe.backends
+                if (recipe.name, b.name) in self._statuses]
+
+    def invalidate(self) -> None:
+        """Something a status depends on changed (an install, consent, the runtime)."""
+        self._statuses_at = -math.inf
+
+    async def refresh_statuses(self) -> None:
+        """Recompute every backend's status in a worker thread when the cache is older
+        than ``STATUS_TTL_S`` (container engines change outside lemoncore) or was
+        invalidated. Status checks read files and may run a plugin's quick probes."""
+        async with self._refreshing:
+            if time.monotonic() - self._statuses_at < STATUS_TTL_S:
+                return
+            started = time.monotonic()
+            found = await anyio.to_thread.run_sync(lambda: {
+                (r.name, s.backend.name): s for r in self.plugins.registry.recipes.values()
+                for s in self.statuses(r)})
+            self._statuses, self._statuses_at = found, started
 
     # Install / uninstall -----------------------------------------------------------------
 
@@ -302,6 +317,7 @@ class Backends:
                                    allow_unverified=status.name in self.allow_unverified)
         if status.plan.runtime == "rocm":
             await self.decide_rocm(on_progress)
+        self.invalidate()
         return replace(status, state=BackendState.INSTALLED,
                        install_dir=install_dir or status.plan.location)
 
@@ -336,6 +352,7 @@ class Backends:
             trusted.append(measured)
         trust.save(self.trust_file, trusted)
         self.lock.adopt(trusted)
+        self.invalidate()
         return trusted
 
     async def refresh(self, names: Sequence[str]) -> list[Refresh]:
@@ -373,6 +390,7 @@ class Backends:
                 await status.plan.installer.uninstall()
         removed = await anyio.to_thread.run_sync(uninstall, self.target(name))
         self._declared = None
+        self.invalidate()
         if name == THEROCK and (decision := self.rocm_decision()) and \
                 decision.source == "therock":
             self.rocm_record.unlink(missing_ok=True)
@@ -419,6 +437,7 @@ class Backends:
                                allow_unverified=THEROCK in self.allow_unverified)
             decision = resolve_rocm(pinned, self.target(THEROCK), system)
         decision.save(self.rocm_record)
+        self.invalidate()
         return decision
 
     async def install_therock(self, on_progress: ProgressCallback | None = None) -> RuntimeDecision:
@@ -431,6 +450,23 @@ class Backends:
             await install_plan(plan, self.target(THEROCK), self.downloads, on_progress,
                                allow_unverified=THEROCK in self.allow_unverified)
         return await self.decide_rocm(on_progress)
+
+
+def choose(recipe: Recipe, statuses: Sequence[BackendStatus],
+           requested: str | None) -> BackendStatus:
+    """The requested backend, else the first installed, installable, or supported one."""
+    if requested:
+        found = next((s for s in statuses if s.backend.name == requested), None)
+        if found is None:
+            raise BackendError(f"recipe {recipe.name!r} has no backend {requested!r}; "
+                               f"choose one of {[b.name for b in recipe.backends]}")
+        return found
+    usable = [s for s in statuses if s.state is not BackendState.UNSUPPORTED]
+    if not usable:
+        raise BackendError(f"no backend of {recipe.name!r} runs on this machine: "
+                           + "; ".join(f"{s.backend.name}: {s.message}" for s in statuses))
+    rank = [BackendState.INSTALLED, BackendState.INSTALLABLE, BackendState.UPDATE_REQUIRED]
+    return min(usable, key=lambda s: rank.index(s.state) if s.state in rank else len(rank))
 
 
 def trust_fix(name: str) -> str:

@@ -1,7 +1,8 @@
 """What to evict before a load: one pure function over plain data.
 
-The router gathers the loaded servers and the incoming load, calls :func:`decide`, and
-executes the answer; it never makes an eviction choice of its own.
+The router gathers the loaded servers and the incoming load, calls :func:`decide` (or,
+after a failed start, :func:`after_failed_start`; for a wedged server, :func:`wedged`),
+and executes the answer; it never makes an eviction choice of its own.
 
 Rules, in order:
 
@@ -42,11 +43,15 @@ class Resident:
 
 @dataclass(frozen=True)
 class Incoming:
+    """The load to make room for; ``reload`` replaces a resident of the same name (new
+    options or backend)."""
+
     name: str
     model_type: ModelType
     device: Device
     is_amd_gpu: bool
     policy: SlotPolicy
+    reload: bool = False
 
 
 @dataclass(frozen=True)
@@ -93,6 +98,32 @@ def conflict(resident: Resident, incoming: Incoming) -> Eviction | None:
 
 def decide(residents: Sequence[Resident], incoming: Incoming, max_loaded: int) -> Decision:
     """Make room for ``incoming`` among ``residents`` (``max_loaded`` -1 = unlimited)."""
+    decision = _make_room(residents, incoming, max_loaded)
+    if decision.refused or not incoming.reload or \
+            not any(r.name == incoming.name for r in residents):
+        return decision
+    return Decision(evict=(Eviction(incoming.name, "reload",
+                                    "reload with new options or backend"), *decision.evict))
+
+
+def after_failed_start(residents: Sequence[Resident], incoming: Incoming) -> Decision:
+    """A start that failed for want of memory gets one retry: every other unpinned
+    server goes first (busy ones are waited for)."""
+    return Decision(evict=tuple(
+        Eviction(r.name, "load_failure", f"loading {incoming.name} failed; freeing memory "
+                                         "to retry")
+        for r in residents if r.name != incoming.name and not r.pinned))
+
+
+def wedged(resident: Resident, failures: int) -> Decision:
+    """A server whose requests keep failing while its process looks alive is restarted,
+    pinned or not: the next request gets a fresh process."""
+    return Decision(evict=(Eviction(resident.name, "wedged", f"{failures} consecutive "
+                                    "failed requests while its health was fine"),))
+
+
+def _make_room(residents: Sequence[Resident], incoming: Incoming,
+               max_loaded: int) -> Decision:
     others = [r for r in residents if r.name != incoming.name]
     forced = [e for r in others if (e := conflict(r, incoming)) is not None]
     pinned = {r.name for r in others if r.pinned}

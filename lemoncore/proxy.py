@@ -70,20 +70,23 @@ class SSERelay(Response):
     backend connection stops its generation). The relay runs inside ``cut_scope()``; when
     that scope expires (a shutdown's drain deadline), the stream ends with a
     ``shutting_down`` error frame. ``resources`` (the router's hold on the server, the
-    backend response) are released however the relay ends.
+    backend response) are released however the relay ends. ``on_usage`` gets the
+    stream's last ``usage``; ``on_outcome`` whether the backend's stream broke (not
+    called when the client left or a shutdown cut it).
     """
 
     def __init__(self, upstream: httpx.Response, heartbeat: float,
                  resources: AsyncExitStack,
                  cut_scope: Callable[[], AbstractContextManager[anyio.CancelScope]]
                  = anyio.CancelScope,
-                 on_usage: Callable[[Any], None] | None = None) -> None:
+                 on_usage: Callable[[Any], None] | None = None,
+                 on_outcome: Callable[[bool], None] | None = None) -> None:
         # No Response.__init__: it would add "content-length: 0" for an empty body.
         self.status_code, self.background = 200, None
         self.raw_headers = [(b"content-type", b"text/event-stream; charset=utf-8"),
                             *((k.lower().encode(), v.encode()) for k, v in SSE_HEADERS.items())]
         self.upstream, self.heartbeat, self.resources = upstream, heartbeat, resources
-        self.cut_scope, self.on_usage = cut_scope, on_usage
+        self.cut_scope, self.on_usage, self.on_outcome = cut_scope, on_usage, on_outcome
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
@@ -128,6 +131,7 @@ class SSERelay(Response):
             tg.cancel_scope.cancel()
 
         tail = usage = b""
+        broke: bool | None = None  # how the backend's stream ended, if it did
         with self.cut_scope() as deadline:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(heartbeat)
@@ -140,13 +144,17 @@ class SSERelay(Response):
                         if (usage or b'"usage"' in chunk) and len(usage) < USAGE_BYTES:
                             usage += chunk
                         await body(chunk)
+                    broke = False
                     if DONE.strip() not in tail:
                         await body(DONE)
                 except httpx.TransportError as exc:
+                    broke = True
                     await body(sse_error(f"backend stream broke: {exc!r}"))
                 tg.cancel_scope.cancel()
         if usage and self.on_usage is not None:
             self.on_usage(_usage(usage))
+        if broke is not None and self.on_outcome is not None:  # not when the client left
+            self.on_outcome(broke)
         if deadline.cancelled_caught:
             # A cancelled send has already handed its bytes to the transport; a blank line
             # first ends an event the backend had only half sent.

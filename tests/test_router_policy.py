@@ -278,7 +278,7 @@ async def test_missing_file_failure_is_not_retried(lemon: Lemon) -> None:
     await lemon.sequence("llama-cpu", "vte")
     response = await lemon.load("llama-missing")
     assert response.status_code == 503
-    assert "does not exist" in response.json()["error"]["message"]
+    assert "failed to load model" in response.json()["error"]["message"]
     assert set(await lemon.loaded()) == {"llama-cpu", "vte"}
 
 

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import json
 from collections.abc import Awaitable
-from contextlib import AsyncExitStack
 from typing import Any
 
 import anyio
@@ -18,17 +16,9 @@ from lemoncore.api.errors import ApiError, json_object, required_str
 from lemoncore.backends import BackendState
 from lemoncore.core import Core
 from lemoncore.errors import error_body
-from lemoncore.proxy import (
-    CUT_AT_SHUTDOWN,
-    BackendFailure,
-    SSERelay,
-    send_request,
-)
+from lemoncore.forwarding import exchange
+from lemoncore.proxy import SSERelay
 from lemoncore.recipes import ModelInfo, ModelType, Tier
-from lemoncore.router import LoadedServer
-
-# Back-off while a single-slot engine still works on an abandoned request.
-BUSY_RETRY_S, BUSY_RETRY_MAX_S = 0.05, 1.0
 
 
 def model_card(core: Core, model: ModelInfo) -> dict[str, Any]:
@@ -129,74 +119,20 @@ async def _until_disconnect(request: Request, work: Awaitable[Response]) -> Resp
 
 async def _complete(core: Core, model: ModelInfo, path: str, body: dict[str, Any]
                     ) -> Response:
-    for attempt in (1, 2):
-        async with core.router.acquire(model.name) as server:
-            core.plugins.normalize_request(server.recipe, server.backend, path, body)
-            try:
-                with core.router.cut_at_drain_deadline() as deadline:
-                    upstream = await send_when_free(core, server, path, body, False)
-                if deadline.cancelled_caught:
-                    raise ApiError(CUT_AT_SHUTDOWN, 503, "server_error", "shutting_down")
-            except BackendFailure:
-                if attempt == 2 or not await core.router.recover(server):
-                    core.router.record_outcome(server, failed=True)
-                    raise
-                continue
-            core.router.record_outcome(server, failed=upstream.status_code >= 500)
-            if upstream.status_code == 200:
-                with contextlib.suppress(ValueError, AttributeError):
-                    core.router.count_usage(model.name, json.loads(upstream.content).get(
-                        "usage"))
-            return backend_response(upstream)
-    raise AssertionError("unreachable")
+    answer = await exchange(core.router, model, path, body, stream=False)
+    async with answer.resources:
+        return backend_response(answer.upstream)
 
 
 async def _stream(core: Core, model: ModelInfo, path: str, body: dict[str, Any]) -> Response:
-    for attempt in (1, 2):
-        resources = AsyncExitStack()
-        try:
-            server = await resources.enter_async_context(core.router.acquire(model.name))
-            core.plugins.normalize_request(server.recipe, server.backend, path, body)
-            try:
-                upstream = await send_when_free(core, server, path, body, True)
-            except BackendFailure:
-                if attempt == 1 and await core.router.recover(server):
-                    await resources.aclose()
-                    continue
-                raise
-            resources.push_async_callback(upstream.aclose)
-            if upstream.status_code != 200:
-                await upstream.aread()
-                await resources.aclose()
-                return backend_response(upstream)
-        except BaseException:
-            await resources.aclose()
-            raise
-        return SSERelay(upstream, core.settings.heartbeat_interval, resources,
-                        core.router.cut_at_drain_deadline,
-                        functools.partial(core.router.count_usage, model.name))
-    raise AssertionError("unreachable")
-
-
-async def send_when_free(core: Core, server: LoadedServer, path: str, body: dict[str, Any],
-                         stream: bool) -> httpx.Response:
-    """Send the request. A single-slot engine may still be finishing a request whose client
-    left (VTE notices a disconnect only at its next token, and never on a non-streaming
-    request) and answer 429: lemoncore holds the slot, so it retries with back-off for up
-    to ``load_timeout`` seconds, then answers 503 ``backend_busy`` with ``Retry-After``.
-    The engine's 429 never reaches the client."""
-    delay, deadline = BUSY_RETRY_S, anyio.current_time() + core.settings.load_timeout
-    while True:
-        upstream = await send_request(server.client, path, body, stream)
-        if upstream.status_code != 429 or server.backend.max_concurrency != 1:
-            return upstream
-        await upstream.aclose()
-        if anyio.current_time() + delay > deadline:
-            raise ApiError(f"{server.model.name} is still finishing an earlier request; "
-                           "retry shortly", 503, "server_busy", "backend_busy",
-                           retry_after=1)
-        await anyio.sleep(delay)
-        delay = min(delay * 2, BUSY_RETRY_MAX_S)
+    answer = await exchange(core.router, model, path, body, stream=True)
+    if answer.upstream.status_code != 200:
+        async with answer.resources:
+            return backend_response(answer.upstream)
+    return SSERelay(answer.upstream, core.settings.heartbeat_interval, answer.resources,
+                    core.router.admission.cut_at_drain_deadline,
+                    functools.partial(core.router.count_usage, model.name),
+                    functools.partial(core.router.record_outcome, answer.server))
 
 
 def backend_response(upstream: httpx.Response) -> Response:

@@ -59,10 +59,8 @@ async def load(request: Request) -> Response:
         raise ApiError("'pinned' must be true or false", param="pinned")
     options = {k: v for k, v in body.items() if k not in LOAD_CONTROL_FIELDS}
     if body.get("dry_run"):
-        plan = core.router.plan(name, options)
-        loaded = core.router.loaded(name)
-        return JSONResponse({**plan.explain(), "dry_run": True,
-                             "already_loaded": loaded is not None and plan.serves_as(loaded)})
+        plan = await core.router.plan(name, options)
+        return JSONResponse({**plan.explain(), "dry_run": True})
     server = await core.router.load(name, options, pinned)
     if body.get("save_options") and options:
         core.models.save_options(server.model.name, options)

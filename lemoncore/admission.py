@@ -1,0 +1,148 @@
+"""Who may use a server, and when: shutdown refusal and drain, each server's concurrency
+gate and queue, the crash-loop cooldown, and wedge detection fed by every request's
+outcome (streamed or not). Bookkeeping over plain state: no I/O, no eviction choices
+(those are :mod:`lemoncore.policy`'s)."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass
+
+import anyio
+import structlog
+
+from lemoncore.errors import LemonError
+from lemoncore.launcher import LoadedServer
+from lemoncore.settings import Settings
+from lemoncore.supervisor import StartError
+
+log = structlog.get_logger("lemoncore.admission")
+
+# A backend that fails to start this many times in a row is held off, with a back-off
+# doubling from COOLDOWN_S up to COOLDOWN_MAX_S, instead of being respawned per request.
+CRASH_LOOP_FAILURES, COOLDOWN_S, COOLDOWN_MAX_S = 3, 5.0, 300.0
+# Consecutive failed requests (5xx or broken connections) that mark a live server wedged.
+WEDGED_AFTER = 3
+
+
+class Refused(LemonError):
+    """A request or load is not admitted now; ``retry_after`` says when to try again."""
+
+    status, type = 503, "server_busy"
+
+
+@dataclass
+class _Failures:
+    count: int = 0
+    held_until: float = 0.0
+
+
+class Admission:
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.closing = False  # a shutdown began: new requests are refused
+        self.drain_deadline = math.inf
+        self._cuttable: set[anyio.CancelScope] = set()  # in-flight requests
+        self._failed_starts: dict[str, _Failures] = {}
+
+    # Shutdown ---------------------------------------------------------------------------
+
+    def begin_shutdown(self) -> None:
+        """Refuse new requests (503) and give in-flight ones ``stop_grace`` seconds to
+        finish; then their :meth:`cut_at_drain_deadline` scopes expire. Idempotent."""
+        if self.closing:
+            return
+        self.closing, self.drain_deadline = True, anyio.current_time() + self.settings.stop_grace
+        for scope in self._cuttable:
+            scope.deadline = self.drain_deadline
+        log.info("shutting down: draining in-flight requests", in_flight=len(self._cuttable),
+                 deadline_s=self.settings.stop_grace)
+
+    def refuse_if_closing(self) -> None:
+        if self.closing:
+            raise Refused("the server is shutting down; retry once it is back", 503,
+                          "server_error", "shutting_down", retry_after=self.settings.stop_grace)
+
+    @contextmanager
+    def cut_at_drain_deadline(self) -> Iterator[anyio.CancelScope]:
+        """A cancel scope that expires at a shutdown's drain deadline (never before one
+        begins); check ``cancelled_caught`` to tell the client why it was cut."""
+        with anyio.CancelScope(deadline=self.drain_deadline) as scope:
+            self._cuttable.add(scope)
+            try:
+                yield scope
+            finally:
+                self._cuttable.discard(scope)
+
+    # Each server's requests ---------------------------------------------------------------
+
+    @staticmethod
+    def hold(server: LoadedServer) -> None:
+        """Count a request on ``server``: a busy server is never evicted."""
+        if server.in_flight == 0:
+            server.drained = anyio.Event()
+        server.in_flight += 1
+
+    @staticmethod
+    def release(server: LoadedServer) -> None:
+        server.in_flight -= 1
+        server.last_used = time.monotonic()
+        if server.in_flight == 0:
+            server.drained.set()
+
+    @asynccontextmanager
+    async def turn(self, server: LoadedServer) -> AsyncIterator[None]:
+        """Wait for one of the server's ``max_concurrency`` slots; beyond ``max_queue``
+        waiting requests, refuse (503, ``Retry-After``)."""
+        if server.gate is None:
+            yield
+            return
+        if server.gate.value == 0 and server.queued >= self.settings.max_queue:
+            raise Refused(f"{server.model.name} is busy: {server.queued} requests already "
+                          "wait for a free slot; retry shortly", code="queue_full",
+                          retry_after=1)
+        server.queued += 1
+        try:
+            await server.gate.acquire()
+        finally:
+            server.queued -= 1
+        try:
+            yield
+        finally:
+            server.gate.release()
+
+    def record_outcome(self, server: LoadedServer, failed: bool) -> bool:
+        """Count consecutive failed requests (5xx, broken connections or streams) of a
+        server that still looks alive; True when it is wedged (``WEDGED_AFTER``)."""
+        server.failures = server.failures + 1 if failed else 0
+        return server.failures >= WEDGED_AFTER
+
+    # Starts -----------------------------------------------------------------------------
+
+    def check_cooldown(self, name: str) -> None:
+        """Refuse a start of ``name`` while it is held off after failing repeatedly."""
+        failures = self._failed_starts.get(name, _Failures())
+        wait = failures.held_until - time.monotonic()
+        if wait > 0:
+            raise Refused(
+                f"{name} failed to start {failures.count} times in a row; lemoncore holds it "
+                f"off for {wait:.0f} s more instead of respawning it per request. Check its "
+                "log (the last failure is above), then retry or reload it explicitly",
+                503, "model_load_error", "backend_cooldown", retry_after=wait)
+
+    def failed_start(self, name: str, exc: StartError) -> StartError:
+        """Record a failed start; the error to report (saying when it is held off)."""
+        failures = self._failed_starts.setdefault(name, _Failures())
+        failures.count += 1
+        if failures.count < CRASH_LOOP_FAILURES:
+            return exc
+        hold = min(COOLDOWN_MAX_S, COOLDOWN_S * 2 ** (failures.count - CRASH_LOOP_FAILURES))
+        failures.held_until = time.monotonic() + hold
+        return StartError(f"{exc}\n({name} failed to start {failures.count} times in a row: "
+                          f"held off for {hold:.0f} s)")
+
+    def started(self, name: str) -> None:
+        self._failed_starts.pop(name, None)

@@ -1,0 +1,92 @@
+"""One path for every routed request, streamed or not: acquire the model's server
+(loading it if needed), let the backend's owner adjust the body, send it (waiting out a
+single-slot engine's 429), retry once on a fresh server when the backend died, and feed
+every outcome to wedge detection (a stream's when it ends, through the relay)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import httpx
+
+from lemoncore.errors import LemonError
+from lemoncore.launcher import LoadedServer
+from lemoncore.proxy import CUT_AT_SHUTDOWN, BackendFailure, send_request
+from lemoncore.recipes import ModelInfo
+from lemoncore.router import Router
+
+# Back-off while a single-slot engine still works on an abandoned request.
+BUSY_RETRY_S, BUSY_RETRY_MAX_S = 0.05, 1.0
+
+
+@dataclass
+class Exchange:
+    """A backend's answer. ``resources`` (the hold on the server, the response) must be
+    closed once the answer has been relayed."""
+
+    server: LoadedServer
+    upstream: httpx.Response
+    resources: AsyncExitStack
+
+
+async def exchange(router: Router, model: ModelInfo, path: str, body: dict[str, Any],
+                   stream: bool) -> Exchange:
+    """Send ``body`` to ``model``'s server. A complete answer (or a stream's failed start)
+    counts toward wedge detection now; a stream that starts counts when it ends. A
+    non-streaming request still waiting at a shutdown's drain deadline is cut (503)."""
+    for attempt in (1, 2):
+        resources = AsyncExitStack()
+        try:
+            server = await resources.enter_async_context(router.acquire(model.name))
+            router.plugins.normalize_request(server.recipe, server.backend, path, body)
+            try:
+                with router.admission.cut_at_drain_deadline() as deadline:
+                    upstream = await send_when_free(router, server, path, body, stream)
+                if deadline.cancelled_caught:
+                    raise LemonError(CUT_AT_SHUTDOWN, 503, "server_error", "shutting_down")
+            except BackendFailure:
+                if attempt == 1 and await router.recover(server):
+                    await resources.aclose()
+                    continue
+                router.record_outcome(server, failed=True)
+                raise
+            resources.push_async_callback(upstream.aclose)
+            if stream and upstream.status_code != 200:
+                await upstream.aread()
+        except BaseException:
+            await resources.aclose()
+            raise
+        if not stream or upstream.status_code != 200:
+            router.record_outcome(server, failed=upstream.status_code >= 500)
+        if not stream and upstream.status_code == 200:
+            with contextlib.suppress(ValueError, AttributeError):
+                router.count_usage(model.name, json.loads(upstream.content).get("usage"))
+        return Exchange(server, upstream, resources)
+    raise AssertionError("unreachable")
+
+
+async def send_when_free(router: Router, server: LoadedServer, path: str,
+                         body: dict[str, Any], stream: bool) -> httpx.Response:
+    """Send the request. A single-slot engine may still be finishing a request whose client
+    left (VTE notices a disconnect only at its next token, and never on a non-streaming
+    request) and answer 429: lemoncore holds the slot, so it retries with back-off for up
+    to ``load_timeout`` seconds, then answers 503 ``backend_busy`` with ``Retry-After``.
+    The engine's 429 never reaches the client."""
+    delay = BUSY_RETRY_S
+    deadline = anyio.current_time() + router.settings.load_timeout
+    while True:
+        upstream = await send_request(server.client, path, body, stream)
+        if upstream.status_code != 429 or server.backend.max_concurrency != 1:
+            return upstream
+        await upstream.aclose()
+        if anyio.current_time() + delay > deadline:
+            raise LemonError(f"{server.model.name} is still finishing an earlier request; "
+                             "retry shortly", 503, "server_busy", "backend_busy",
+                             retry_after=1)
+        await anyio.sleep(delay)
+        delay = min(delay * 2, BUSY_RETRY_MAX_S)

@@ -1,0 +1,133 @@
+"""Starts the server a plan chose: the launch context (port, key, runtime environment,
+model files), the plugin's launch spec or runner, readiness; and the record of a running
+server (:class:`LoadedServer`)."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.abc
+import httpx
+import structlog
+
+from lemoncore.backends import Backends
+from lemoncore.errors import LemonError
+from lemoncore.hosts import HostInfo
+from lemoncore.install import installed_record
+from lemoncore.launch import LaunchContext, LaunchSpec, Runner
+from lemoncore.models import ModelStore
+from lemoncore.planner import LoadPlan
+from lemoncore.plugins import PluginHost
+from lemoncore.policy import Resident
+from lemoncore.recipes import Backend, Device, ModelInfo, Recipe, SlotPolicy
+from lemoncore.settings import Settings
+from lemoncore.supervisor import BackendProcess, free_port
+
+log = structlog.get_logger("lemoncore.launcher")
+
+BACKEND_HOST = "127.0.0.1"
+# No read limit: a long prefill or generation is legitimate; streams send heartbeats.
+BACKEND_TIMEOUT = httpx.Timeout(connect=10.0, read=None, write=60.0, pool=None)
+# Idle connections are dropped well before servers close them (llama-server's HTTP
+# library closes after 5 s), so a request never lands on a connection being closed.
+BACKEND_LIMITS = httpx.Limits(max_connections=None, max_keepalive_connections=64,
+                              keepalive_expiry=2.0)
+
+
+@dataclass
+class LoadedServer:
+    """A running backend with the decisions made when it was loaded."""
+
+    model: ModelInfo
+    recipe: Recipe
+    backend: Backend
+    options: dict[str, Any]
+    device: Device
+    is_amd_gpu: bool
+    policy: SlotPolicy
+    process: Runner
+    client: httpx.AsyncClient
+    pinned: bool = False
+    in_flight: int = 0
+    queued: int = 0
+    failures: int = 0  # consecutive failed requests
+    last_used: float = field(default_factory=time.monotonic)
+    drained: anyio.Event = field(default_factory=anyio.Event)
+    gate: anyio.Semaphore | None = None  # the backend's max_concurrency, when it has one
+
+    def resident(self) -> Resident:
+        return Resident(self.model.name, self.model.model_type, self.device, self.is_amd_gpu,
+                        self.policy, self.pinned, self.in_flight > 0, self.last_used)
+
+    def as_health(self) -> dict[str, Any]:
+        return {"model_name": self.model.name, "checkpoint": self.model.checkpoint,
+                "recipe": self.recipe.name, "backend": self.backend.name,
+                "type": self.model.model_type.value, "device": self.device.value,
+                "is_amd_gpu": self.is_amd_gpu, "slot_policy": self.policy.value,
+                "backend_url": self.process.base_url, "pid": self.process.pid,
+                "status": "busy" if self.in_flight else "ready", "pinned": self.pinned,
+                "in_flight": self.in_flight, "queued": self.queued,
+                "recipe_options": self.options,
+                "launch_command": list(self.process.argv),
+                "peak_memory_bytes": self.process.peak_memory()}
+
+
+class Launcher:
+    def __init__(self, settings: Settings, plugins: PluginHost, backends: Backends,
+                 models: ModelStore, host: HostInfo) -> None:
+        self.settings, self.plugins, self.backends = settings, plugins, backends
+        self.models, self.host = models, host
+
+    async def start(self, plan: LoadPlan, install_dir: Path, model_path: Path, pinned: bool,
+                    task_group: anyio.abc.TaskGroup) -> LoadedServer:
+        """Start ``plan``'s server and return it once it answers its health check; a
+        ``StartError`` (with the server's last output) when it does not."""
+        model, recipe, backend = plan.model, plan.recipe, plan.backend.backend
+        port = free_port(BACKEND_HOST)
+        key = secrets.token_urlsafe(24)
+        model_dir, model_roots = self.models.checkpoint_dir(model)
+        context = LaunchContext(model_path, plan.options, install_dir, BACKEND_HOST, port,
+                                os.getpid(), self._runtime_env(plan),
+                                installed_record(install_dir) or {}, self.backends.instance,
+                                config=plan.config,
+                                model_owned=self.models.owns(model_path),
+                                backend_key=key, model_dir=model_dir,
+                                model_roots=model_roots)
+        spec = self.plugins.launch_spec(recipe, backend, model, context, self.host)
+        if spec is None:
+            raise LemonError(f"no plugin launches {recipe.name}:{backend.name}",
+                             code="no_launcher")
+        process: Runner = BackendProcess(model.name, spec, BACKEND_HOST, port) \
+            if isinstance(spec, LaunchSpec) else spec
+        started = time.monotonic()
+        await process.start(task_group, self.settings.load_timeout)
+        log.info("model loaded", model=model.name, backend=f"{recipe.name}:{backend.name}",
+                 device=plan.device.value, amd_gpu=plan.is_amd_gpu, policy=plan.policy.value,
+                 seconds=round(time.monotonic() - started, 3))
+        client = httpx.AsyncClient(base_url=process.base_url, transport=process.transport,
+                                   timeout=BACKEND_TIMEOUT, limits=BACKEND_LIMITS,
+                                   headers={"Authorization": f"Bearer {key}"})
+        server = LoadedServer(model, recipe, backend, plan.options, plan.device,
+                              plan.is_amd_gpu, plan.policy, process, client, pinned)
+        server.drained.set()
+        limits = [n for n in (backend.max_concurrency, self.settings.max_concurrency) if n]
+        if limits:
+            server.gate = anyio.Semaphore(min(limits))
+        return server
+
+    def _runtime_env(self, plan: LoadPlan) -> dict[str, str]:
+        """The recorded ROCm runtime's environment, for a backend that needs it."""
+        if plan.backend.plan is None or plan.backend.plan.runtime != "rocm":
+            return {}
+        decision = self.backends.rocm_decision()
+        if decision is None:
+            raise LemonError(f"{plan.backend.name} needs a ROCm runtime and none is "
+                             f"recorded; run 'lemon backends install {plan.backend.name}'",
+                             503, "backend_error")
+        return decision.env(self.host.os, os.environ)

@@ -1,0 +1,116 @@
+"""What a load would do, decided from facts gathered beforehand.
+
+:func:`plan` is pure: it reads no file and runs no subprocess. The router gathers the
+:class:`Facts` first (backend statuses from the cache, whether the model's files are
+present, the loaded servers), off the event loop where that needs I/O, and runs the
+plugin's preflight only after planning. ``/api/v1/load`` with ``dry_run`` and ``lemon
+explain`` show the same plan a load executes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from lemoncore.backends import BackendStatus, choose
+from lemoncore.hosts import HostInfo
+from lemoncore.options import Layer, declared, resolve, selector
+from lemoncore.policy import Decision, Incoming, Resident, decide
+from lemoncore.recipes import Backend, Device, ModelInfo, Recipe, SlotPolicy
+
+
+class DecisionHooks(Protocol):
+    """The plugins' fast, pure answers about a backend with options (``PluginHost``)."""
+
+    def effective_device(self, recipe: Recipe, backend: Backend, options: Mapping[str, Any],
+                         host: HostInfo) -> Device: ...
+
+    def effective_is_amd_gpu(self, recipe: Recipe, backend: Backend,
+                             options: Mapping[str, Any], host: HostInfo) -> bool: ...
+
+    def slot_policy(self, recipe: Recipe, backend: Backend, options: Mapping[str, Any],
+                    host: HostInfo) -> SlotPolicy: ...
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """How the model's current server (if any) runs: to tell a reload from a no-op."""
+
+    backend: str
+    options: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Facts:
+    """Everything a plan needs, gathered beforehand."""
+
+    model: ModelInfo
+    recipe: Recipe
+    config: Mapping[str, Any]  # the recipe's configuration section, checked
+    saved: Mapping[str, Any]  # options saved for the model
+    saved_source: str  # where they are saved, for error messages
+    statuses: Sequence[BackendStatus]  # the recipe's backends, as last computed
+    residents: Sequence[Resident]
+    loaded: Loaded | None
+    model_path: Path | None  # the model's file, when every file it needs is present
+    max_loaded: int
+
+
+@dataclass(frozen=True)
+class LoadPlan:
+    """A load decided but not executed: resolved options, backend, hook answers, evictions."""
+
+    model: ModelInfo
+    recipe: Recipe
+    backend: BackendStatus
+    options: dict[str, Any]  # request scope
+    config: dict[str, Any]  # admin scope
+    device: Device
+    is_amd_gpu: bool
+    policy: SlotPolicy
+    decision: Decision
+    model_path: Path | None = None
+    already_loaded: bool = False  # the model runs on this backend with these options
+    reload: bool = False  # it runs otherwise, and this explicit load replaces it
+    refusal: str = ""  # the backend's owner refuses the load (preflight of model_path)
+
+    def explain(self) -> dict[str, Any]:
+        return {"model_name": self.model.name, "recipe": self.recipe.name,
+                "backend": self.backend.backend.name,
+                "backend_state": self.backend.state.value, "device": self.device.value,
+                "is_amd_gpu": self.is_amd_gpu, "slot_policy": self.policy.value,
+                "options": self.options, "refused": self.refusal or self.decision.refused,
+                "already_loaded": self.already_loaded,
+                "evict": [{"model_name": e.name, "kind": e.kind, "reason": e.reason}
+                          for e in self.decision.evict]}
+
+
+def plan(facts: Facts, request: Mapping[str, Any] | None, hooks: DecisionHooks,
+         host: HostInfo, explicit: bool = True) -> LoadPlan:
+    """The load of ``facts.model`` with ``request``'s options: its options (model
+    defaults < saved < request, checked), backend, the plugins' device, AMD-ness and slot
+    policy answers, and the evictions :func:`lemoncore.policy.decide` asks for. An
+    ``explicit`` load (``/load``) of a model running otherwise reloads it; an implicit one
+    (a request) uses it as it is."""
+    model, recipe = facts.model, facts.recipe
+    layers = (Layer(f"in model {model.name}'s recipe_options", model.recipe_options),
+              Layer(f"in the options saved for {model.name} (remove them from "
+                    f"{facts.saved_source} to reset)", facts.saved),
+              Layer("in the request", request or {}))
+    status = choose(recipe, facts.statuses, selector((Layer("", facts.config), *layers)))
+    backend = status.backend
+    options, admin = resolve(declared(recipe, backend), facts.config, layers,
+                             f"recipes.{recipe.name}")
+    device = hooks.effective_device(recipe, backend, options, host)
+    is_amd = hooks.effective_is_amd_gpu(recipe, backend, options, host)
+    policy = hooks.slot_policy(recipe, backend, options, host)
+    loaded = facts.loaded
+    already = loaded is not None and loaded.backend == backend.name and \
+        dict(loaded.options) == options
+    reload = explicit and loaded is not None and not already
+    incoming = Incoming(model.name, model.model_type, device, is_amd, policy, reload)
+    return LoadPlan(model, recipe, status, options, admin, device, is_amd, policy,
+                    decide(facts.residents, incoming, facts.max_loaded), facts.model_path,
+                    already, reload)
