@@ -16,7 +16,7 @@ from lemoncore.api.boundary import BrowserBoundary
 from lemoncore.api.errors import EXCEPTION_HANDLERS
 from lemoncore.api.guard import Guard
 from lemoncore.api.hostname import loopback_name
-from lemoncore.core import Core, build_core
+from lemoncore.core import Core, build_core, run_startup_tasks
 from lemoncore.hosts import HostInfo
 from lemoncore.settings import Settings
 
@@ -62,6 +62,7 @@ def create_app(settings: Settings | None = None, *,
     @asynccontextmanager
     async def run(app: Starlette) -> AsyncIterator[None]:
         async with core.router:
+            await run_startup_tasks(core)
             yield
 
     settings = core.settings

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+import structlog
+
 from lemoncore import refresh, trust
 from lemoncore.backends import Backends
 from lemoncore.hosts import HostInfo, detect_host
@@ -23,6 +25,16 @@ class Core:
     backends: Backends
     models: ModelStore
     router: Router
+
+
+async def run_startup_tasks(core: Core) -> None:
+    """Await each plugin's startup tasks once; one failing is logged, never fatal."""
+    for name, task in core.plugins.startup_tasks(core.backends.instance):
+        try:
+            await task()
+        except Exception as exc:  # noqa: BLE001 - a plugin's chore must not stop startup
+            structlog.get_logger("lemoncore").error("plugin startup task failed",
+                                                    plugin=name, error=repr(exc))
 
 
 def build_core(settings: Settings, plugins: Mapping[str, object] | None = None,

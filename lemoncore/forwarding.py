@@ -50,10 +50,10 @@ async def exchange(router: Router, model: ModelInfo, path: str, body: dict[str, 
                 if deadline.cancelled_caught:
                     raise LemonError(CUT_AT_SHUTDOWN, 503, "server_error", "shutting_down")
             except BackendFailure:
-                if attempt == 1 and await router.recover(server):
+                if attempt == 1 and await router.fleet.recover(server):
                     await resources.aclose()
                     continue
-                router.record_outcome(server, failed=True)
+                router.fleet.record_outcome(server, failed=True)
                 raise
             resources.push_async_callback(upstream.aclose)
             if stream and upstream.status_code != 200:
@@ -62,10 +62,10 @@ async def exchange(router: Router, model: ModelInfo, path: str, body: dict[str, 
             await resources.aclose()
             raise
         if not stream or upstream.status_code != 200:
-            router.record_outcome(server, failed=upstream.status_code >= 500)
+            router.fleet.record_outcome(server, failed=upstream.status_code >= 500)
         if not stream and upstream.status_code == 200:
             with contextlib.suppress(ValueError, AttributeError):
-                router.count_usage(model.name, json.loads(upstream.content).get("usage"))
+                router.fleet.count_usage(model.name, json.loads(upstream.content).get("usage"))
         return Exchange(server, upstream, resources)
     raise AssertionError("unreachable")
 

@@ -1,6 +1,6 @@
 """Sequences a load: gather facts, plan (:mod:`lemoncore.planner`), refuse or admit
-(:mod:`lemoncore.admission`), make room as :mod:`lemoncore.policy` decides, start
-(:mod:`lemoncore.launcher`); and unloads. Owns every running server. Loads are serialised
+(:mod:`lemoncore.admission`), make room as :mod:`lemoncore.policy` decides
+(:mod:`lemoncore.fleet` evicts), start (:mod:`lemoncore.launcher`). Loads are serialised
 by one lock (so concurrent first requests for a model spawn it once); requests for loaded
 models never take it.
 """
@@ -8,7 +8,6 @@ models never take it.
 from __future__ import annotations
 
 import time
-from collections import Counter
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
@@ -22,21 +21,18 @@ import structlog
 from lemoncore.admission import Admission, Refused
 from lemoncore.backends import Backends
 from lemoncore.errors import LaunchRefused, LemonError
+from lemoncore.fleet import Fleet
 from lemoncore.hosts import HostInfo
 from lemoncore.launcher import Launcher, LoadedServer
 from lemoncore.models import ModelStore
 from lemoncore.planner import Facts, Loaded, LoadPlan, plan
 from lemoncore.plugins import PluginHost
-from lemoncore.policy import Decision, Eviction, Incoming, after_failed_start, wedged
+from lemoncore.policy import Eviction, Incoming, after_failed_start
 from lemoncore.recipes import ModelInfo
 from lemoncore.settings import Settings
 from lemoncore.supervisor import StartError
 
 log = structlog.get_logger("lemoncore.router")
-
-EVICTION_KINDS = ("lru", "exclusive_gpu", "exclusive_npu", "coexist_by_type", "reload",
-                  "load_failure", "wedged", "unload")
-
 
 class RouterError(LemonError):
     """A model cannot be found, loaded or unloaded."""
@@ -62,37 +58,30 @@ class Router:
         self.models, self.host = models, host
         self.admission = Admission(settings)
         self.launcher = Launcher(settings, plugins, backends, models, host)
-        self.servers: dict[str, LoadedServer] = {}
-        self.evictions: Counter[str] = Counter({k: 0 for k in EVICTION_KINDS})
+        self.fleet = Fleet(self.admission, settings.stop_grace)
+        self.servers = self.fleet.servers
         self.loads = 0
-        self.tokens: Counter[tuple[str, str]] = Counter()  # from answers' usage
         self._lock = anyio.Lock()
         self._tg: anyio.abc.TaskGroup | None = None
 
     async def __aenter__(self) -> Router:
-        self._tg = anyio.create_task_group()
+        self._tg = self.fleet.task_group = anyio.create_task_group()
         await self._tg.__aenter__()
-        for name, task in self.plugins.startup_tasks(self.backends.instance):
-            try:
-                await task()
-            except Exception as exc:  # noqa: BLE001 - a plugin's chore must not stop startup
-                log.error("plugin startup task failed", plugin=name, error=repr(exc))
         return self
 
     async def __aexit__(self, exc_type: type[BaseException] | None,
                         exc: BaseException | None, tb: TracebackType | None) -> None:
         self.begin_shutdown()
         with anyio.CancelScope(shield=True):
-            await self.unload_all(drain_timeout=max(
-                0.0, self.admission.drain_deadline - anyio.current_time()))
+            async with self._lock:
+                await self.fleet.evict_all("shutdown", max(
+                    0.0, self.admission.drain_deadline - anyio.current_time()))
         assert self._tg is not None
         self._tg.cancel_scope.cancel()
         await self._tg.__aexit__(exc_type, exc, tb)
 
     def begin_shutdown(self) -> None:
         self.admission.begin_shutdown()
-
-    # Queries ---------------------------------------------------------------------------
 
     def model(self, name: str) -> ModelInfo:
         model = self.models.get(name)
@@ -108,13 +97,6 @@ class Router:
         model = self.models.get(name)
         server = self.servers.get(model.name) if model else None
         return server if server is not None and server.process.alive else None
-
-    def count_usage(self, model: str, usage: Any) -> None:
-        """Add a backend answer's ``usage`` (prompt and completion tokens) to the totals."""
-        if isinstance(usage, dict):
-            for kind in ("prompt_tokens", "completion_tokens"):
-                if isinstance(n := usage.get(kind), int) and n >= 0:
-                    self.tokens[model, kind] += n
 
     async def plan(self, name: str, request: Mapping[str, Any] | None = None,
                    explicit: bool = True) -> LoadPlan:
@@ -139,8 +121,6 @@ class Router:
             self.plugins.preflight, recipe, found.backend.backend, model, found.model_path,
             found.config, self.host)
         return replace(found, refusal=refusal)
-
-    # Loading ---------------------------------------------------------------------------
 
     @asynccontextmanager
     async def acquire(self, name: str) -> AsyncIterator[LoadedServer]:
@@ -224,7 +204,7 @@ class Router:
             except StartError as exc:
                 raise self.admission.failed_start(found.model.name, exc) from exc
             self.admission.started(found.model.name)
-            self.servers[found.model.name] = server
+            self.fleet.add(server)
             self.loads += 1
             return server
 
@@ -235,7 +215,7 @@ class Router:
                 self.plugins.preflight, found.recipe, found.backend.backend, found.model,
                 model_path, found.config, self.host)):
             raise LaunchRefused(refusal)  # a download just arrived: checked before evicting
-        await self._carry_out(found.decision)
+        await self.fleet.carry_out(found.decision)
         assert status.install_dir is not None and self._tg is not None
         try:
             server = await self.launcher.start(found, status.install_dir, model_path, pinned,
@@ -248,39 +228,10 @@ class Router:
                 raise
             log.warning("load failed; evicting every other model and retrying once",
                         model=found.model.name, error=str(exc).splitlines()[0])
-            await self._carry_out(retry)
+            await self.fleet.carry_out(retry)
             server = await self.launcher.start(found, status.install_dir, model_path, pinned,
                                                self._tg)
-        server.process.on_exit(lambda _: self._forget_if_crashed(server))
         return server
-
-    # Unloading -------------------------------------------------------------------------
-
-    async def _carry_out(self, decision: Decision) -> None:
-        for eviction in decision.evict:
-            if (victim := self.servers.get(eviction.name)) is not None:
-                await self._evict(victim, eviction)
-
-    async def _evict(self, server: LoadedServer, why: Eviction,
-                     drain_timeout: float | None = None) -> None:
-        """Remove from service, wait for in-flight requests to finish, then stop."""
-        if self.servers.get(server.model.name) is server:
-            del self.servers[server.model.name]
-        self.evictions[why.kind] += 1
-        log.info("evicting", model=server.model.name, kind=why.kind, reason=why.reason,
-                 in_flight=server.in_flight)
-        with anyio.move_on_after(drain_timeout):
-            await server.drained.wait()
-        await server.process.stop(self.settings.stop_grace)
-        await server.client.aclose()
-
-    def _forget_if_crashed(self, server: LoadedServer) -> None:
-        if server.process.crashed and self.servers.get(server.model.name) is server:
-            del self.servers[server.model.name]
-            assert self._tg is not None
-            self._tg.start_soon(server.client.aclose)
-            log.warning("model unloaded: backend crashed; the next request reloads it",
-                        model=server.model.name, code=server.process.returncode)
 
     async def unload(self, name: str) -> None:
         model = self.models.get(name)
@@ -288,33 +239,9 @@ class Router:
         if server is None:
             raise RouterError(f"model not loaded: {name}", 404, code="model_not_loaded")
         async with self._lock:
-            await self._evict(server, Eviction(server.model.name, "unload", "unload requested"))
+            await self.fleet.evict(server, Eviction(server.model.name, "unload",
+                                                    "unload requested"))
 
-    async def unload_all(self, drain_timeout: float | None = None) -> None:
-        async with self._lock, anyio.create_task_group() as tg:
-            for server in list(self.servers.values()):
-                tg.start_soon(self._evict, server,
-                              Eviction(server.model.name, "unload", "unload all"), drain_timeout)
-
-    # After a request --------------------------------------------------------------------
-
-    def record_outcome(self, server: LoadedServer, failed: bool) -> None:
-        """Feed wedge detection; a wedged server is restarted (the next request gets a
-        fresh process)."""
-        if self.admission.record_outcome(server, failed) and \
-                self.servers.get(server.model.name) is server:
-            log.warning("backend wedged: restarting it", model=server.model.name,
-                        failures=server.failures)
-            del self.servers[server.model.name]
-            assert self._tg is not None
-            [why] = wedged(server.resident(), server.failures).evict
-            self._tg.start_soon(self._evict, server, why)
-
-    async def recover(self, server: LoadedServer) -> bool:
-        """After a transport error: True when the backend died (so a retry reloads it)."""
-        with anyio.move_on_after(1.0):
-            await server.process.exited.wait()
-        if server.process.crashed:
-            self._forget_if_crashed(server)
-            return True
-        return False
+    async def unload_all(self) -> None:
+        async with self._lock:
+            await self.fleet.evict_all("unload all")

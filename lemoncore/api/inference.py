@@ -131,8 +131,8 @@ async def _stream(core: Core, model: ModelInfo, path: str, body: dict[str, Any])
             return backend_response(answer.upstream)
     return SSERelay(answer.upstream, core.settings.heartbeat_interval, answer.resources,
                     core.router.admission.cut_at_drain_deadline,
-                    functools.partial(core.router.count_usage, model.name),
-                    functools.partial(core.router.record_outcome, answer.server))
+                    functools.partial(core.router.fleet.count_usage, model.name),
+                    functools.partial(core.router.fleet.record_outcome, answer.server))
 
 
 def backend_response(upstream: httpx.Response) -> Response:

@@ -146,7 +146,7 @@ async def metrics(request: Request) -> Response:
     lines = ["# HELP lemon_evictions_total Servers stopped by the router, by reason.",
              "# TYPE lemon_evictions_total counter"]
     lines += [f'lemon_evictions_total{{reason="{kind}"}} {count}'
-              for kind, count in sorted(router.evictions.items())]
+              for kind, count in sorted(router.fleet.evictions.items())]
     lines += ["# HELP lemon_loads_total Backend servers started.",
               "# TYPE lemon_loads_total counter", f"lemon_loads_total {router.loads}",
               "# HELP lemon_loaded_models Backend servers running now.",
@@ -154,7 +154,7 @@ async def metrics(request: Request) -> Response:
               "# HELP lemon_tokens_total Tokens backends reported in their answers' usage.",
               "# TYPE lemon_tokens_total counter"]
     lines += [f'lemon_tokens_total{{model="{model}",kind="{kind.removesuffix("_tokens")}"}} '
-              f"{count}" for (model, kind), count in sorted(router.tokens.items())]
+              f"{count}" for (model, kind), count in sorted(router.fleet.tokens.items())]
     return Response("\n".join(lines) + "\n",
                     media_type="text/plain; version=0.0.4; charset=utf-8")
 

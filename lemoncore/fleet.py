@@ -1,0 +1,96 @@
+"""The running servers: who runs what, evictions (drain, then stop), and what happens
+when a server crashes or wedges. The router decides what to load; this carries out the
+removals :mod:`lemoncore.policy` decides and keeps the counts ``/metrics`` shows."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import anyio
+import anyio.abc
+import structlog
+
+from lemoncore.admission import Admission
+from lemoncore.launcher import LoadedServer
+from lemoncore.policy import Decision, Eviction, wedged
+
+log = structlog.get_logger("lemoncore.fleet")
+
+EVICTION_KINDS = ("lru", "exclusive_gpu", "exclusive_npu", "coexist_by_type", "reload",
+                  "load_failure", "wedged", "unload")
+
+
+class Fleet:
+    def __init__(self, admission: Admission, stop_grace: float) -> None:
+        self.admission, self.stop_grace = admission, stop_grace
+        self.servers: dict[str, LoadedServer] = {}
+        self.evictions: Counter[str] = Counter({k: 0 for k in EVICTION_KINDS})
+        self.tokens: Counter[tuple[str, str]] = Counter()  # (model, kind), from usage
+        self.task_group: anyio.abc.TaskGroup | None = None  # for removals in the background
+
+    def add(self, server: LoadedServer) -> None:
+        self.servers[server.model.name] = server
+        server.process.on_exit(lambda _: self._forget_if_crashed(server))
+
+    async def carry_out(self, decision: Decision) -> None:
+        for eviction in decision.evict:
+            if (victim := self.servers.get(eviction.name)) is not None:
+                await self.evict(victim, eviction)
+
+    async def evict(self, server: LoadedServer, why: Eviction,
+                    drain_timeout: float | None = None) -> None:
+        """Remove from service, wait for in-flight requests to finish, then stop."""
+        if self.servers.get(server.model.name) is server:
+            del self.servers[server.model.name]
+        self.evictions[why.kind] += 1
+        log.info("evicting", model=server.model.name, kind=why.kind, reason=why.reason,
+                 in_flight=server.in_flight)
+        with anyio.move_on_after(drain_timeout):
+            await server.drained.wait()
+        await server.process.stop(self.stop_grace)
+        await server.client.aclose()
+
+    async def evict_all(self, why: str, drain_timeout: float | None = None) -> None:
+        async with anyio.create_task_group() as tg:
+            for server in list(self.servers.values()):
+                tg.start_soon(self.evict, server, Eviction(server.model.name, "unload", why),
+                              drain_timeout)
+
+    def count_usage(self, model: str, usage: Any) -> None:
+        """Add a backend answer's ``usage`` (prompt and completion tokens) to the totals."""
+        if isinstance(usage, dict):
+            for kind in ("prompt_tokens", "completion_tokens"):
+                if isinstance(n := usage.get(kind), int) and n >= 0:
+                    self.tokens[model, kind] += n
+
+    def record_outcome(self, server: LoadedServer, failed: bool) -> None:
+        """Feed wedge detection; a wedged server is restarted (the next request gets a
+        fresh process)."""
+        if self.admission.record_outcome(server, failed) and \
+                self.servers.get(server.model.name) is server:
+            log.warning("backend wedged: restarting it", model=server.model.name,
+                        failures=server.failures)
+            del self.servers[server.model.name]
+            [why] = wedged(server.resident(), server.failures).evict
+            self._background().start_soon(self.evict, server, why)
+
+    async def recover(self, server: LoadedServer) -> bool:
+        """After a transport error: True when the backend died (so a retry reloads it)."""
+        with anyio.move_on_after(1.0):
+            await server.process.exited.wait()
+        if server.process.crashed:
+            self._forget_if_crashed(server)
+            return True
+        return False
+
+    def _forget_if_crashed(self, server: LoadedServer) -> None:
+        if server.process.crashed and self.servers.get(server.model.name) is server:
+            del self.servers[server.model.name]
+            self._background().start_soon(server.client.aclose)
+            log.warning("model unloaded: backend crashed; the next request reloads it",
+                        model=server.model.name, code=server.process.returncode)
+
+    def _background(self) -> anyio.abc.TaskGroup:
+        assert self.task_group is not None, "the router starts the fleet's task group"
+        return self.task_group
