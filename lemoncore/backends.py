@@ -1,8 +1,6 @@
-"""Backend state (installed, installable, ...), backend selection, install and uninstall.
-
-States: ``unsupported`` (no support row matches this machine), ``action_required`` (the
-user must do something: the message and ``action`` say what), ``installable``,
-``update_required`` (installed, but not what the lock pins now) and ``installed``.
+"""Backends on this machine: their status (:mod:`lemoncore.backend_status`, computed
+here and cached for planning), install and uninstall, consent for experimental ones, trust
+on first use and pin refresh; the ROCm runtime lives in :mod:`lemoncore.rocm_runtime`.
 """
 
 from __future__ import annotations
@@ -10,21 +8,22 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
-from enum import StrEnum
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import anyio
 
 from lemoncore import trust
-from lemoncore.errors import LemonError
+from lemoncore.backend_status import BackendError as BackendError
+from lemoncore.backend_status import BackendState as BackendState
+from lemoncore.backend_status import BackendStatus as BackendStatus
+from lemoncore.backend_status import check_online, trust_fix
+from lemoncore.backend_status import choose as choose
 from lemoncore.hosts import HostInfo
 from lemoncore.install import (
-    InstallError,
     ProgressCallback,
     download,
     install_plan,
@@ -40,58 +39,12 @@ from lemoncore.options import SELECTOR, Layer, OptionError, check, declared, res
 from lemoncore.plugins import PluginHost
 from lemoncore.recipes import Backend, ModelInfo, Recipe, Tier
 from lemoncore.refresh import Refresh
-from lemoncore.rocm import (
-    RocmUnavailable,
-    RuntimeDecision,
-    has_hip_runtime,
-    probe_system_rocm,
-    resolve_rocm,
-)
+from lemoncore.rocm_runtime import THEROCK as THEROCK
+from lemoncore.rocm_runtime import RocmRuntime
 from lemoncore.settings import Settings
 
-THEROCK = "runtime:therock"
 # Backend statuses are recomputed at most this often for planning (sooner after changes).
 STATUS_TTL_S = 30.0
-
-
-class BackendState(StrEnum):
-    INSTALLED = "installed"
-    INSTALLABLE = "installable"
-    UPDATE_REQUIRED = "update_required"
-    UNSUPPORTED = "unsupported"
-    ACTION_REQUIRED = "action_required"
-
-
-class BackendError(LemonError):
-    """A backend cannot be selected or made ready."""
-
-    status, type = 400, "backend_error"
-
-
-@dataclass(frozen=True)
-class BackendStatus:
-    recipe: str
-    backend: Backend
-    state: BackendState
-    message: str = ""
-    action: str = ""
-    version: str = ""
-    install_dir: Path | None = None
-    plan: InstallPlan | None = None
-
-    @property
-    def name(self) -> str:
-        return f"{self.recipe}:{self.backend.name}"
-
-    def as_dict(self) -> dict[str, Any]:
-        b = self.backend
-        return {"state": self.state.value, "message": self.message, "action": self.action,
-                "version": self.version, "tier": b.tier.value, "format": b.format.value,
-                "description": b.description,
-                "devices": sorted({k.value for row in b.support for k in row.devices}),
-                "support": [{"os": sorted(r.os),
-                             "devices": {k.value: sorted(f) for k, f in r.devices.items()}}
-                            for r in b.support]}
 
 
 class Backends:
@@ -107,9 +60,12 @@ class Backends:
         self.consent_file = settings.cache_dir / "consent.json"
         self.bin_dir = settings.cache_dir / "bin"
         self.downloads = settings.cache_dir / "downloads"
-        self.rocm_record = settings.cache_dir / "runtime" / "rocm.json"
         self.trust_file = settings.cache_dir / trust.TRUST_FILE
         self.platform = platform_key(host.os)
+        self.rocm = RocmRuntime(lock, self.platform, host, self.target(THEROCK),
+                                self.downloads, settings.cache_dir / "runtime" / "rocm.json",
+                                THEROCK in self.allow_unverified, self.offline,
+                                self.invalidate)
         # Names this installation in ownership labels (containers it may sweep).
         self.instance = hashlib.sha256(str(settings.cache_dir.resolve()).encode()).hexdigest()[:12]
         self._declared: dict[str, ModelInfo] | None = None
@@ -197,11 +153,11 @@ class Backends:
             if plan.action or not plan.artifacts:
                 return replace(status, state=BackendState.ACTION_REQUIRED)
             status = self._artifact_status(status, plan)
-        if plan.runtime != "rocm" or self.rocm_decision() is not None or status.state \
+        if plan.runtime != "rocm" or self.rocm.decision() is not None or status.state \
                 not in {BackendState.INSTALLED, BackendState.INSTALLABLE}:
             return status
-        if self.therock_status()[0] is BackendState.ACTION_REQUIRED and not \
-                probe_system_rocm(self.host.os, os.environ):
+        if self.rocm.status()[0] is BackendState.ACTION_REQUIRED and not \
+                self.rocm.system_rocm_found():
             return replace(status, state=BackendState.ACTION_REQUIRED,
                            message="it needs the TheRock ROCm runtime, whose publisher "
                                    "gives no SHA-256, and no system ROCm was found",
@@ -301,7 +257,7 @@ class Backends:
         assert status.plan is not None
         install_dir = status.install_dir
         if status.plan.location is None and install_dir is None:
-            self._check_online(status.name, status.action)
+            check_online(self.offline, status.name, status.action)
             install_dir = self.target(status.name)
             if status.plan.installer is not None:
                 got = await status.plan.installer.install(on_progress)
@@ -316,7 +272,7 @@ class Backends:
                 await install_plan(status.plan, install_dir, self.downloads, on_progress,
                                    allow_unverified=status.name in self.allow_unverified)
         if status.plan.runtime == "rocm":
-            await self.decide_rocm(on_progress)
+            await self.rocm.decide(on_progress)
         self.invalidate()
         return replace(status, state=BackendState.INSTALLED,
                        install_dir=install_dir or status.plan.location)
@@ -340,7 +296,7 @@ class Backends:
         if not unhashed:
             raise BackendError(f"{name} is already pinned with a SHA-256; nothing to trust",
                                code="already_pinned")
-        self._check_online(name, f"lemon backends install {name} --trust-download")
+        check_online(self.offline, name, f"lemon backends install {name} --trust-download")
         await anyio.Path(self.downloads).mkdir(parents=True, exist_ok=True)
         trusted = []
         for artifact in unhashed:
@@ -391,87 +347,10 @@ class Backends:
         removed = await anyio.to_thread.run_sync(uninstall, self.target(name))
         self._declared = None
         self.invalidate()
-        if name == THEROCK and (decision := self.rocm_decision()) and \
-                decision.source == "therock":
-            self.rocm_record.unlink(missing_ok=True)
+        if name == THEROCK:
+            self.rocm.forget_therock()
         return removed
 
-    def _check_online(self, name: str, action: str) -> None:
-        if self.offline:
-            raise BackendError(f"{name} is not installed and lemoncore is offline (setting "
-                               f"offline): install it with network access first: {action}",
-                               status=503)
-
-    # ROCm runtime ---------------------------------------------------------------------
-
-    def rocm_decision(self) -> RuntimeDecision | None:
-        """The recorded decision; launch uses only this."""
-        return RuntimeDecision.load(self.rocm_record)
-
-    def therock_status(self) -> tuple[BackendState, InstallPlan | None]:
-        pin = self.lock.runtime_pin("therock", self.platform)
-        if pin is None:
-            return BackendState.UNSUPPORTED, None
-        plan = InstallPlan(pin.version, pin.artifacts)
-        if any(not a.sha256 for a in pin.artifacts) and THEROCK not in self.allow_unverified:
-            return BackendState.ACTION_REQUIRED, plan
-        target = self.target(THEROCK)
-        if installed_record(target) == record_of(plan) and has_hip_runtime(target):
-            return BackendState.INSTALLED, plan
-        return BackendState.INSTALLABLE, plan
-
-    async def decide_rocm(self, on_progress: ProgressCallback | None = None) -> RuntimeDecision:
-        """Choose TheRock or a compatible system ROCm once, install TheRock if that is the
-        only way, and record the choice."""
-        state, plan = self.therock_status()
-        pinned = plan.version if plan else ""
-        therock = self.target(THEROCK) if state is BackendState.INSTALLED else None
-        system = probe_system_rocm(self.host.os, os.environ)
-        try:
-            decision = resolve_rocm(pinned, therock, system)
-        except RocmUnavailable as exc:
-            if state is not BackendState.INSTALLABLE or plan is None:
-                raise BackendError(str(exc), status=503) from exc
-            self._check_online(THEROCK, f"lemon backends install {THEROCK}")
-            await install_plan(plan, self.target(THEROCK), self.downloads, on_progress,
-                               allow_unverified=THEROCK in self.allow_unverified)
-            decision = resolve_rocm(pinned, self.target(THEROCK), system)
-        decision.save(self.rocm_record)
-        self.invalidate()
-        return decision
-
-    async def install_therock(self, on_progress: ProgressCallback | None = None) -> RuntimeDecision:
-        state, plan = self.therock_status()
-        if plan is None or state is BackendState.ACTION_REQUIRED:
-            raise InstallError(f"TheRock is not installable here ({state.value}): its pin has "
-                               f"no SHA-256. Fix: {trust_fix(THEROCK)}")
-        if state is not BackendState.INSTALLED:
-            self._check_online(THEROCK, f"lemon backends install {THEROCK}")
-            await install_plan(plan, self.target(THEROCK), self.downloads, on_progress,
-                               allow_unverified=THEROCK in self.allow_unverified)
-        return await self.decide_rocm(on_progress)
-
-
-def choose(recipe: Recipe, statuses: Sequence[BackendStatus],
-           requested: str | None) -> BackendStatus:
-    """The requested backend, else the first installed, installable, or supported one."""
-    if requested:
-        found = next((s for s in statuses if s.backend.name == requested), None)
-        if found is None:
-            raise BackendError(f"recipe {recipe.name!r} has no backend {requested!r}; "
-                               f"choose one of {[b.name for b in recipe.backends]}")
-        return found
-    usable = [s for s in statuses if s.state is not BackendState.UNSUPPORTED]
-    if not usable:
-        raise BackendError(f"no backend of {recipe.name!r} runs on this machine: "
-                           + "; ".join(f"{s.backend.name}: {s.message}" for s in statuses))
-    rank = [BackendState.INSTALLED, BackendState.INSTALLABLE, BackendState.UPDATE_REQUIRED]
-    return min(usable, key=lambda s: rank.index(s.state) if s.state in rank else len(rank))
-
-
-def trust_fix(name: str) -> str:
-    return (f"lemon backends install {name} --trust-download (downloads it once, shows its "
-            "SHA-256 and pins it), or pin its SHA-256 in a lock file (setting lock_files)")
 
 
 def _pinned_part(record: dict[str, Any]) -> dict[str, Any]:

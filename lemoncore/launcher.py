@@ -125,7 +125,7 @@ class Launcher:
         """The recorded ROCm runtime's environment, for a backend that needs it."""
         if plan.backend.plan is None or plan.backend.plan.runtime != "rocm":
             return {}
-        decision = self.backends.rocm_decision()
+        decision = self.backends.rocm.decision()
         if decision is None:
             raise LemonError(f"{plan.backend.name} needs a ROCm runtime and none is "
                              f"recorded; run 'lemon backends install {plan.backend.name}'",

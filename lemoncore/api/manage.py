@@ -195,7 +195,7 @@ async def install(request: Request) -> Response:
 
     async def run(progress: ProgressCallback | None) -> dict[str, Any]:
         if status is None:
-            decision = await core.backends.install_therock(progress)
+            decision = await core.backends.rocm.install(progress)
             return {"backend": name, "state": "installed", "runtime": decision.source,
                     "version": decision.version, "trusted": trusted}
         installed = await core.backends.ensure_installed(status, progress, consent=consent)
