@@ -27,7 +27,7 @@ from typing import Any
 from lemoncore import hookspecs
 
 COMMAND = "python -m lemoncore.hookdoc > docs/hooks.md"
-HEADER = (f"<!-- Generated from lemoncore/hookspecs.py by `{COMMAND}`; edit the "
+HEADER = (f"<!-- Generated from lemoncore/hookspecs/ by `{COMMAND}`; edit the "
           "docstrings there, not this file. -->")
 WIDTH = 88  # a signature longer than this gets one parameter per line
 
@@ -40,11 +40,10 @@ _DIRECTIVE_WORDS = {"versionadded": "Added in", "versionchanged": "Changed in",
 
 
 def specs(module: ModuleType = hookspecs) -> list[Callable[..., Any]]:
-    """The hookspecs ``module`` declares, in source order."""
+    """The hookspecs ``module`` declares, in the order of its ``__all__``."""
     marker = f"{module.PROJECT}_spec"
-    found = [fn for fn in vars(module).values()
-             if inspect.isfunction(fn) and hasattr(fn, marker)]
-    return sorted(found, key=lambda fn: fn.__code__.co_firstlineno)
+    return [fn for name in module.__all__ if inspect.isfunction(fn := getattr(module, name))
+            and hasattr(fn, marker)]
 
 
 def spec_options(fn: Callable[..., Any], project: str = hookspecs.PROJECT) -> dict[str, Any]:

@@ -34,7 +34,7 @@ def test_the_hook_list_is_what_lemoncore_declares() -> None:
 
 def test_docs_hooks_md_is_generated_from_the_hookspecs() -> None:
     assert (ROOT / "docs/hooks.md").read_text() == hookdoc.render(), (
-        "docs/hooks.md differs from the hookspecs' docstrings; edit lemoncore/hookspecs.py, "
+        "docs/hooks.md differs from the hookspecs' docstrings; edit lemoncore/hookspecs/, "
         f"not the page, and regenerate it: {hookdoc.COMMAND}")
 
 

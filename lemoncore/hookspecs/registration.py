@@ -1,0 +1,120 @@
+"""Registration hooks: called once per plugin when it loads; what they return is
+validated, then merged."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from lemoncore.hookspecs.markers import hookspec
+from lemoncore.recipes import (
+    BackendContribution,
+    ModelInfo,
+    Recipe,
+)
+
+
+@hookspec
+def register_recipes() -> Sequence[Recipe]:
+    """Return the recipes this plugin owns, each with its own backends.
+
+    Registration: called once, when the plugin loads; not an owner hook. Each ``Recipe``
+    carries its backends (``Backend``: name, ``support`` rows, ``tier``, ``format``,
+    optional ``slot_policy``, ``max_concurrency`` and ``options``) and its options
+    (``OptionSpec``). The plugin owns every backend of its recipes: the owner hooks for
+    them are called on it. A recipe name another plugin already owns fails this plugin
+    (reported by ``lemon plugins``). A backend claiming tier ``core`` is listed as
+    ``community`` unless lemoncore's registry grants it. A backend that serves one
+    request at a time sets ``Backend.max_concurrency = 1``: the core queues the rest
+    (``max_queue``, then 503 with ``Retry-After``), so clients never see the engine's own
+    "busy" answer.
+
+    :returns: a sequence of ``Recipe``; empty (or ``None``) when the plugin owns none.
+
+    Example::
+
+        @hookimpl
+        def register_recipes() -> list[Recipe]:
+            row = SupportRow(os={"linux"}, devices={DeviceKind.CPU: frozenset()})
+            return [Recipe(name="mine", display_name="Mine",
+                           backends=(Backend(name="cpu", support=(row,)),))]
+
+    .. versionadded:: 0.1
+    """
+    raise NotImplementedError
+
+
+@hookspec
+def register_backends() -> Sequence[BackendContribution]:
+    """Return backends this plugin adds to recipes, including recipes other plugins own.
+
+    Registration: called once, when the plugin loads; not an owner hook. Contributions
+    are applied once every plugin has loaded. One naming a recipe that is not installed,
+    or a backend the recipe already defines, is skipped with a warning on this plugin
+    (``lemon plugins``), not a failure. The contributing plugin owns the backend: the
+    owner hooks for it are called on this plugin, never on the recipe's owner.
+
+    :returns: a sequence of ``BackendContribution`` (a recipe name and a ``Backend``);
+        empty (or ``None``) when there are none.
+
+    Example::
+
+        @hookimpl
+        def register_backends() -> list[BackendContribution]:
+            return [BackendContribution(recipe="llamacpp",
+                                        backend=Backend(name="boxed", support=(row,)))]
+
+    .. versionadded:: 0.1
+    """
+    raise NotImplementedError
+
+
+@hookspec
+def register_models() -> Sequence[ModelInfo]:
+    """Return the catalogue models this plugin publishes.
+
+    Registration: called once, when the plugin loads; not an owner hook. A ``ModelInfo``
+    has a ``name``, its ``recipe`` and a ``checkpoint`` (``owner/repo:file.gguf`` on
+    Hugging Face, ``file:/path``, or ``pkg:package/path`` inside a wheel), and may have
+    ``labels``, ``aliases``, ``recipe_options`` (``backend`` among them selects the
+    backend), and ``files``, ``sha256`` and ``sizes`` for a model of several files. A
+    model whose recipe is not installed is skipped with a warning on this plugin.
+
+    :returns: a sequence of ``ModelInfo``; empty (or ``None``) when there are none.
+
+    Example::
+
+        @hookimpl
+        def register_models() -> list[ModelInfo]:
+            return [ModelInfo(name="mine-small", recipe="mine",
+                              checkpoint="owner/repo:small.gguf")]
+
+    .. versionadded:: 0.1
+    """
+    raise NotImplementedError
+
+
+@hookspec
+def register_lock() -> Mapping[str, Any]:
+    """Return this plugin's lock data: pinned versions and artifacts with SHA-256 and
+    provenance.
+
+    Registration: called once, when the plugin loads; not an owner hook. The format is
+    ``lemoncore.lock``'s: ``{"backends": {recipe: {backend: {"version": ...,
+    "platforms": {"linux-x86_64": [{"url": ..., "sha256": ..., "provenance": ...}]}}}}}``.
+    It is validated at load: malformed lock data fails the plugin. Later sources replace
+    earlier ones per backend: lemoncore's own lock, the plugins', the administrator's
+    ``lock_files``, then accepted refreshes (``lemon lock refresh``). The ``install``
+    hook receives the merged entry for its backend as ``pin``.
+
+    :returns: the lock data, a mapping.
+
+    Example::
+
+        @hookimpl
+        def register_lock() -> dict:
+            return json.loads(files(__package__).joinpath("lock.json").read_text())
+
+    .. versionadded:: 0.1
+    """
+    raise NotImplementedError
