@@ -9,7 +9,6 @@ the counters again. Tokens are those the backend reported in its answers' ``usag
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import subprocess
@@ -22,6 +21,7 @@ import httpx
 
 from lemoncore.agents import Agent, agent_command
 from lemoncore.bench import Target, client_for, select
+from lemoncore.jsonfile import write_json
 
 
 def tokens(client: httpx.Client, url: str, model: str) -> int:
@@ -68,5 +68,5 @@ def run_all(url: str, agent: Agent, binary: str, targets: Sequence[Target],
             except (httpx.HTTPError, RuntimeError) as exc:
                 row.update(exit_code=None, error=str(exc))
             rows.append(row)
-    (out / "results.json").write_text(json.dumps(rows, indent=2) + "\n")
+    write_json(out / "results.json", rows)
     return rows

@@ -6,7 +6,6 @@ on first use and pin refresh; the ROCm runtime lives in :mod:`lemoncore.rocm_run
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import time
 from collections.abc import Sequence
@@ -24,6 +23,7 @@ from lemoncore.backend_status import check_online, trust_fix
 from lemoncore.backend_status import choose as choose
 from lemoncore.hosts import HostInfo
 from lemoncore.install import (
+    RECORD,
     ProgressCallback,
     download,
     install_plan,
@@ -33,6 +33,7 @@ from lemoncore.install import (
     recover,
     uninstall,
 )
+from lemoncore.jsonfile import read_json, write_json
 from lemoncore.launch import InstallPlan
 from lemoncore.lock import Lock, platform_key
 from lemoncore.options import SELECTOR, Layer, OptionError, check, declared, resolve, selector
@@ -221,15 +222,13 @@ class Backends:
         if status.backend.tier is not Tier.EXPERIMENTAL or \
                 status.state is BackendState.INSTALLED:
             return False
-        consented = set(json.loads(self.consent_file.read_text())) \
-            if self.consent_file.exists() else set()
+        consented = set(read_json(self.consent_file, []))
         return not ({"all", status.name} & (self.allow_experimental | consented))
 
     def _record_consent(self, name: str) -> None:
-        consented = set(json.loads(self.consent_file.read_text())) \
-            if self.consent_file.exists() else set()
-        self.consent_file.parent.mkdir(parents=True, exist_ok=True)
-        self.consent_file.write_text(json.dumps(sorted(consented | {name})))
+        consented = set(read_json(self.consent_file, []))
+        write_json(self.consent_file, sorted(consented | {name}))
+        self.invalidate()
 
     async def ensure_installed(self, status: BackendStatus,
                                on_progress: ProgressCallback | None = None,
@@ -262,11 +261,9 @@ class Backends:
             if status.plan.installer is not None:
                 got = await status.plan.installer.install(on_progress)
                 install_dir.mkdir(parents=True, exist_ok=True)
-                tmp = install_dir / "install.json.tmp"
-                tmp.write_text(json.dumps({
+                write_json(install_dir / RECORD, {
                     **record_of(status.plan), "result": got.record,
-                    "models": [m.model_dump(mode="json") for m in got.models]}))
-                tmp.replace(install_dir / "install.json")
+                    "models": [m.model_dump(mode="json") for m in got.models]})
                 self._declared = None
             else:
                 await install_plan(status.plan, install_dir, self.downloads, on_progress,

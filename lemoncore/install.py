@@ -24,6 +24,7 @@ import anyio
 import httpx
 
 from lemoncore.errors import LemonError
+from lemoncore.jsonfile import write_json
 from lemoncore.launch import Artifact, InstallPlan
 
 RECORD = "install.json"
@@ -86,7 +87,7 @@ async def install_plan(plan: InstallPlan, target: Path, downloads: Path,
                 extract(file, staging)
             else:
                 shutil.copy2(file, staging / PurePosixPath(httpx.URL(artifact.url).path).name)
-        (staging / RECORD).write_text(json.dumps(record_of(plan), indent=2))
+        write_json(staging / RECORD, record_of(plan))
         commit(staging, target)
     finally:
         shutil.rmtree(staging, ignore_errors=True)

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
-import json
 import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -30,6 +29,7 @@ from huggingface_hub.utils.tqdm import tqdm as hf_tqdm
 
 from lemoncore.errors import LemonError
 from lemoncore.install import ProgressCallback
+from lemoncore.jsonfile import read_json, write_json
 from lemoncore.recipes import ModelInfo
 
 
@@ -80,11 +80,11 @@ class ModelStore:
         self.options_file = cache_dir / "model_options.json"
         self.offline = offline or os.environ.get("HF_HUB_OFFLINE", "") in {"1", "true", "ON"}
         self._user = {m["name"]: ModelInfo.model_validate(m)
-                      for m in _read_json(self.user_file, [])}
-        self._saved: dict[str, dict[str, Any]] = _read_json(self.options_file, {})
+                      for m in read_json(self.user_file, [])}
+        self._saved: dict[str, dict[str, Any]] = read_json(self.options_file, {})
 
     def _write_user(self) -> None:
-        _write_json(self.user_file, [m.model_dump(mode="json") for m in self._user.values()])
+        write_json(self.user_file, [m.model_dump(mode="json") for m in self._user.values()])
 
     def saved_options(self, name: str) -> dict[str, Any]:
         """Options saved for a model with ``/load {"save_options": true}``."""
@@ -92,7 +92,7 @@ class ModelStore:
 
     def save_options(self, name: str, options: Mapping[str, Any]) -> None:
         self._saved[name] = {**self._saved.get(name, {}), **options}
-        _write_json(self.options_file, self._saved)
+        write_json(self.options_file, self._saved)
 
     def all(self) -> dict[str, ModelInfo]:
         return {**self.declared(), **self.catalogue, **self._user}
@@ -248,21 +248,6 @@ class ModelStore:
                              status=422)
         if self._user.pop(model.name, None) is not None:
             self._write_user()
-
-
-def _read_json(path: Path, default: Any) -> Any:
-    try:
-        return json.loads(path.read_text())
-    except FileNotFoundError:
-        return default
-
-
-def _write_json(path: Path, data: Any) -> None:
-    """Write atomically: a crash leaves the old file or the new one, never half of one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=2))
-    tmp.replace(path)
 
 
 async def _report(progress: _Counter, done: threading.Event,

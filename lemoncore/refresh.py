@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lemoncore.jsonfile import write_json
 from lemoncore.launch import Artifact
 
 REFRESH_FILE = "refreshed-lock.json"
@@ -61,7 +62,4 @@ def save(path: Path, accepted: Iterable[Refresh]) -> None:
             "extract": refresh.new.extract,
             "provenance": f"refreshed on {today}: {refresh.new.provenance} (was "
                           f"{refresh.old.sha256 or 'unpinned'})"}]
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=2) + "\n")
-    tmp.replace(path)
+    write_json(path, data)

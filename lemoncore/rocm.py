@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from lemoncore.errors import LemonError
+from lemoncore.jsonfile import write_json
 from lemoncore.platforms import path_list
 
 
@@ -45,8 +46,7 @@ class RuntimeDecision:
                 "ROCM_PATH": str(self.root)}
 
     def save(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps({**asdict(self), "root": str(self.root)}, indent=2))
+        write_json(path, {**asdict(self), "root": str(self.root)})
 
     @classmethod
     def load(cls, path: Path) -> RuntimeDecision | None:
