@@ -1,7 +1,7 @@
 """Who may use a server, and when: shutdown refusal and drain, each server's concurrency
 gate and queue, the crash-loop cooldown, and wedge detection fed by every request's
 outcome (streamed or not). Bookkeeping over plain state: no I/O, no eviction choices
-(those are :mod:`lemoncore.policy`'s)."""
+(those are :mod:`lemoncore.eviction`'s)."""
 
 from __future__ import annotations
 

@@ -42,7 +42,7 @@ class BackendStatus:
     action: str = ""
     version: str = ""
     install_dir: Path | None = None
-    plan: InstallPlan | None = None
+    install_plan: InstallPlan | None = None
 
     @property
     def name(self) -> str:

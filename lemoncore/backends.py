@@ -30,7 +30,7 @@ from lemoncore.install import (
     installed_record,
     partial_path,
     record_of,
-    recover,
+    restore_interrupted,
     uninstall,
 )
 from lemoncore.jsonfile import read_json, write_json
@@ -179,7 +179,7 @@ class Backends:
                                    "lemoncore does not install unverified files",
                            action=trust_fix(status.name))
         target = self.target(status.name)
-        recover(target)
+        restore_interrupted(target)
         found = installed_record(target)
         if found is not None and _pinned_part(found) == record_of(plan):
             return replace(status, install_dir=target)
@@ -253,26 +253,26 @@ class Backends:
                     f"true, or the setting LEMON_ALLOW_EXPERIMENTAL={status.name}",
                     status=403, code="consent_required")
             self._record_consent(status.name)
-        assert status.plan is not None
+        assert status.install_plan is not None
         install_dir = status.install_dir
-        if status.plan.location is None and install_dir is None:
+        if status.install_plan.location is None and install_dir is None:
             check_online(self.offline, status.name, status.action)
             install_dir = self.target(status.name)
-            if status.plan.installer is not None:
-                got = await status.plan.installer.install(on_progress)
+            if status.install_plan.installer is not None:
+                got = await status.install_plan.installer.install(on_progress)
                 install_dir.mkdir(parents=True, exist_ok=True)
                 write_json(install_dir / RECORD, {
-                    **record_of(status.plan), "result": got.record,
+                    **record_of(status.install_plan), "result": got.record,
                     "models": [m.model_dump(mode="json") for m in got.models]})
                 self._declared = None
             else:
-                await install_plan(status.plan, install_dir, self.downloads, on_progress,
+                await install_plan(status.install_plan, install_dir, self.downloads, on_progress,
                                    allow_unverified=status.name in self.allow_unverified)
-        if status.plan.runtime == "rocm":
+        if status.install_plan.runtime == "rocm":
             await self.rocm.decide(on_progress)
         self.invalidate()
         return replace(status, state=BackendState.INSTALLED,
-                       install_dir=install_dir or status.plan.location)
+                       install_dir=install_dir or status.install_plan.location)
 
     async def trust_download(self, name: str, on_progress: ProgressCallback | None = None
                              ) -> list[trust.Trusted]:
@@ -339,8 +339,8 @@ class Backends:
         """Remove lemoncore's install of ``recipe:backend`` (or ``runtime:therock``)."""
         if name != THEROCK:
             status = self.status(*self.lookup(name))
-            if status.plan is not None and status.plan.installer is not None:
-                await status.plan.installer.uninstall()
+            if status.install_plan is not None and status.install_plan.installer is not None:
+                await status.install_plan.installer.uninstall()
         removed = await anyio.to_thread.run_sync(uninstall, self.target(name))
         self._declared = None
         self.invalidate()

@@ -1,6 +1,6 @@
 """The running servers: who runs what, evictions (drain, then stop), and what happens
 when a server crashes or wedges. The router decides what to load; this carries out the
-removals :mod:`lemoncore.policy` decides and keeps the counts ``/metrics`` shows."""
+removals :mod:`lemoncore.eviction` decides and keeps the counts ``/metrics`` shows."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import anyio.abc
 import structlog
 
 from lemoncore.admission import Admission
+from lemoncore.eviction import Decision, Eviction, wedged
 from lemoncore.launcher import LoadedServer
-from lemoncore.policy import Decision, Eviction, wedged
 
 log = structlog.get_logger("lemoncore.fleet")
 
@@ -75,7 +75,7 @@ class Fleet:
             [why] = wedged(server.resident(), server.failures).evict
             self._background().start_soon(self.evict, server, why)
 
-    async def recover(self, server: LoadedServer) -> bool:
+    async def died(self, server: LoadedServer) -> bool:
         """After a transport error: True when the backend died (so a retry reloads it)."""
         with anyio.move_on_after(1.0):
             await server.process.exited.wait()

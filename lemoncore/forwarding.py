@@ -50,7 +50,7 @@ async def exchange(router: Router, model: ModelInfo, path: str, body: dict[str, 
                 if deadline.cancelled_caught:
                     raise LemonError(CUT_AT_SHUTDOWN, 503, "server_error", "shutting_down")
             except BackendFailure:
-                if attempt == 1 and await router.fleet.recover(server):
+                if attempt == 1 and await router.fleet.died(server):
                     await resources.aclose()
                     continue
                 router.fleet.record_outcome(server, failed=True)

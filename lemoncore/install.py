@@ -4,7 +4,7 @@ A download streams to a ``.partial`` file while its SHA-256 is computed; an inte
 download resumes with an HTTP range request. Nothing is extracted unless the hash
 matches the pin. Archives extract into a staging directory that replaces the install
 directory by rename, with the previous install restored on any failure (also after a
-crash between the two renames: see :func:`recover`). Each install records what it
+crash between the two renames: see :func:`restore_interrupted`). Each install records what it
 installed in ``install.json``; a different pin means the install is out of date.
 """
 
@@ -50,7 +50,7 @@ def installed_record(target: Path) -> dict[str, Any] | None:
     return data
 
 
-def recover(target: Path) -> None:
+def restore_interrupted(target: Path) -> None:
     """Finish what an interrupted commit left: restore the backup if the target is gone."""
     backup = _sibling(target, "old")
     if backup.exists() and not target.exists():
@@ -59,7 +59,7 @@ def recover(target: Path) -> None:
 
 def uninstall(target: Path) -> bool:
     """Remove an install (renamed away first, so a crash never leaves half of one)."""
-    recover(target)
+    restore_interrupted(target)
     if not target.exists():
         return False
     trash = _sibling(target, "trash")
@@ -185,7 +185,7 @@ def commit(staging: Path, target: Path) -> None:
     try:
         staging.rename(target)
     except BaseException:
-        recover(target)
+        restore_interrupted(target)
         raise
     shutil.rmtree(backup, ignore_errors=True)
 

@@ -18,13 +18,13 @@ import structlog
 
 from lemoncore.backends import Backends
 from lemoncore.errors import LemonError
+from lemoncore.eviction import Resident
 from lemoncore.hosts import HostInfo
 from lemoncore.install import installed_record
 from lemoncore.launch import LaunchContext, LaunchSpec, Runner
 from lemoncore.models import ModelStore
 from lemoncore.planner import LoadPlan
 from lemoncore.plugins import PluginHost
-from lemoncore.policy import Resident
 from lemoncore.recipes import Backend, Device, ModelInfo, Recipe, SlotPolicy
 from lemoncore.settings import Settings
 from lemoncore.supervisor import BackendProcess, free_port
@@ -123,7 +123,7 @@ class Launcher:
 
     def _runtime_env(self, plan: LoadPlan) -> dict[str, str]:
         """The recorded ROCm runtime's environment, for a backend that needs it."""
-        if plan.backend.plan is None or plan.backend.plan.runtime != "rocm":
+        if plan.backend.install_plan is None or plan.backend.install_plan.runtime != "rocm":
             return {}
         decision = self.backends.rocm.decision()
         if decision is None:

@@ -1,5 +1,5 @@
 """Sequences a load: gather facts, plan (:mod:`lemoncore.planner`), refuse or admit
-(:mod:`lemoncore.admission`), make room as :mod:`lemoncore.policy` decides
+(:mod:`lemoncore.admission`), make room as :mod:`lemoncore.eviction` decides
 (:mod:`lemoncore.fleet` evicts), start (:mod:`lemoncore.launcher`). Loads are serialised
 by one lock (so concurrent first requests for a model spawn it once); requests for loaded
 models never take it.
@@ -21,13 +21,13 @@ import structlog
 from lemoncore.admission import Admission, Refused
 from lemoncore.backends import Backends
 from lemoncore.errors import LaunchRefused, LemonError
+from lemoncore.eviction import Eviction, Incoming, after_failed_start
 from lemoncore.fleet import Fleet
 from lemoncore.hosts import HostInfo
 from lemoncore.launcher import Launcher, LoadedServer
 from lemoncore.models import ModelStore
 from lemoncore.planner import Facts, Loaded, LoadPlan, plan
 from lemoncore.plugins import PluginHost
-from lemoncore.policy import Eviction, Incoming, after_failed_start
 from lemoncore.recipes import ModelInfo
 from lemoncore.settings import Settings
 from lemoncore.supervisor import StartError

@@ -171,11 +171,11 @@ async def test_failure_mid_commit_rolls_back(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["dl", "t"]
 
 
-def test_recover_restores_a_backup_left_by_a_crash(tmp_path: Path) -> None:
+def test_restore_interrupted_puts_back_a_backup_left_by_a_crash(tmp_path: Path) -> None:
     backup = tmp_path / "t.old"
     backup.mkdir()
     (backup / "tool").write_text("one")
-    engine.recover(tmp_path / "t")
+    engine.restore_interrupted(tmp_path / "t")
     assert (tmp_path / "t/tool").read_text() == "one"
     assert engine.uninstall(tmp_path / "t") is True
     assert list(tmp_path.iterdir()) == []

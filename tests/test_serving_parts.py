@@ -17,10 +17,10 @@ from lemoncore import Settings, create_app, hookimpl
 from lemoncore.admission import CRASH_LOOP_FAILURES, WEDGED_AFTER, Admission, Refused
 from lemoncore.backends import Backends, BackendState, BackendStatus
 from lemoncore.core import build_core
+from lemoncore.eviction import Resident
 from lemoncore.hosts import HostDevice, HostInfo
 from lemoncore.launch import InstallPlan, LaunchContext, LaunchSpec
 from lemoncore.planner import Facts, Loaded, plan
-from lemoncore.policy import Resident
 from lemoncore.recipes import (
     Backend,
     Device,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from lemoncore.policy import Incoming, Resident, decide
+from lemoncore.eviction import Incoming, Resident, decide
 from lemoncore.recipes import Device, ModelType, SlotPolicy
 
 LLM, EMB = ModelType.LLM, ModelType.EMBEDDING
