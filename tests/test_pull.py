@@ -2,21 +2,35 @@
 
 The machines are offline, so the hub is a local HTTP server speaking the two requests
 ``huggingface_hub`` makes for a file: HEAD and GET on ``/{repo}/resolve/{rev}/{file}``.
+The server serves the core test backend's recipe (``tinyplugin.py``), so nothing here needs
+a backend plugin installed.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import sys
+import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import httpx
 import pytest
+from huggingface_hub.constants import DOWNLOAD_CHUNK_SIZE
 
-from lemoncore.testing import ServerProcess, running_server, serve_hub
+from lemoncore.testing import ServerProcess, _HubHandler, running_server, serve_hub
+
+sys.path.insert(0, str(Path(__file__).parent))  # pytest's importlib mode adds no test dirs
+from tinyplugin import SCRIPT
+
+SERVE = (str(SCRIPT),)  # lemon serve's app with only the core test backend
 
 BLOB = b"GGUF" + bytes(range(256)) * 12_000  # about 3 MB
+# Bigger than the chunk huggingface_hub reads (and counts) at a time: two counts, at least.
+BIG = b"GGUF" + bytes(range(256)) * (DOWNLOAD_CHUNK_SIZE // 256 + 4096)
 
 
 # A Halogen-shaped repository: weights, an overlay and a tokenizer folder, one model.
@@ -34,18 +48,50 @@ def hub() -> Iterator[str]:
 @pytest.fixture
 def server(tmp_path: Path, hub: str) -> Iterator[ServerProcess]:
     env = {"HF_ENDPOINT": hub, "HF_HOME": str(tmp_path / "hf")}
-    with running_server(tmp_path / "lemon", env) as s:
+    with running_server(tmp_path / "lemon", env, command=SERVE) as s:
         yield s
 
 
-def events(response: httpx.Response) -> list[tuple[str, dict[str, object]]]:
-    out, event = [], ""
+class _HalfwayHub(_HubHandler):
+    """Sends the first ``DOWNLOAD_CHUNK_SIZE`` bytes of a file, then the rest only once
+    ``release`` is set: the download is caught half done for as long as a test needs."""
+
+    release = threading.Event()
+
+    def do_GET(self) -> None:
+        if (data := self._head()) is not None:
+            self.wfile.write(data[:DOWNLOAD_CHUNK_SIZE])
+            self.wfile.flush()
+            self.release.wait(30)  # never forever: a test that does not release fails
+            self.wfile.write(data[DOWNLOAD_CHUNK_SIZE:])
+
+
+@contextmanager
+def halfway_hub(files: dict[str, bytes]) -> Iterator[tuple[str, threading.Event]]:
+    """Like ``serve_hub``, each download halted halfway until the event is set."""
+    release = threading.Event()
+    handler = type("HalfwayHub", (_HalfwayHub,), {"files": files, "release": release})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", release
+    finally:
+        release.set()
+        server.shutdown()
+        server.server_close()
+
+
+def iter_events(response: httpx.Response) -> Iterator[tuple[str, dict[str, object]]]:
+    event = ""
     for line in response.iter_lines():
         if line.startswith("event: "):
             event = line[7:]
         elif line.startswith("data: "):
-            out.append((event, json.loads(line[6:])))
-    return out
+            yield event, json.loads(line[6:])
+
+
+def events(response: httpx.Response) -> list[tuple[str, dict[str, object]]]:
+    return list(iter_events(response))
 
 
 def models(server: ServerProcess, show_all: bool = False) -> dict[str, dict[str, object]]:
@@ -55,22 +101,39 @@ def models(server: ServerProcess, show_all: bool = False) -> dict[str, dict[str,
 
 
 def test_pull_streams_progress_into_the_hf_cache_and_delete_removes_it(
-    server: ServerProcess, tmp_path: Path
+    tmp_path: Path
 ) -> None:
-    body = {"model_name": "tiny", "checkpoint": "owner/tiny-GGUF:tiny.gguf",
-            "recipe": "llamacpp", "stream": True}
-    with httpx.stream("POST", server.url + "/api/v1/pull", json=body, timeout=60) as r:
-        assert r.status_code == 200
-        seen = events(r)
-    assert seen[-1][0] == "complete"
-    path = Path(str(seen[-1][1]["path"]))
-    assert path.read_bytes() == BLOB
-    assert path.is_relative_to(tmp_path / "hf" / "hub" / "models--owner--tiny-GGUF")
-    assert models(server)["tiny"]["downloaded"] is True
-    deleted = httpx.post(server.url + "/api/v1/delete", json={"model_name": "tiny"})
-    assert deleted.status_code == 200
-    assert not path.exists()
-    assert "tiny" not in models(server, show_all=True)
+    """Progress events arrive while the file downloads, grow, and end at its size before
+    ``complete``. The hub halts the download halfway until the client has seen a progress
+    event from that moment, so a stream that reported only at the end would fail."""
+    body = {"model_name": "big", "checkpoint": "owner/big-GGUF:big.gguf",
+            "recipe": "tiny", "stream": True}
+    with halfway_hub({"owner/big-GGUF/big.gguf": BIG}) as (hub, release), running_server(
+            tmp_path / "lemon", {"HF_ENDPOINT": hub, "HF_HOME": str(tmp_path / "hf")},
+            command=SERVE) as server:
+        seen: list[tuple[str, dict[str, object]]] = []
+        with httpx.stream("POST", server.url + "/api/v1/pull", json=body, timeout=60) as r:
+            assert r.status_code == 200
+            for event, data in iter_events(r):
+                seen.append((event, data))
+                if event == "progress" and 0 < int(str(data["bytes_downloaded"])) < len(BIG):
+                    release.set()  # seen halfway: let the rest through
+        assert release.is_set(), f"no progress event while the download was halfway: {seen}"
+        assert [event for event, _ in seen][-1] == "complete", seen[-1]
+        assert {event for event, _ in seen[:-1]} == {"progress"}, seen
+        done = [int(str(data["bytes_downloaded"])) for _, data in seen[:-1]]
+        total = [int(str(data["bytes_total"])) for _, data in seen[:-1]]
+        assert done == sorted(done) and len(set(done)) >= 2, done  # it grows
+        assert total == sorted(total) and all(map(int.__le__, done, total)), seen
+        assert done[-1] == total[-1] == len(BIG)  # and ends at the file's size
+        path = Path(str(seen[-1][1]["path"]))
+        assert path.read_bytes() == BIG
+        assert path.is_relative_to(tmp_path / "hf" / "hub" / "models--owner--big-GGUF")
+        assert models(server)["big"]["downloaded"] is True
+        deleted = httpx.post(server.url + "/api/v1/delete", json={"model_name": "big"})
+        assert deleted.status_code == 200
+        assert not path.exists()
+        assert "big" not in models(server, show_all=True)
 
 
 def test_a_model_of_several_files_is_pulled_whole_verified_and_deleted_whole(
@@ -78,7 +141,7 @@ def test_a_model_of_several_files_is_pulled_whole_verified_and_deleted_whole(
 ) -> None:
     extra = ["m.overlay.hgn", "tokenizer/tokenizer.json", "tokenizer/vocab.json"]
     published = {name: hashlib.sha256(data).hexdigest() for name, data in MULTI.items()}
-    body = {"model_name": "multi", "checkpoint": "owner/multi:m.hgn", "recipe": "llamacpp",
+    body = {"model_name": "multi", "checkpoint": "owner/multi:m.hgn", "recipe": "tiny",
             "files": extra, "sha256": published, "stream": True}
     with httpx.stream("POST", server.url + "/api/v1/pull", json=body, timeout=60) as r:
         assert r.status_code == 200
@@ -114,7 +177,7 @@ def test_a_model_of_several_files_is_pulled_whole_verified_and_deleted_whole(
 
 def test_pull_of_a_missing_file_reports_an_error(server: ServerProcess) -> None:
     body = {"model_name": "ghost", "checkpoint": "owner/tiny-GGUF:ghost.gguf",
-            "recipe": "llamacpp"}
+            "recipe": "tiny"}
     response = httpx.post(server.url + "/api/v1/pull", json=body, timeout=60)
     assert response.status_code == 502
     assert "ghost.gguf" in response.json()["error"]["message"]
@@ -123,25 +186,25 @@ def test_pull_of_a_missing_file_reports_an_error(server: ServerProcess) -> None:
 def test_pull_registers_a_file_in_the_model_store_only(server: ServerProcess,
                                                        tmp_path: Path) -> None:
     local = tmp_path / "lemon" / "models" / "local.gguf"  # <cache_dir>/models
-    local.parent.mkdir()
+    local.parent.mkdir(exist_ok=True)
     local.write_bytes(BLOB)
     response = httpx.post(server.url + "/api/v1/pull", json={
-        "model_name": "local", "checkpoint": str(local), "recipe": "llamacpp"})
+        "model_name": "local", "checkpoint": str(local), "recipe": "tiny"})
     assert response.status_code == 200
     assert models(server)["local"]["checkpoint"] == str(local)
     outside = tmp_path / "outside.gguf"
     outside.write_bytes(BLOB)
     refused = httpx.post(server.url + "/api/v1/pull", json={
-        "model_name": "outside", "checkpoint": str(outside), "recipe": "llamacpp"})
+        "model_name": "outside", "checkpoint": str(outside), "recipe": "tiny"})
     assert refused.status_code == 403 and "model_dirs" in refused.json()["error"]["message"]
     assert "outside" not in models(server)
 
 
 def test_offline_pull_fails_with_a_clear_message(tmp_path: Path, hub: str) -> None:
     env = {"HF_ENDPOINT": hub, "HF_HOME": str(tmp_path / "hf"), "LEMON_OFFLINE": "1"}
-    with running_server(tmp_path / "lemon", env) as server:
+    with running_server(tmp_path / "lemon", env, command=SERVE) as server:
         response = httpx.post(server.url + "/api/v1/pull", json={
             "model_name": "tiny", "checkpoint": "owner/tiny-GGUF:tiny.gguf",
-            "recipe": "llamacpp"})
+            "recipe": "tiny"})
     assert response.status_code == 400
     assert "offline" in response.json()["error"]["message"]
