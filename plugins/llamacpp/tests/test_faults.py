@@ -265,7 +265,9 @@ def test_shutdown_drains_in_flight_requests_and_cuts_the_rest_at_the_deadline(
             server.api + "/chat/completions", timeout=60, json={
                 "model": MODEL, "max_tokens": 100_000, "ignore_eos": True,
                 "messages": [{"role": "user", "content": "Tell me a long story."}]}))
-        while loaded(server)[MODEL]["in_flight"] != 2:
+        deadline = time.monotonic() + 30
+        while loaded(server)[MODEL]["in_flight"] != 2:  # both long ones are in
+            assert time.monotonic() < deadline, loaded(server)[MODEL]
             time.sleep(0.01)
         first = threading.Event()
         short_stream = pool.submit(stream, server, MODEL, 32, first.set)

@@ -7,9 +7,9 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
@@ -135,19 +135,47 @@ def test_killed_backend_is_replaced_on_the_next_request(
     assert pid_of(server, "m1") != old
 
 
+def generating(server: ServerProcess, name: str) -> Callable[[], bool]:
+    """Whether ``name``'s engine is generating now, by its own ``/metrics`` (with the
+    launch's key, as only the engine's user can read it: its environment)."""
+    model = loaded(server)[name]
+    environ = Path(f"/proc/{model['pid']}/environ").read_bytes().split(b"\0")
+    key = next(v for k, _, v in (e.partition(b"=") for e in environ) if k == b"LLAMA_API_KEY")
+
+    def now() -> bool:
+        metrics = httpx.get(f"{model['backend_url']}/metrics",
+                            headers={"Authorization": f"Bearer {key.decode()}"}).text
+        return next(line for line in metrics.splitlines()
+                    if line.startswith("llamacpp:requests_processing")).split()[1] != "0"
+
+    return now
+
+
 def test_request_hit_by_a_crash_is_retried_once(
     server: ServerProcess, client: openai.OpenAI, empty: None
 ) -> None:
+    """The engine dies while it generates the request (killed once its own metrics say it
+    is generating, not after a fixed delay a fast engine finishes within or a slow start
+    has not reached): the request is answered whole by a fresh engine."""
     client.chat.completions.create(model="m1", messages=MESSAGES, max_tokens=2)
     victim = pid_of(server, "m1")
-    killer = threading.Timer(0.5, os.kill, (victim, signal.SIGKILL))
-    killer.start()
-    reply = client.chat.completions.create(
-        model="m1", messages=[{"role": "user", "content": "Write a long story."}],
-        max_tokens=400, extra_body={"ignore_eos": True})
-    killer.join()
+    busy = generating(server, "m1")
+
+    def ask() -> openai.types.chat.ChatCompletion:
+        return client.chat.completions.create(
+            model="m1", messages=[{"role": "user", "content": "Write a long story."}],
+            max_tokens=200, extra_body={"ignore_eos": True})
+
+    with ThreadPoolExecutor(1) as pool:
+        asking = pool.submit(ask)
+        deadline = time.monotonic() + 30
+        while not busy():
+            assert time.monotonic() < deadline and not asking.done(), "never generating"
+            time.sleep(0.01)
+        os.kill(victim, signal.SIGKILL)
+        reply = asking.result()  # the client's own timeout bounds it
     assert gone(victim)
-    assert reply.usage is not None and reply.usage.completion_tokens == 400
+    assert reply.usage is not None and reply.usage.completion_tokens == 200
     assert pid_of(server, "m1") != victim
 
 

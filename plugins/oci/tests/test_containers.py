@@ -380,8 +380,9 @@ async def test_boot_sweep_removes_only_this_installations_leftovers(
     lock = lock_for(registry, "llama", images["plain"])
     async with lemon(tmp_path, lock) as client:
         await client.post("/api/v1/install", json={"backend": "boxed:llama"})
-        argv = (await client.post("/v1/chat/completions", json=CHAT)) and \
-            (await loaded(client))["launch_command"]
+        reply = await client.post("/v1/chat/completions", json=CHAT)
+        assert reply.status_code == 200, reply.text
+        argv = (await loaded(client))["launch_command"]
     owner = next(a.split("=", 1)[1] for a in argv if a.startswith("org.lemoncore.owner="))
     image = lock_url(lock).split(":1@")[0] + "@" + images["plain"]
     ours = podman("create", "--label", f"org.lemoncore.owner={owner}", image, "llama-server")

@@ -16,7 +16,7 @@ import os
 import sys
 import tarfile
 import zipfile
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -119,7 +119,8 @@ class World:
         return path
 
     def reports(self, kind: str) -> list[Any]:
-        lines = self.report.read_text().splitlines() if self.report.exists() else []
+        text = self.report.read_text() if self.report.exists() else ""
+        lines = text.splitlines()[:text.count("\n")]  # not a line still being written
         return [r["data"] for r in map(json.loads, lines) if r["kind"] == kind]
 
     @asynccontextmanager
@@ -170,12 +171,13 @@ async def over_http(app: Starlette) -> AsyncIterator[httpx.AsyncClient]:
         tg.start_soon(functools.partial(serve, app, config, shutdown_trigger=stop.wait))
         async with httpx.AsyncClient(base_url=f"http://{config.bind[0]}",
                                      timeout=30) as client:
-            while True:
-                try:
-                    (await client.get("/live")).raise_for_status()
-                    break
-                except httpx.TransportError:
-                    await anyio.sleep(0.02)
+            with anyio.fail_after(30):  # listening, or a failure rather than a hang
+                while True:
+                    try:
+                        (await client.get("/live")).raise_for_status()
+                        break
+                    except httpx.TransportError:
+                        await anyio.sleep(0.02)
             yield client
         stop.set()
 
@@ -189,6 +191,21 @@ def world(tmp_path: Path, anyio_backend: str, monkeypatch: pytest.MonkeyPatch
     monkeypatch.delenv("ROCM_PATH", raising=False)
     with serve_directory(tmp_path / "www") as url:
         yield World(tmp_path, url, monkeypatch)
+
+
+async def until(condition: Callable[[], Awaitable[bool]], within: float = 10) -> None:
+    """Poll ``condition`` every 10 ms until it holds; fail after ``within`` seconds."""
+    with anyio.fail_after(within):
+        while not await condition():
+            await anyio.sleep(0.01)
+
+
+async def in_flight_and_queued(client: httpx.AsyncClient, model: str = "vte-smol"
+                               ) -> tuple[int, int]:
+    """The server's count of ``model``'s requests: all it holds, and those waiting."""
+    loaded = (await client.get("/api/v1/health")).json()["all_models_loaded"]
+    server = next(m for m in loaded if m["model_name"] == model)
+    return server["in_flight"], server["queued"]
 
 
 def chat(model: str = "vte-smol", **extra: Any) -> dict[str, Any]:
@@ -289,21 +306,36 @@ async def test_concurrent_requests_queue_instead_of_meeting_vtes_429(world: Worl
 
 
 async def test_a_full_queue_answers_503_with_retry_after(world: World) -> None:
+    """VTE's one slot busy and the queue of one full, the next request gets 503. The
+    engine's prefill lasts until the test releases it, and each request is sent once the
+    server counts the one before (in the slot, then queued): no timing decides the order."""
+    release = world.root / "release"
+    world.env.setenv("VTE_STANDIN_HOLD", str(release))
     async with world.lemon(max_queue=1) as client:
-        await client.post("/api/v1/load", json={"model_name": "vte-smol"})
-        results: list[httpx.Response] = []
+        loaded = await client.post("/api/v1/load", json={"model_name": "vte-smol"})
+        assert loaded.status_code == 200, loaded.text
+        results: dict[str, httpx.Response] = {}
 
-        async def one() -> None:
-            results.append(await client.post("/v1/chat/completions", json=chat()))
+        async def one(name: str) -> None:
+            results[name] = await client.post("/v1/chat/completions", json=chat())
+
+        async def counted(want: tuple[int, int]) -> bool:
+            return await in_flight_and_queued(client) == want
 
         async with anyio.create_task_group() as tg:
-            for _ in range(3):
-                tg.start_soon(one)
-                await anyio.sleep(0.02)
-    assert sorted(r.status_code for r in results) == [200, 200, 503]
-    busy = next(r for r in results if r.status_code == 503)
+            tg.start_soon(one, "runs")
+            await until(lambda: counted((1, 0)))
+            tg.start_soon(one, "waits")
+            await until(lambda: counted((2, 1)))
+            with anyio.fail_after(10):  # at once: nothing is waited for
+                await one("refused")
+            release.touch()
+    assert {name: r.status_code for name, r in results.items()} == {
+        "runs": 200, "waits": 200, "refused": 503}
+    busy = results["refused"]
     assert busy.headers["retry-after"] == "1"
     assert busy.json()["error"]["code"] == "queue_full"
+    assert len(world.reports("request")) == 2 and world.reports("busy") == []
 
 
 async def test_a_refused_load_evicts_nothing_and_dry_run_shows_why(world: World) -> None:
@@ -459,23 +491,42 @@ async def test_a_clean_windows_host_trusts_therock_once_then_loads_verified(
         assert "does not match the pinned" in again.json()["error"]["message"]
 
 
-async def test_a_client_that_leaves_never_causes_a_429_for_the_next(
-    world: World, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_a_client_that_leaves_never_causes_a_429_for_the_next(world: World) -> None:
     """VTE notices a stream's disconnect only at its next token (after the prefill), and
     holds its one-generation lock until then: the next request meets its 429, which
-    lemoncore absorbs by retrying."""
-    monkeypatch.setenv("VTE_STANDIN_PREFILL_S", "0.8")
+    lemoncore absorbs by retrying. The prefill lasts until the engine has refused the next
+    request: the client leaves once the engine has its request, and the prefill ends once
+    the engine has said busy, so each step waits for the one before, not for a timer."""
+    release = world.root / "release"
+    world.env.setenv("VTE_STANDIN_HOLD", str(release))
+
+    async def reported(kind: str) -> bool:
+        return bool(world.reports(kind))
+
     async with over_http(world.app()) as client:
         await register(client)
         (await client.post("/api/v1/load", json={"model_name": "vte-smol"})).raise_for_status()
-        with anyio.move_on_after(0.2):  # the client leaves during the prefill
+
+        async def stream() -> None:
             async with client.stream("POST", "/v1/chat/completions",
                                      json=chat(stream=True)) as response:
                 async for _ in response.aiter_raw():
                     pass
-        async with openai.AsyncOpenAI(base_url=f"{client.base_url}/v1", api_key="none",
-                                      max_retries=0) as sdk:  # what a user's app uses
+
+        async with anyio.create_task_group() as leaving:
+            leaving.start_soon(stream)
+            await until(lambda: reported("request"))  # the engine is in its prefill
+            leaving.cancel_scope.cancel()  # the client leaves
+
+        async def release_once_refused() -> None:
+            await until(lambda: reported("busy"))
+            release.touch()
+
+        async with anyio.create_task_group() as tg, openai.AsyncOpenAI(
+                base_url=f"{client.base_url}/v1", api_key="none",
+                max_retries=0) as sdk:  # what a user's app uses
+            tg.start_soon(release_once_refused)
             reply = await sdk.chat.completions.create(**chat())
         assert reply.choices[0].message.content == "one two three four"
     assert world.reports("busy")  # the engine did refuse; the client never saw it
+    assert len(world.reports("request")) == 2

@@ -9,8 +9,10 @@ return); the HIP DLL is any ``amdhip64*.dll`` file in ``%HIP_PATH%\\bin`` or on 
 
 It is not a model: the reply repeats the last user message word by word, one word per
 "token", ``VTE_STANDIN_TOKEN_S`` (default 0.02) seconds each, after a prefill of
-``VTE_STANDIN_PREFILL_S`` (default 0) seconds. ``VTE_STANDIN_REPORT`` names
-a file that receives the argv, the environment VTE reads, the device chosen and every
+``VTE_STANDIN_PREFILL_S`` (default 0) seconds. ``VTE_STANDIN_HOLD`` names a file: each
+generation's prefill then lasts until that file exists, so a test, not a timer, decides
+when it ends (not VTE's; a stand-in for a prefill of unknown length). ``VTE_STANDIN_REPORT``
+names a file that receives the argv, the environment VTE reads, the device chosen and every
 request body, as JSON lines.
 """
 
@@ -43,6 +45,7 @@ BUSY = ("O VTE já está gerando outra resposta; esta instância processa um ped
 TOKEN_S = float(os.environ.get("VTE_STANDIN_TOKEN_S", "0.02"))
 PREFILL_S = float(os.environ.get("VTE_STANDIN_PREFILL_S", "0"))
 REPORT = os.environ.get("VTE_STANDIN_REPORT")
+HOLD = os.environ.get("VTE_STANDIN_HOLD")
 ENV_KEYS = ("PATH", "HIP_PATH", "VTE_TARGET_ARCH_FAMILY", "VTE_DEVICE_INDEX",
             "PYTHONNOUSERSITE")
 
@@ -60,6 +63,15 @@ def report(kind: str, data: object) -> None:
     if REPORT:
         with open(REPORT, "a") as out:
             out.write(json.dumps({"kind": kind, "data": data}) + "\n")
+
+
+def prefill() -> None:
+    """The prefill: ``PREFILL_S``, and until the ``HOLD`` file exists (at most a minute, so a
+    test that never releases it still ends)."""
+    deadline = time.monotonic() + 60
+    while HOLD and not os.path.exists(HOLD) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(PREFILL_S)
 
 
 def gpu_arch(name: str) -> str | None:
@@ -284,7 +296,8 @@ class Handler(BaseHTTPRequestHandler):
         ident = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex[:24]
         if not (chat and body.get("stream")):  # completions never stream
             try:  # on the event loop: nothing else is served meanwhile; no disconnect check
-                time.sleep(PREFILL_S + TOKEN_S * len(out))
+                prefill()
+                time.sleep(TOKEN_S * len(out))
             finally:
                 generation.release()
             choice = ({"index": 0, "finish_reason": finish,
@@ -309,7 +322,7 @@ class Handler(BaseHTTPRequestHandler):
             self.send_header("Connection", "close")
             self.end_headers()
             self.wfile.flush()
-            time.sleep(PREFILL_S)
+            prefill()
 
             def chunk(delta: dict[str, str], finish_reason: str | None = None,
                       extra: dict[str, object] | None = None) -> None:
