@@ -11,41 +11,22 @@ from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
 from starlette.routing import BaseRoute, Route
 
-from lemoncore.api import inference, manage
 from lemoncore.api.boundary import BrowserBoundary
 from lemoncore.api.errors import EXCEPTION_HANDLERS
 from lemoncore.api.guard import Guard
 from lemoncore.api.hostname import loopback_name
+from lemoncore.api.openapi import OPERATIONS
 from lemoncore.core import Core, build_core, run_startup_tasks
 from lemoncore.hosts import HostInfo
 from lemoncore.settings import Settings
 
 API_PREFIXES = ("/api/v1", "/v1")
 
-_ENDPOINTS = [
-    ("/models", inference.list_models, ["GET"]),
-    ("/models/{model_id:path}", inference.get_model, ["GET"]),
-    ("/chat/completions", inference.chat_completions, ["POST"]),
-    ("/completions", inference.completions, ["POST"]),
-    ("/embeddings", inference.embeddings, ["POST"]),
-    ("/health", manage.health, ["GET"]),
-    ("/load", manage.load, ["POST"]),
-    ("/unload", manage.unload, ["POST"]),
-    ("/pull", manage.pull, ["POST"]),
-    ("/delete", manage.delete, ["POST"]),
-    ("/install", manage.install, ["POST"]),
-    ("/uninstall", manage.uninstall, ["POST"]),
-    ("/system-info", manage.system_info, ["GET"]),
-]
-
 
 def _routes() -> list[BaseRoute]:
-    routes: list[BaseRoute] = [Route("/live", manage.live, methods=["GET"]),
-                               Route("/metrics", manage.metrics, methods=["GET"]),
-                               Route("/openapi.json", manage.openapi, methods=["GET"])]
-    for prefix in API_PREFIXES:
-        routes += [Route(prefix + path, fn, methods=methods) for path, fn, methods in _ENDPOINTS]
-    return routes
+    """Every operation of the OpenAPI route table: prefixed ones under each prefix."""
+    return [Route(prefix + op.route, op.handler, methods=[op.method])
+            for op in OPERATIONS for prefix in (API_PREFIXES if op.prefix else ("",))]
 
 
 def create_app(settings: Settings | None = None, *,

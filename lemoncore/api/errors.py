@@ -66,10 +66,3 @@ async def json_object(request: Request) -> dict[str, Any]:
         raise ApiError("request body must be a JSON object")
     return body
 
-
-def required_str(body: dict[str, Any], field: str) -> str:
-    value = body.get(field)
-    if not isinstance(value, str) or not value:
-        raise ApiError(f"missing or invalid field {field!r}: a non-empty string is required",
-                       param=field)
-    return value

@@ -9,10 +9,13 @@ from typing import Any
 
 import anyio
 import httpx
+from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from lemoncore.api.errors import ApiError, json_object, required_str
+from lemoncore.api import schemas as s
+from lemoncore.api.errors import ApiError, json_object
+from lemoncore.api.schemas import parse, reply
 from lemoncore.backends import BackendState
 from lemoncore.core import Core
 from lemoncore.errors import error_body
@@ -21,28 +24,39 @@ from lemoncore.proxy import SSERelay
 from lemoncore.recipes import ModelInfo, ModelType, Tier
 
 
-def model_card(core: Core, model: ModelInfo) -> dict[str, Any]:
+def model_card(core: Core, model: ModelInfo) -> s.ModelCard:
     recipe = core.plugins.registry.recipes.get(model.recipe)
-    backends = [{"name": b.name, "tier": b.tier.value, "format": b.format.value}
+    backends = [s.BackendRef(name=b.name, tier=b.tier, format=b.format)
                 for b in (recipe.backends if recipe else ())]
-    return {"id": model.name, "object": "model", "created": 0, "owned_by": "lemoncore",
-            "checkpoint": model.checkpoint, "recipe": model.recipe, "backends": backends,
-            "downloaded": core.models.local_path(model) is not None,
-            "suggested": model.suggested, "labels": list(model.labels),
-            "aliases": list(model.aliases), "recipe_options": dict(model.recipe_options),
-            **({"size_bytes": sum(model.sizes.values())} if model.sizes else {})}
+    return s.ModelCard(id=model.name, checkpoint=model.checkpoint, recipe=model.recipe,
+                       backends=backends, downloaded=core.models.local_path(model) is not None,
+                       suggested=model.suggested, labels=list(model.labels),
+                       aliases=list(model.aliases), recipe_options=dict(model.recipe_options),
+                       size_bytes=sum(model.sizes.values()) if model.sizes else None)
 
 
 async def list_models(request: Request) -> Response:
     """Downloaded models (with ``show_all``, every model), except models that only run on
     an experimental backend that is not installed yet."""
     core: Core = request.app.state.core
-    show_all = request.query_params.get("show_all", "").lower() in {"1", "true", "yes"}
+    show_all = _flag(request, "show_all")
     hidden = await anyio.to_thread.run_sync(_experimental_only_recipes, core)
     cards = [model_card(core, m) for m in core.models.all().values()
              if m.recipe in core.plugins.registry.recipes and m.recipe not in hidden]
-    return JSONResponse({"object": "list",
-                         "data": [c for c in cards if show_all or c["downloaded"]]})
+    # size_bytes is absent, not null, when unknown (nothing else in a card is None)
+    return reply(s.ModelList(data=[c for c in cards if show_all or c.downloaded]),
+                 exclude_none=True)
+
+
+FLAG = {"": False, "0": False, "false": False, "no": False,  # a query flag's spellings
+        "1": True, "true": True, "yes": True}
+
+
+def _flag(request: Request, name: str) -> bool:
+    value = request.query_params.get(name, "").lower()
+    if value not in FLAG:
+        raise ApiError(f"invalid query parameter {name!r}: true or false", param=name)
+    return FLAG[value]
 
 
 def _experimental_only_recipes(core: Core) -> set[str]:
@@ -60,34 +74,36 @@ def _experimental_only_recipes(core: Core) -> set[str]:
 async def get_model(request: Request) -> Response:
     core: Core = request.app.state.core
     model = core.router.model(request.path_params["model_id"])
-    return JSONResponse(model_card(core, model))
+    return reply(model_card(core, model), exclude_none=True)
 
 
 async def chat_completions(request: Request) -> Response:
-    return await _infer(request, "/v1/chat/completions", "messages", ModelType.LLM)
+    return await _infer(request, "/v1/chat/completions", s.ChatBody, ModelType.LLM)
 
 
 async def completions(request: Request) -> Response:
-    return await _infer(request, "/v1/completions", "prompt", ModelType.LLM)
+    return await _infer(request, "/v1/completions", s.CompletionBody, ModelType.LLM)
 
 
 async def embeddings(request: Request) -> Response:
-    return await _infer(request, "/v1/embeddings", "input", ModelType.EMBEDDING)
+    return await _infer(request, "/v1/embeddings", s.EmbeddingBody, ModelType.EMBEDDING)
 
 
-async def _infer(request: Request, path: str, required: str, serves: ModelType) -> Response:
+async def _infer(request: Request, path: str, schema: type[s.InferenceBody],
+                 serves: ModelType) -> Response:
+    """Check what lemoncore reads of the body, then forward the body as it came (with
+    the model's canonical name): every field the engine reads reaches it unchanged."""
     core: Core = request.app.state.core
     body = await json_object(request)
-    model = core.router.model(required_str(body, "model"))
-    if body.get(required) is None:
-        raise ApiError(f"missing field {required!r}", param=required)
+    checked = parse(schema, body)
+    model = core.router.model(checked.model)
     if model.model_type is not serves:
         raise ApiError(f"model {model.name!r} is a {model.model_type.value} model; it does "
                        f"not serve {path.removeprefix('/v1/')}", param="model")
     body["model"] = model.name
     if body.get("max_tokens") is None and body.get("max_completion_tokens") is not None:
         body["max_tokens"] = body["max_completion_tokens"]
-    if body.get("stream"):
+    if checked.stream:
         return await _stream(core, model, path, body)
     return await _until_disconnect(request, _complete(core, model, path, body))
 
@@ -136,18 +152,28 @@ async def _stream(core: Core, model: ModelInfo, path: str, body: dict[str, Any])
 
 
 def backend_response(upstream: httpx.Response) -> Response:
-    """Pass a backend answer through; wrap backend errors OpenAI-style."""
+    """Pass a backend answer through, and a 4xx that is an OpenAI error object; wrap any
+    other backend error OpenAI-style (a 5xx becomes a 502)."""
     if upstream.status_code < 400:
         return Response(upstream.content, upstream.status_code, media_type="application/json")
     try:
         detail = json.loads(upstream.content)
     except ValueError:
         detail = upstream.text[:500]
-    if upstream.status_code < 500 and isinstance(detail, dict) and "error" in detail:
+    if upstream.status_code < 500 and _openai_error(detail):
         return JSONResponse(detail, upstream.status_code)
-    message = detail["error"].get("message") if isinstance(detail, dict) and isinstance(
-        detail.get("error"), dict) else str(detail)
+    error = detail.get("error") if isinstance(detail, dict) else None
+    message = error.get("message") if isinstance(error, dict) else \
+        error if isinstance(error, str) else str(detail)
     status = upstream.status_code if upstream.status_code < 500 else 502
     return JSONResponse(error_body(f"backend error: {message}", "backend_error",
                                    "backend_error", details={"status": upstream.status_code}),
                         status)
+
+
+def _openai_error(detail: object) -> bool:
+    try:
+        s.ErrorReply.model_validate(detail)
+    except ValidationError:
+        return False
+    return True
