@@ -1,13 +1,13 @@
 """The generated OpenAPI document against the answers the app really gives.
 
 Schemathesis fuzzes every operation of the document: no input may cause a 5xx but a
-documented refusal (a download while offline, a pin without a hash), and every answer
-must be in the document (a documented status, media type and headers, and a body, or
-each event of a stream, that validates against that status's schema: the reply models of
-lemoncore/api/schemas.py). Generated
-input rarely names a real model or backend, so a second test walks each operation's
-successful path with the core test backend (``tinyplugin.py``; no backend plugin needed)
-and checks those answers against the document the same way.
+documented refusal (a download while offline, a pin without a hash), input the document
+calls invalid must be refused, and every answer must be in the document (a documented
+status, media type and headers, and a body, or each event of a stream, that validates
+against that status's schema: the models of lemoncore/api/replies.py). Generated input
+rarely names a real model or backend, so a second test walks each operation's successful
+path with the core test backend (``tinyplugin.py``; no backend plugin needed) and checks
+those answers against the document the same way.
 """
 
 from __future__ import annotations

@@ -13,9 +13,10 @@ from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from lemoncore.api import schemas as s
+from lemoncore.api import bodies, replies
+from lemoncore.api.bodies import parse
 from lemoncore.api.errors import ApiError, json_object
-from lemoncore.api.schemas import parse, reply
+from lemoncore.api.replies import reply
 from lemoncore.backends import BackendState
 from lemoncore.core import Core
 from lemoncore.errors import error_body
@@ -24,15 +25,16 @@ from lemoncore.proxy import SSERelay
 from lemoncore.recipes import ModelInfo, ModelType, Tier
 
 
-def model_card(core: Core, model: ModelInfo) -> s.ModelCard:
+def model_card(core: Core, model: ModelInfo) -> replies.ModelCard:
     recipe = core.plugins.registry.recipes.get(model.recipe)
-    backends = [s.BackendRef(name=b.name, tier=b.tier, format=b.format)
+    backends = [replies.BackendRef(name=b.name, tier=b.tier, format=b.format)
                 for b in (recipe.backends if recipe else ())]
-    return s.ModelCard(id=model.name, checkpoint=model.checkpoint, recipe=model.recipe,
-                       backends=backends, downloaded=core.models.local_path(model) is not None,
-                       suggested=model.suggested, labels=list(model.labels),
-                       aliases=list(model.aliases), recipe_options=dict(model.recipe_options),
-                       size_bytes=sum(model.sizes.values()) if model.sizes else None)
+    return replies.ModelCard(
+        id=model.name, checkpoint=model.checkpoint, recipe=model.recipe, backends=backends,
+        downloaded=core.models.local_path(model) is not None, suggested=model.suggested,
+        labels=list(model.labels), aliases=list(model.aliases),
+        recipe_options=dict(model.recipe_options),
+        size_bytes=sum(model.sizes.values()) if model.sizes else None)
 
 
 async def list_models(request: Request) -> Response:
@@ -44,7 +46,7 @@ async def list_models(request: Request) -> Response:
     cards = [model_card(core, m) for m in core.models.all().values()
              if m.recipe in core.plugins.registry.recipes and m.recipe not in hidden]
     # size_bytes is absent, not null, when unknown (nothing else in a card is None)
-    return reply(s.ModelList(data=[c for c in cards if show_all or c.downloaded]),
+    return reply(replies.ModelList(data=[c for c in cards if show_all or c.downloaded]),
                  exclude_none=True)
 
 
@@ -78,18 +80,18 @@ async def get_model(request: Request) -> Response:
 
 
 async def chat_completions(request: Request) -> Response:
-    return await _infer(request, "/v1/chat/completions", s.ChatBody, ModelType.LLM)
+    return await _infer(request, "/v1/chat/completions", bodies.ChatBody, ModelType.LLM)
 
 
 async def completions(request: Request) -> Response:
-    return await _infer(request, "/v1/completions", s.CompletionBody, ModelType.LLM)
+    return await _infer(request, "/v1/completions", bodies.CompletionBody, ModelType.LLM)
 
 
 async def embeddings(request: Request) -> Response:
-    return await _infer(request, "/v1/embeddings", s.EmbeddingBody, ModelType.EMBEDDING)
+    return await _infer(request, "/v1/embeddings", bodies.EmbeddingBody, ModelType.EMBEDDING)
 
 
-async def _infer(request: Request, path: str, schema: type[s.InferenceBody],
+async def _infer(request: Request, path: str, schema: type[bodies.InferenceBody],
                  serves: ModelType) -> Response:
     """Check what lemoncore reads of the body, then forward the body as it came (with
     the model's canonical name): every field the engine reads reaches it unchanged."""
@@ -173,7 +175,7 @@ def backend_response(upstream: httpx.Response) -> Response:
 
 def _openai_error(detail: object) -> bool:
     try:
-        s.ErrorReply.model_validate(detail)
+        replies.ErrorReply.model_validate(detail)
     except ValidationError:
         return False
     return True

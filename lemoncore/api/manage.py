@@ -11,9 +11,10 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
 from lemoncore import __version__
-from lemoncore.api import schemas as s
+from lemoncore.api import bodies, replies
+from lemoncore.api.bodies import parse
 from lemoncore.api.errors import ApiError, json_object
-from lemoncore.api.schemas import parse, reply
+from lemoncore.api.replies import reply
 from lemoncore.backends import THEROCK, BackendState
 from lemoncore.core import Core
 from lemoncore.install import ProgressCallback
@@ -25,47 +26,48 @@ LOAD_CONTROL_FIELDS = RESERVED_OPTION_NAMES - {SELECTOR}  # `backend` selects; t
 
 
 async def live(request: Request) -> Response:
-    return reply(s.Live(status="ok"))
+    return reply(replies.Live(status="ok"))
 
 
 async def health(request: Request) -> Response:
     core: Core = request.app.state.core
     servers = list(core.router.servers.values())
     last = max(servers, key=lambda server: server.last_used, default=None)
-    return reply(s.Health(
+    return reply(replies.Health(
         version=__version__, model_loaded=last.model.name if last else None,
         max_models={t: core.settings.max_loaded_models for t in ModelType},
-        all_models_loaded=[s.LoadedModel.model_validate(server.as_health())
+        all_models_loaded=[replies.LoadedModel.model_validate(server.as_health())
                            for server in servers]))
 
 
 async def load(request: Request) -> Response:
     core: Core = request.app.state.core
     raw = await json_object(request)
-    body = parse(s.LoadBody, raw)
+    body = parse(bodies.LoadBody, raw)
     options = {k: v for k, v in raw.items() if k not in LOAD_CONTROL_FIELDS}
     if body.dry_run:
         plan = await core.router.plan(body.model_name, options)
-        return reply(s.LoadPlanReply.model_validate(plan.explain()))
+        return reply(replies.LoadPlanReply.model_validate(plan.explain()))
     server = await core.router.load(body.model_name, options, body.pinned)
     if body.save_options and options:
         core.models.save_options(server.model.name, options)
-    return reply(s.Loaded(model_name=server.model.name, checkpoint=server.model.checkpoint,
-                          recipe=server.recipe.name, backend=server.backend.name,
-                          device=server.device, pinned=server.pinned))
+    return reply(replies.Loaded(
+        model_name=server.model.name, checkpoint=server.model.checkpoint,
+        recipe=server.recipe.name, backend=server.backend.name, device=server.device,
+        pinned=server.pinned))
 
 
 async def unload(request: Request) -> Response:
     core: Core = request.app.state.core
-    name = parse(s.UnloadBody, await json_object(request)).model_name
+    name = parse(bodies.UnloadBody, await json_object(request)).model_name
     if name is not None:
         await core.router.unload(name)
-        return reply(s.Done(message=f"unloaded {name}"))
+        return reply(replies.Done(message=f"unloaded {name}"))
     await core.router.unload_all()
-    return reply(s.Done(message="unloaded all models"))
+    return reply(replies.Done(message="unloaded all models"))
 
 
-def _pull_target(core: Core, body: s.PullBody) -> ModelInfo:
+def _pull_target(core: Core, body: bodies.PullBody) -> ModelInfo:
     name = body.model_name
     if body.checkpoint is None:
         existing = core.models.get(name)
@@ -93,30 +95,30 @@ def _pull_target(core: Core, body: s.PullBody) -> ModelInfo:
 
 async def pull(request: Request) -> Response:
     core: Core = request.app.state.core
-    body = parse(s.PullBody, await json_object(request))
+    body = parse(bodies.PullBody, await json_object(request))
     model = _pull_target(core, body)
 
-    async def run(progress: ProgressCallback | None) -> s.PullResult:
+    async def run(progress: ProgressCallback | None) -> replies.PullResult:
         path = await core.models.pull(model, progress)
-        return s.PullResult(model_name=model.name, path=str(path))
+        return replies.PullResult(model_name=model.name, path=str(path))
 
     if not body.stream:
         result = await run(None)
-        return reply(s.Pulled(**result.model_dump()))
+        return reply(replies.Pulled(**result.model_dump()))
     return StreamingResponse(_progress_events(run), media_type="text/event-stream",
                              headers=SSE_HEADERS)
 
 
 async def delete(request: Request) -> Response:
     core: Core = request.app.state.core
-    name = parse(s.DeleteBody, await json_object(request)).model_name
+    name = parse(bodies.DeleteBody, await json_object(request)).model_name
     model = core.models.get(name)
     if model is None:
         raise ApiError(f"model {name!r} not found", 422, code="model_not_found")
     if core.router.loaded(name) is not None:
         await core.router.unload(name)
     core.models.delete(model)
-    return reply(s.Done(message=f"deleted {model.name}"))
+    return reply(replies.Done(message=f"deleted {model.name}"))
 
 
 async def metrics(request: Request) -> Response:
@@ -146,7 +148,7 @@ def tier_notice(tier: Tier) -> str:
                                "risk"}.get(tier, "")
 
 
-def _backend_name(body: s.UninstallBody) -> str:
+def _backend_name(body: bodies.UninstallBody) -> str:
     backend, recipe = body.backend, body.recipe
     return backend if ":" in backend or not recipe else f"{recipe}:{backend}"
 
@@ -154,9 +156,9 @@ def _backend_name(body: s.UninstallBody) -> str:
 async def install(request: Request) -> Response:
     """Install a backend (or ``runtime:therock``); with ``stream`` an SSE progress stream."""
     core: Core = request.app.state.core
-    body = parse(s.InstallBody, await json_object(request))
+    body = parse(bodies.InstallBody, await json_object(request))
     name, consent = _backend_name(body), body.consent
-    trusted = [s.TrustedArtifact.model_validate(t.as_dict())
+    trusted = [replies.TrustedArtifact.model_validate(t.as_dict())
                for t in await core.backends.trust_download(name)] if body.trust_download \
         else []
     status = None if name == THEROCK else core.backends.status(*core.backends.lookup(name))
@@ -169,45 +171,45 @@ async def install(request: Request) -> Response:
             await core.backends.ensure_installed(status)  # raises the 403 that says how
 
     async def run(progress: ProgressCallback | None
-                  ) -> s.BackendInstallResult | s.RuntimeInstallResult:
+                  ) -> replies.BackendInstallResult | replies.RuntimeInstallResult:
         if status is None:
             decision = await core.backends.rocm.install(progress)
-            return s.RuntimeInstallResult(backend=THEROCK, state="installed",
-                                          runtime=decision.source, version=decision.version,
-                                          trusted=trusted)
+            return replies.RuntimeInstallResult(
+                backend=THEROCK, state="installed", runtime=decision.source,
+                version=decision.version, trusted=trusted)
         installed = await core.backends.ensure_installed(status, progress, consent=consent)
-        return s.BackendInstallResult(
+        return replies.BackendInstallResult(
             backend=name, state=installed.state, version=installed.version,
             tier=installed.backend.tier, notice=tier_notice(installed.backend.tier),
             trusted=trusted)
 
     if not body.stream:
         result = await run(None)
-        done = s.RuntimeInstalled if isinstance(result, s.RuntimeInstallResult) \
-            else s.BackendInstalled
+        done = replies.RuntimeInstalled if isinstance(result, replies.RuntimeInstallResult) \
+            else replies.BackendInstalled
         return reply(done(**result.model_dump()))
     return StreamingResponse(_progress_events(run), media_type="text/event-stream",
                              headers=SSE_HEADERS)
 
 
 async def _progress_events(
-    run: Callable[[ProgressCallback], Awaitable[s.Reply]]
+    run: Callable[[ProgressCallback], Awaitable[replies.Reply]]
 ) -> AsyncIterator[bytes]:
     """Run ``run`` and stream its byte progress, then ``complete`` or ``error``."""
-    send, receive = anyio.create_memory_object_stream[tuple[str, s.Reply]](64)
+    send, receive = anyio.create_memory_object_stream[tuple[str, replies.Reply]](64)
 
     def progress(done: int, total: int) -> None:
         pct = round(100 * done / total, 1) if total else 0.0
         with contextlib.suppress(anyio.WouldBlock):  # drop a tick rather than block
-            send.send_nowait(("progress", s.Progress(bytes_downloaded=done,
-                                                     bytes_total=total, percent=pct)))
+            send.send_nowait(("progress", replies.Progress(
+                bytes_downloaded=done, bytes_total=total, percent=pct)))
 
     async def main() -> None:
         async with send:
             try:
                 result = await run(progress)
             except Exception as exc:  # noqa: BLE001 - reported to the client as an event
-                await send.send(("error", s.StreamError(error=str(exc))))
+                await send.send(("error", replies.StreamError(error=str(exc))))
             else:
                 await send.send(("complete", result))
 
@@ -219,39 +221,39 @@ async def _progress_events(
 
 async def uninstall(request: Request) -> Response:
     core: Core = request.app.state.core
-    name = _backend_name(parse(s.UninstallBody, await json_object(request)))
+    name = _backend_name(parse(bodies.UninstallBody, await json_object(request)))
     if name != THEROCK:
         core.backends.lookup(name)
     for server in list(core.router.servers.values()):
         if f"{server.recipe.name}:{server.backend.name}" == name:
             await core.router.unload(server.model.name)
     removed = await core.backends.uninstall(name)
-    return reply(s.Uninstalled(backend=name, removed=removed))
+    return reply(replies.Uninstalled(backend=name, removed=removed))
 
 
-def system_info_data(core: Core) -> s.SystemInfo:
-    devices: dict[DeviceKind, list[s.HostDeviceInfo]] = {}
+def system_info_data(core: Core) -> replies.SystemInfo:
+    devices: dict[DeviceKind, list[replies.HostDeviceInfo]] = {}
     for d in core.host.devices:
         devices.setdefault(d.kind, []).append(
-            s.HostDeviceInfo(name=d.name, family=d.family, index=d.index))
-    recipes: dict[str, s.RecipeInfo] = {}
+            replies.HostDeviceInfo(name=d.name, family=d.family, index=d.index))
+    recipes: dict[str, replies.RecipeInfo] = {}
     for recipe in core.plugins.registry.recipes.values():
         statuses = core.backends.statuses(recipe)
         supported = [st for st in statuses if st.state is not BackendState.UNSUPPORTED]
         default = next((st for st in supported if st.state is BackendState.INSTALLED),
                        supported[0] if supported else None)
-        recipes[recipe.name] = s.RecipeInfo(
+        recipes[recipe.name] = replies.RecipeInfo(
             display_name=recipe.display_name,
             plugin=core.plugins.registry.owners.get(recipe.name),
             default_backend=default.backend.name if default else None,
             default_device=recipe.default_device, slot_policy=recipe.slot_policy,
             options=list(recipe.options),
-            backends={st.backend.name: s.BackendInfo.model_validate(st.as_dict())
+            backends={st.backend.name: replies.BackendInfo.model_validate(st.as_dict())
                       for st in statuses})
-    return s.SystemInfo(version=__version__, os=core.host.os, devices=devices,
-                        recipes=recipes,
-                        plugins=[s.PluginInfo.model_validate(r.as_dict())
-                                 for r in core.plugins.records])
+    return replies.SystemInfo(
+        version=__version__, os=core.host.os, devices=devices, recipes=recipes,
+        plugins=[replies.PluginInfo.model_validate(r.as_dict())
+                 for r in core.plugins.records])
 
 
 async def system_info(request: Request) -> Response:

@@ -1,10 +1,10 @@
 """The route table and the OpenAPI 3.1 document generated from it.
 
 Each :class:`Operation` names its handler, what it accepts (a model of
-:mod:`lemoncore.api.schemas`) and what it answers per status; the app's routes
-(:func:`lemoncore.app.create_app`) and ``GET /openapi.json`` both come from
-:data:`OPERATIONS`, so an endpoint cannot be served without being documented, and the
-document says what the handlers validate and build.
+:mod:`lemoncore.api.bodies`) and what it answers per status (models of
+:mod:`lemoncore.api.replies`). The app's routes (:func:`lemoncore.app.create_app`) and
+``GET /openapi.json`` both come from :data:`OPERATIONS`: an endpoint cannot be served
+without being documented, and the document says what the handlers validate and build.
 """
 
 from __future__ import annotations
@@ -20,8 +20,7 @@ from pydantic.json_schema import JsonSchemaMode, models_json_schema
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from lemoncore.api import inference, manage
-from lemoncore.api import schemas as s
+from lemoncore.api import bodies, inference, manage, replies
 from lemoncore.api.guard import required_key
 
 Endpoint = Callable[[Request], Awaitable[Response]]
@@ -64,7 +63,7 @@ class Operation:
     summary: str
     prefix: str = ""  # OPENAI or LEMONADE: served under both; "": only as it is
     description: str = ""
-    body: type[s.Body] | None = None
+    body: type[bodies.Body] | None = None
     body_required: bool = True
     ok: Mapping[str, Media] = field(default_factory=dict)
     ok_description: str = "OK"
@@ -79,7 +78,7 @@ class Operation:
 
 
 def _progress_events(complete: Media) -> dict[str, Media]:
-    return {"progress": s.Progress, "complete": complete, "error": s.StreamError}
+    return {"progress": replies.Progress, "complete": complete, "error": replies.StreamError}
 
 
 _STREAMED = ("With `stream`, a `text/event-stream` of `progress` events (bytes of every "
@@ -98,7 +97,7 @@ async def serve(request: Request) -> Response:
 
 
 OPERATIONS: tuple[Operation, ...] = (
-    Operation("GET", "/live", manage.live, "Liveness", ok={"application/json": s.Live},
+    Operation("GET", "/live", manage.live, "Liveness", ok={"application/json": replies.Live},
               description="Needs no key, and answers browsers from any site."),
     Operation("GET", "/metrics", manage.metrics, "Prometheus metrics",
               ok={"text/plain": {"type": "string"}}, ok_description="Prometheus text "
@@ -113,59 +112,61 @@ OPERATIONS: tuple[Operation, ...] = (
                            "description": "Case-insensitive; `true`, `1` or `yes` lists "
                                           "every model",
                            "schema": {"type": "string", "enum": list(inference.FLAG)}},),
-              ok={"application/json": s.ModelList}, errors=(400,)),
+              ok={"application/json": replies.ModelList}, errors=(400,)),
     Operation("GET", "/models/{model_id:path}", inference.get_model, "A model",
               prefix=OPENAI, errors=(400, 404),
               parameters=({"name": "model_id", "in": "path", "required": True,
                            "schema": {"type": "string"}},),
-              ok={"application/json": s.ModelCard}),
+              ok={"application/json": replies.ModelCard}),
     Operation("POST", "/chat/completions", inference.chat_completions, "Chat completion",
-              prefix=OPENAI, body=s.ChatBody, ok=_INFERENCE_OK, errors=_INFERENCE_ERRORS,
+              prefix=OPENAI, body=bodies.ChatBody, ok=_INFERENCE_OK, errors=_INFERENCE_ERRORS,
               engine=True,
               description="Loads the model when needed. Usage on every non-streaming "
                           "answer and on streams with `stream_options.include_usage`; a "
                           "stream ends with `data: [DONE]`, or with an error frame when "
                           "the backend fails."),
     Operation("POST", "/completions", inference.completions, "Completion", prefix=OPENAI,
-              body=s.CompletionBody, ok=_INFERENCE_OK, errors=_INFERENCE_ERRORS, engine=True),
+              body=bodies.CompletionBody, ok=_INFERENCE_OK, errors=_INFERENCE_ERRORS, engine=True),
     Operation("POST", "/embeddings", inference.embeddings, "Embeddings", prefix=OPENAI,
-              body=s.EmbeddingBody, ok={"application/json": _ENGINE_ANSWER},
+              body=bodies.EmbeddingBody, ok={"application/json": _ENGINE_ANSWER},
               errors=_INFERENCE_ERRORS, engine=True,
               description="For models labelled `embeddings`."),
     Operation("GET", "/health", manage.health, "Loaded models", prefix=LEMONADE,
-              ok={"application/json": s.Health}),
-    Operation("POST", "/load", manage.load, "Load a model", prefix=LEMONADE, body=s.LoadBody,
-              ok={"application/json": (s.Loaded, s.LoadPlanReply)},
+              ok={"application/json": replies.Health}),
+    Operation("POST", "/load", manage.load, "Load a model", prefix=LEMONADE, body=bodies.LoadBody,
+              ok={"application/json": (replies.Loaded, replies.LoadPlanReply)},
               ok_description="Loaded, or with `dry_run` the plan",
               errors=(400, 403, 404, 409, 500, 502, 503),
               description="Only options the recipe and backend declare for requests; "
                           "`GET /api/v1/system-info` lists them with their types and "
                           "bounds."),
     Operation("POST", "/unload", manage.unload, "Unload a model, or all", prefix=LEMONADE,
-              body=s.UnloadBody, body_required=False, ok={"application/json": s.Done},
+              body=bodies.UnloadBody, body_required=False, ok={"application/json": replies.Done},
               errors=(400, 404)),
     Operation("POST", "/pull", manage.pull, "Download (and register) a model",
-              prefix=LEMONADE, body=s.PullBody, description=_STREAMED,
-              ok={"application/json": s.Pulled},
+              prefix=LEMONADE, body=bodies.PullBody, description=_STREAMED,
+              ok={"application/json": replies.Pulled},
               errors=(400, 403, 404, 502, 503),
-              events=_progress_events(s.PullResult)),
+              events=_progress_events(replies.PullResult)),
     Operation("POST", "/delete", manage.delete, "Remove a downloaded model",
-              prefix=LEMONADE, body=s.DeleteBody, ok={"application/json": s.Done},
+              prefix=LEMONADE, body=bodies.DeleteBody, ok={"application/json": replies.Done},
               errors=(400, 422)),
     Operation("POST", "/install", manage.install, "Install a backend", prefix=LEMONADE,
-              body=s.InstallBody,
+              body=bodies.InstallBody,
               description="Install a backend or `runtime:therock`. With "
                           '`"trust_download": true`, an artifact whose pin has no SHA-256 '
                           "is downloaded once and its SHA-256 pinned (trust on first use; "
                           "the answer lists what was trusted). " + _STREAMED,
-              ok={"application/json": (s.BackendInstalled, s.RuntimeInstalled)},
+              ok={"application/json": (replies.BackendInstalled, replies.RuntimeInstalled)},
               errors=(400, 403, 404, 503),
-              events=_progress_events((s.BackendInstallResult, s.RuntimeInstallResult))),
+              events=_progress_events((replies.BackendInstallResult,
+                                       replies.RuntimeInstallResult))),
     Operation("POST", "/uninstall", manage.uninstall, "Uninstall a backend",
-              prefix=LEMONADE, body=s.UninstallBody, ok={"application/json": s.Uninstalled},
+              prefix=LEMONADE, body=bodies.UninstallBody,
+              ok={"application/json": replies.Uninstalled},
               errors=(400, 404)),
     Operation("GET", "/system-info", manage.system_info, "Devices, recipes, plugins",
-              prefix=LEMONADE, ok={"application/json": s.SystemInfo},
+              prefix=LEMONADE, ok={"application/json": replies.SystemInfo},
               description="Devices, recipes with each backend's state, message and fix and "
                           "the options loads may set, and every plugin's load status."),
 )
@@ -194,7 +195,7 @@ def document() -> dict[str, Any]:
     """The OpenAPI 3.1 document of :data:`OPERATIONS` (built once)."""
     from lemoncore import __version__
 
-    keys: list[tuple[type[BaseModel], JsonSchemaMode]] = [(s.ErrorReply, "serialization")]
+    keys: list[tuple[type[BaseModel], JsonSchemaMode]] = [(replies.ErrorReply, "serialization")]
     for op in OPERATIONS:
         if op.body is not None:
             keys.append((op.body, "validation"))
@@ -239,7 +240,7 @@ def document() -> dict[str, Any]:
                 "application/json": {"schema": schema(op.body, "validation")}}}
         paths.setdefault(op.path, {})[op.method.lower()] = spec
 
-    error = refs[s.ErrorReply, "serialization"]
+    error = refs[replies.ErrorReply, "serialization"]
     return {
         "openapi": "3.1.0",
         "info": {"title": "lemoncore", "version": __version__, "description": DESCRIPTION},

@@ -1,0 +1,266 @@
+"""The HTTP API's answers as pydantic models, and :func:`reply`.
+
+Handlers build their answers from these models; :mod:`lemoncore.api.openapi` generates
+the OpenAPI document's response schemas from them. A reply forbids fields it does not
+declare, so a handler that answers more than the document says fails the tests
+(``tests/test_fuzz.py`` checks every answer against the document).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from starlette.responses import JSONResponse
+
+from lemoncore.backend_status import BackendState
+from lemoncore.recipes import (
+    Device,
+    DeviceKind,
+    Format,
+    ModelType,
+    OptionSpec,
+    SlotPolicy,
+    Tier,
+)
+
+
+class Reply(BaseModel):
+    """An answer: only the fields it declares."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+def reply(answer: Reply, status: int = 200, *, exclude_none: bool = False) -> JSONResponse:
+    return JSONResponse(answer.model_dump(mode="json", exclude_none=exclude_none), status)
+
+
+class ErrorDetail(BaseModel):
+    """OpenAI's error object. lemoncore's own codes are strings; an engine's 4xx error
+    passes through with its own fields (llama-server's `code` is the HTTP status)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    message: str
+    type: str
+    code: str | int | None = None
+    param: str | None = None
+
+
+class ErrorReply(Reply):
+    error: ErrorDetail
+
+
+class Live(Reply):
+    status: Literal["ok"]
+
+
+class BackendRef(Reply):
+    name: str
+    tier: Tier
+    format: Format
+
+
+class ModelCard(Reply):
+    id: str
+    object: Literal["model"] = "model"
+    created: int = 0
+    owned_by: str = "lemoncore"
+    checkpoint: str
+    recipe: str
+    backends: list[BackendRef]
+    downloaded: bool
+    suggested: bool
+    labels: list[str]
+    aliases: list[str]
+    recipe_options: dict[str, Any]
+    size_bytes: int | None = Field(None, description="Published sizes of its files, "
+                                   "summed; absent when unknown")
+
+
+class ModelList(Reply):
+    object: Literal["list"] = "list"
+    data: list[ModelCard]
+
+
+class LoadedModel(Reply):
+    model_name: str
+    checkpoint: str
+    recipe: str
+    backend: str
+    type: ModelType
+    device: Device
+    is_amd_gpu: bool
+    slot_policy: SlotPolicy
+    backend_url: str
+    pid: int | None
+    status: Literal["busy", "ready"]
+    pinned: bool
+    in_flight: int
+    queued: int
+    recipe_options: dict[str, Any]
+    launch_command: list[str]
+    peak_memory_bytes: int | None
+
+
+class Health(Reply):
+    status: Literal["ok"] = "ok"
+    version: str
+    model_loaded: str | None = Field(description="The most recently used model")
+    max_models: dict[ModelType, int]
+    all_models_loaded: list[LoadedModel]
+
+
+class Loaded(Reply):
+    status: Literal["success"] = "success"
+    model_name: str
+    checkpoint: str
+    recipe: str
+    backend: str
+    device: Device
+    pinned: bool
+
+
+class Eviction(Reply):
+    model_name: str
+    kind: str
+    reason: str
+
+
+class LoadPlanReply(Reply):
+    """What loading the model would do (`dry_run`): nothing was changed."""
+
+    model_name: str
+    recipe: str
+    backend: str
+    backend_state: BackendState
+    device: Device
+    is_amd_gpu: bool
+    slot_policy: SlotPolicy
+    options: dict[str, Any]
+    refused: str | None = Field(description="Why the load would be refused, if it would")
+    already_loaded: bool
+    evict: list[Eviction]
+    dry_run: Literal[True] = True
+
+
+class Done(Reply):
+    status: Literal["success"] = "success"
+    message: str
+
+
+class PullResult(Reply):
+    model_name: str
+    path: str
+
+
+class Pulled(PullResult):
+    status: Literal["success"] = "success"
+
+
+class TrustedArtifact(Reply):
+    name: str
+    version: str
+    url: str
+    sha256: str
+    size: int
+    date: str
+
+
+class BackendInstallResult(Reply):
+    backend: str
+    state: BackendState
+    version: str
+    tier: Tier
+    notice: str = Field(description="What the tier means for support; empty for core")
+    trusted: list[TrustedArtifact] = Field(description="Artifacts pinned by this install "
+                                           "(`trust_download`)")
+
+
+class RuntimeInstallResult(Reply):
+    backend: str = Field(description="`runtime:therock`")
+    state: Literal["installed"]
+    runtime: str
+    version: str
+    trusted: list[TrustedArtifact]
+
+
+class BackendInstalled(BackendInstallResult):
+    status: Literal["success"] = "success"
+
+
+class RuntimeInstalled(RuntimeInstallResult):
+    status: Literal["success"] = "success"
+
+
+class Uninstalled(Reply):
+    status: Literal["success"] = "success"
+    backend: str
+    removed: bool = Field(description="Whether there was an install to remove")
+
+
+class Progress(Reply):
+    """An SSE `progress` event: bytes of every file together."""
+
+    bytes_downloaded: int
+    bytes_total: int
+    percent: float
+
+
+class StreamError(Reply):
+    """An SSE `error` event: the pull or install failed."""
+
+    error: str
+
+
+class HostDeviceInfo(Reply):
+    name: str
+    family: str
+    index: int
+
+
+class SupportInfo(Reply):
+    os: list[str]
+    devices: dict[DeviceKind, list[str]]
+
+
+class BackendInfo(Reply):
+    state: BackendState
+    message: str
+    action: str = Field(description="The fix, when the backend needs one")
+    version: str
+    tier: Tier
+    format: Format
+    description: str
+    devices: list[DeviceKind]
+    support: list[SupportInfo]
+
+
+class RecipeInfo(Reply):
+    display_name: str
+    plugin: str | None
+    default_backend: str | None
+    default_device: Device
+    slot_policy: SlotPolicy
+    options: list[OptionSpec] = Field(description="Options loads and models may set")
+    backends: dict[str, BackendInfo]
+
+
+class PluginInfo(Reply):
+    name: str
+    status: Literal["loaded", "failed", "disabled"]
+    version: str
+    distribution: str
+    error: str
+    warnings: list[str]
+    recipes: list[str]
+    hooks: list[str]
+    tiers: dict[str, Tier] = Field(description="`recipe:backend` to the tier granted")
+
+
+class SystemInfo(Reply):
+    version: str
+    os: str
+    devices: dict[DeviceKind, list[HostDeviceInfo]]
+    recipes: dict[str, RecipeInfo]
+    plugins: list[PluginInfo]
