@@ -56,7 +56,7 @@ class RocmRuntime:
         return BackendState.INSTALLABLE, plan
 
     def system_rocm_found(self) -> bool:
-        return probe_system_rocm(self.host.os, os.environ) is not None
+        return bool(probe_system_rocm(self.host.os, os.environ))
 
     async def decide(self, on_progress: ProgressCallback | None = None) -> RuntimeDecision:
         """Choose TheRock or a compatible system ROCm once, install TheRock if that is the
