@@ -1,0 +1,44 @@
+"""The ``lemon`` command line (the console script and ``python -m lemoncore.cli``): this
+module builds the argparse tree from each area's ``add_*`` functions, in the order
+``lemon --help`` lists the commands, and :func:`main` dispatches to the chosen command.
+The commands live by area: :mod:`~lemoncore.cli.serving` (serve, explain),
+:mod:`~lemoncore.cli.plugins`, :mod:`~lemoncore.cli.backends` (backends, tiers),
+:mod:`~lemoncore.cli.lock` (lock, lock refresh), :mod:`~lemoncore.cli.models` (models,
+pull), :mod:`~lemoncore.cli.measure` (bench, launch), with shared helpers in
+:mod:`~lemoncore.cli.common`. Each command imports what it needs when it runs, so
+``lemon --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from lemoncore.cli import backends, lock, measure, models, plugins, serving
+from lemoncore.cli.common import progress_bar
+from lemoncore.cli.serving import serve_app
+
+__all__ = ["main", "parser", "progress_bar", "serve_app"]
+
+DESCRIPTION = "The ``lemon`` command line: serve, plugins, backends, models, pull."
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="lemon", description=DESCRIPTION)
+    sub = p.add_subparsers(dest="command", required=True)
+    for add in (serving.add_serve, plugins.add_plugins, backends.add_tiers,
+                backends.add_backends, measure.add_bench, measure.add_launch, lock.add_lock,
+                models.add_models, models.add_pull, serving.add_explain):
+        add(sub)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Everything after ``--`` goes to the launched agent untouched."""
+    words = list(sys.argv[1:] if argv is None else argv)
+    cut = words.index("--") if "--" in words else len(words)
+    args = parser().parse_args(words[:cut])
+    args.passthrough = words[cut + 1:]
+    result: int = args.func(args)
+    return result

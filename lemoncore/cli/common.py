@@ -1,0 +1,54 @@
+"""What every ``lemon`` command shares: the clock that startup time is measured from,
+turning parsed flags into :class:`~lemoncore.settings.Settings` and a built core, printing
+a result as JSON or as the command's own table, and the one-line download progress bar.
+Nothing here imports a plugin or a backend until a command asks for the core.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeAlias
+
+from lemoncore.settings import Settings
+
+if TYPE_CHECKING:
+    Subparsers: TypeAlias = argparse._SubParsersAction[argparse.ArgumentParser]
+    """What ``add_subparsers`` returns; each command module adds its parsers to it."""
+
+STARTED = time.perf_counter()
+
+
+def settings_from(args: argparse.Namespace) -> Settings:
+    flags = {k: v for k, v in vars(args).items()
+             if v is not None and k in Settings.model_fields}
+    return Settings(**flags)
+
+
+def core_from(args: argparse.Namespace) -> Any:
+    from lemoncore.core import build_core
+
+    return build_core(settings_from(args))
+
+
+def print_result(data: Any, as_json: bool, table: Callable[[], None]) -> None:
+    if as_json:
+        print(json.dumps(data, indent=2))
+    else:
+        table()
+
+
+def progress_bar(label: str) -> Callable[[int, int], None]:
+    """A one-line progress bar on stderr."""
+    def show(done: int, total: int) -> None:
+        if total:
+            filled = int(30 * done / total)
+            bar = f"[{'#' * filled}{'.' * (30 - filled)}] {100 * done / total:5.1f}% "
+        else:
+            bar = ""
+        print(f"\r{label} {bar}{done / 1e6:.1f}/{total / 1e6:.1f} MB", end="",
+              file=sys.stderr, flush=True)
+    return show

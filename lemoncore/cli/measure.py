@@ -1,0 +1,163 @@
+"""Commands that put a running server to work and compare targets (``MODEL@BACKEND``):
+``lemon bench`` measures TTFT and decode / prompt tokens per second, warm and cold;
+``lemon launch`` starts a coding agent wired to the server, or, with several models or
+backends (or ``--out``), runs it non-interactively once per target and tabulates the runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from lemoncore.cli.common import print_result
+from lemoncore.settings import Settings
+
+if TYPE_CHECKING:
+    from lemoncore.cli.common import Subparsers
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    """Measure models on a running server: TTFT, decode and prompt tokens/s, warm and cold."""
+    import os
+
+    import httpx
+
+    from lemoncore.bench import bench, targets
+
+    url = args.server or f"http://127.0.0.1:{Settings().port}"
+    key = os.environ.get("LEMON_ADMIN_API_KEY") or os.environ.get("LEMON_API_KEY")
+    try:
+        report = bench(url, targets(args.models, args.backend), args.reps,
+                       not args.warm_only, args.max_tokens, key)
+    except (httpx.HTTPError, RuntimeError) as exc:
+        print(f"benchmark against {url} failed: {exc}", file=sys.stderr)
+        return 1
+
+    def table() -> None:
+        print(f"{'model':<40} {'run':<6} {'TTFT p50 ms':>12} {'decode tok/s':>13} "
+              f"{'prompt tok/s':>13}   (p10-p90)")
+        for model, runs in report.items():
+            assert isinstance(runs, dict)
+            if "skipped" in runs:
+                print(f"{model:<40} skipped: {runs['skipped']}")
+                continue
+            if "peak_memory_mib" in runs:
+                print(f"{model:<40} peak host memory {runs.pop('peak_memory_mib')} MiB "
+                      "(GPU memory not counted)")
+            for run, r in runs.items():
+                t, d, p = r["ttft_ms"], r["decode_tps"], r["prompt_tps"]
+                print(f"{model:<40} {run:<6} {t['p50']:>12.1f} {d['p50']:>13.1f} "
+                      f"{p['p50']:>13.1f}   ({t['p10']:.0f}-{t['p90']:.0f} ms, "
+                      f"{d['p10']:.0f}-{d['p90']:.0f} tok/s)")
+
+    print_result(report, args.json, table)
+    return 0
+
+
+def cmd_launch(args: argparse.Namespace) -> int:
+    """Start a coding agent against this server; with several models or backends (or
+    ``--out``), run it non-interactively once per target and compare the runs."""
+    import datetime
+    import os
+    import shlex
+    import shutil
+    import subprocess
+
+    import httpx
+
+    from lemoncore.agent_runs import run_all
+    from lemoncore.agents import AGENTS, agent_command
+    from lemoncore.bench import client_for, select
+    from lemoncore.bench import targets as bench_targets
+
+    agent = AGENTS.get(args.agent)
+    if agent is None:
+        print(f"unknown agent {args.agent!r}; supported: {', '.join(sorted(AGENTS))}",
+              file=sys.stderr)
+        return 2
+    binary = shutil.which(agent.binary)
+    if binary is None:
+        print(f"{args.agent} is not installed; install it with: {agent.install}",
+              file=sys.stderr)
+        return 127
+    url = args.server or f"http://127.0.0.1:{Settings().port}"
+    ids = []
+    for model in args.model:
+        try:
+            found = httpx.get(f"{url}/v1/models/{model}", timeout=10)
+        except httpx.TransportError:
+            print(f"no lemoncore server at {url}; start one with 'lemon serve'", file=sys.stderr)
+            return 1
+        if found.status_code != 200:
+            print(found.json()["error"]["message"], file=sys.stderr)
+            return 1
+        ids.append(found.json()["id"])
+    extra = [*shlex.split(args.agent_args or ""), *args.passthrough]
+    key = os.environ.get("LEMON_API_KEY", "lemoncore")  # the agent's: never the admin key
+    admin = os.environ.get("LEMON_ADMIN_API_KEY") or os.environ.get("LEMON_API_KEY")
+    targets = [t for b in (args.backend or [None]) for t in bench_targets(ids, b)]
+    targets.sort(key=lambda t: ids.index(t.model))
+    if agent.note:
+        print(f"note: {args.agent} {agent.note}", file=sys.stderr)
+    if len(targets) == 1 and args.out is None:
+        try:
+            if targets[0].backend:
+                with client_for(admin) as client:
+                    select(client, url, targets[0])
+        except (httpx.HTTPError, RuntimeError) as exc:
+            print(exc, file=sys.stderr)
+            return 1
+        argv, env = agent_command(agent, f"{url}/v1", ids[0], key, extra)
+        return subprocess.run([binary, *argv[1:]], env={**os.environ, **env},
+                              check=False).returncode
+    if not extra:
+        print(f"{args.agent} needs its non-interactive form for comparison runs: "
+              f"{agent.batch}", file=sys.stderr)
+        return 2
+    stamp = datetime.datetime.now().strftime("%Y%m%dT%H%M%S")
+    out = Path(args.out or f"lemon-launch-{args.agent}-{stamp}")
+    rows = run_all(url, agent, binary, targets, extra, out, key, admin, args.timeout)
+
+    def table() -> None:
+        print(f"{'target':<40} {'exit':>5} {'wall s':>8} {'tokens':>8}  output")
+        for r in rows:
+            exit_code = "-" if r.get("exit_code") is None else r["exit_code"]
+            print(f"{r['target']:<40} {exit_code:>5} {r.get('wall_s', '-'):>8} "
+                  f"{r.get('tokens') or '-':>8}  {r.get('error') or r.get('output', '')}")
+        print(f"results: {out / 'results.json'}")
+
+    print_result(rows, args.json, table)
+    return 0 if all(r.get("exit_code") == 0 for r in rows) else 1
+
+
+def add_bench(sub: Subparsers) -> None:
+    bench_p = sub.add_parser("bench", help="measure models on a running server; "
+                                           "MODEL@BACKEND compares engines")
+    bench_p.add_argument("models", nargs="+", help="MODEL or MODEL@BACKEND")
+    bench_p.add_argument("--backend", help="backend for the models named without one")
+    bench_p.add_argument("--reps", type=int, default=5)
+    bench_p.add_argument("--max-tokens", dest="max_tokens", type=int, default=96)
+    bench_p.add_argument("--warm-only", action="store_true", help="skip cold starts")
+    bench_p.add_argument("--server", help="server URL (default: http://127.0.0.1:<port>)")
+    bench_p.add_argument("--json", action="store_true")
+    bench_p.set_defaults(func=cmd_bench)
+
+
+def add_launch(sub: Subparsers) -> None:
+    launch = sub.add_parser("launch", help="start a coding agent wired to this server; "
+                                           "arguments after -- go to the agent")
+    launch.add_argument("agent", help="opencode, pi, claude or codex")
+    launch.add_argument("-m", "--model", required=True, action="append",
+                        help="a model; repeat to compare models")
+    launch.add_argument("--backend", action="append",
+                        help="run on this backend; repeat to compare backends")
+    launch.add_argument("--agent-args", dest="agent_args",
+                        help='the agent\'s arguments, e.g. --agent-args="-p \'TASK\'"')
+    launch.add_argument("--out", type=Path, help="results directory (comparison runs)")
+    launch.add_argument("--timeout", type=float, default=1800,
+                        help="seconds one agent run may take (comparison runs)")
+    launch.add_argument("--server", help="server URL (default: http://127.0.0.1:<port>)")
+    launch.add_argument("--json", action="store_true")
+    launch.set_defaults(func=cmd_launch)

@@ -1,0 +1,141 @@
+"""Commands that face the HTTP server: ``lemon serve`` runs it (Hypercorn, with a graceful
+stop on SIGINT/SIGTERM, via :func:`serve_app`, which tests and other entry points reuse),
+and ``lemon explain`` asks a running one what loading a model would do, without doing it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+import time
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import structlog
+
+from lemoncore.cli.common import STARTED, print_result, settings_from
+from lemoncore.settings import Settings
+
+if TYPE_CHECKING:
+    from starlette.applications import Starlette
+
+    from lemoncore.cli.common import Subparsers
+
+log = structlog.get_logger("lemoncore.cli")
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from lemoncore.app import create_app
+    from lemoncore.logs import configure_logging
+
+    settings = settings_from(args)
+    configure_logging(settings.log_format, settings.log_level)
+    if settings.host not in {"127.0.0.1", "localhost", "::1"} and settings.api_key is None:
+        log.warning("binding beyond loopback without an API key: anyone who can reach this "
+                    "address can use the server; set LEMON_API_KEY", host=settings.host)
+    serve_app(create_app(settings))
+    return 0
+
+
+def serve_app(app: Starlette) -> None:
+    """Serve a :func:`~lemoncore.app.create_app` app with Hypercorn until SIGINT/SIGTERM.
+
+    On the signal the router refuses new requests and gives in-flight ones ``stop_grace``
+    seconds (streams then end with an error frame); Hypercorn's own grace is a second
+    longer, so those answers still reach their clients. Then every backend is stopped.
+    """
+    from hypercorn.asyncio import serve
+    from hypercorn.config import Config
+
+    from lemoncore.app import core_of
+
+    core = core_of(app)
+    settings = core.settings
+    config = Config()
+    config.bind = [f"{settings.host}:{settings.port}"]
+    config.accesslog = None
+    config.graceful_timeout = settings.stop_grace + 1
+
+    async def main() -> None:
+        stop = anyio.Event()
+        with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            async def watch() -> None:
+                async for _ in signals:
+                    core.router.begin_shutdown()
+                    stop.set()
+                    return
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(watch)
+                log.info("serving", url=f"http://{settings.host}:{settings.port}/v1",
+                         startup_seconds=round(time.perf_counter() - STARTED, 3))
+                await serve(app, config, shutdown_trigger=stop.wait)  # type: ignore[arg-type]
+                tg.cancel_scope.cancel()
+
+    anyio.run(main)
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    """Ask a running server what loading a model would do, without doing it."""
+    import httpx
+
+    options: dict[str, Any] = {}
+    for item in args.option:
+        key, _, value = item.partition("=")
+        try:
+            options[key] = json.loads(value)
+        except ValueError:
+            options[key] = value
+    url = args.server or f"http://127.0.0.1:{Settings().port}"
+    try:
+        response = httpx.post(f"{url}/api/v1/load", timeout=30,
+                              json={"model_name": args.model, "dry_run": True, **options})
+    except httpx.TransportError as exc:
+        print(f"no lemoncore server at {url} ({exc}); start one with 'lemon serve'",
+              file=sys.stderr)
+        return 1
+    plan = response.json()
+    if response.status_code != 200:
+        print(plan["error"]["message"], file=sys.stderr)
+        return 1
+
+    def text() -> None:
+        print(f"{plan['model_name']}: {plan['recipe']}:{plan['backend']} "
+              f"({plan['backend_state']}) on {plan['device']}"
+              f"{' (AMD GPU)' if plan['is_amd_gpu'] else ''}, policy {plan['slot_policy']}")
+        print(f"  options: {json.dumps(plan['options'])}")
+        if plan["already_loaded"]:
+            print("  already loaded with these options: nothing to do")
+        elif plan["refused"]:
+            print(f"  refused: {plan['refused']}")
+        for e in plan["evict"]:
+            print(f"  evicts {e['model_name']} [{e['kind']}]: {e['reason']}")
+        if not plan["evict"] and not plan["refused"] and not plan["already_loaded"]:
+            print("  evicts nothing")
+
+    print_result(plan, args.json, text)
+    return 0
+
+
+def add_serve(sub: Subparsers) -> None:
+    serve = sub.add_parser("serve", help="run the HTTP server")
+    serve.add_argument("--host")
+    serve.add_argument("--port", type=int)
+    serve.add_argument("--max-loaded-models", dest="max_loaded_models", type=int)
+    serve.add_argument("--log-format", dest="log_format", choices=["console", "json"])
+    serve.add_argument("--log-level", dest="log_level",
+                       choices=["debug", "info", "warning", "error"])
+    serve.add_argument("--offline", action="store_true", default=None)
+    serve.set_defaults(func=cmd_serve)
+
+
+def add_explain(sub: Subparsers) -> None:
+    explain = sub.add_parser("explain", help="what loading MODEL would evict, and why")
+    explain.add_argument("model")
+    explain.add_argument("-o", "--option", action="append", default=[],
+                         help="a load option, e.g. -o backend=cpu -o ctx_size=8192")
+    explain.add_argument("--server", help="server URL (default: http://127.0.0.1:<port>)")
+    explain.add_argument("--json", action="store_true")
+    explain.set_defaults(func=cmd_explain)
