@@ -121,7 +121,7 @@ def _install(core: Any, target: str, yes: bool, trust_download: bool = False) ->
                       f"{core.backends.trust_file}:\n  {trusted.url}\n  SHA-256 "
                       f"{trusted.sha256}\n  {trusted.size} bytes", file=sys.stderr)
         if target == THEROCK:
-            decision = anyio.run(core.backends.install_therock, progress_bar(target))
+            decision = anyio.run(core.backends.rocm.install, progress_bar(target))
             print(f"\n{target}: ROCm runtime is {decision.source} {decision.version} at "
                   f"{decision.root}", file=sys.stderr)
             return 0
