@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import platform
-import subprocess
 import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -78,6 +77,8 @@ def gpus_from_names(names: list[str]) -> list[HostDevice]:
 
 
 def _windows_gpu_names() -> list[str]:
+    import subprocess  # here: plugins import this module, only Windows runs this
+
     try:
         powershell = Path(os.environ.get("SystemRoot", "C:/Windows"),
                           "System32/WindowsPowerShell/v1.0/powershell.exe")

@@ -1,19 +1,22 @@
-"""What plugins hand the core to install and start a backend: plain data only."""
+"""What plugins hand the core to install and start a backend: plain data, and the
+lifecycle every started server follows (:class:`Lifecycle`, :class:`ServerState`)."""
 
 from __future__ import annotations
 
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-import anyio.abc
-import httpx
-import structlog
-
-from lemoncore.errors import LaunchRefused, RequestRefused
+from lemoncore.errors import LaunchRefused, LemonError, RequestRefused
 from lemoncore.recipes import ModelInfo
+
+if TYPE_CHECKING:  # plugins import this module: no async or HTTP stack at import time
+    import anyio
+    import anyio.abc
+    import httpx
 
 __all__ = ["LaunchRefused", "RequestRefused"]  # plugin-facing, defined in lemoncore.errors
 
@@ -143,6 +146,21 @@ class Runner(Protocol):
     """A server a plugin starts and stops itself (a container), instead of a native
     process the core spawns from a :class:`LaunchSpec`. The core awaits it, proxies to
     ``base_url`` through ``transport`` (a unix socket, say), and never learns what it is.
+
+    Its life follows :class:`ServerState` (``starting → ready → draining → stopped``, or
+    ``crashed`` when it ends without being asked to); subclassing :class:`Lifecycle`
+    provides everything below about that life (``state``, ``exited``, ``crashed``,
+    ``alive``, ``on_exit``, ``last_lines``), so a runner only has to call
+    :meth:`Lifecycle.mark_ready` when :meth:`start` succeeds, :meth:`Lifecycle.begin_stop`
+    first thing in :meth:`stop`, and :meth:`Lifecycle.mark_exited` once it has ended,
+    whichever way. The core relies on:
+
+    * :meth:`start` returns once ``base_url`` answers, or raises (``StartError``,
+      ``LaunchRefused``) after cleaning up what it started;
+    * ``exited`` is set, and every ``on_exit`` callback called once, when the server
+      has ended, with ``crashed`` already telling whether it ended on its own;
+    * :meth:`stop` ends the server (waiting at most about ``grace`` seconds before
+      forcing it) and may be called more than once, or after a crash.
     """
 
     name: str
@@ -152,21 +170,28 @@ class Runner(Protocol):
     last_lines: deque[str]
 
     @property
+    def state(self) -> ServerState:
+        """Where the server is in its life."""
+
+    @property
     def pid(self) -> int | None: ...
 
     @property
     def returncode(self) -> int | None: ...
 
     @property
-    def alive(self) -> bool: ...
+    def alive(self) -> bool:
+        """Started and not ended (also while draining)."""
 
     @property
-    def crashed(self) -> bool: ...
+    def crashed(self) -> bool:
+        """Ended without a stop being asked for."""
 
     @property
     def argv(self) -> tuple[str, ...]: ...
 
-    def on_exit(self, callback: Callable[[Any], None]) -> None: ...
+    def on_exit(self, callback: Callable[[Any], None]) -> None:
+        """Call ``callback(runner)`` once the server has ended."""
 
     def peak_memory(self) -> int | None:
         """Peak host memory in bytes the server has used (``None`` where unknown)."""
@@ -176,38 +201,141 @@ class Runner(Protocol):
     async def stop(self, grace: float) -> None: ...
 
 
-class ExitTracking:
-    """The part of a :class:`Runner` about its end: ``exited``, ``crashed``, ``on_exit``
-    callbacks, the last lines of output. A subclass sets ``_stopping`` before a stop it
-    asks for and calls :meth:`_mark_exited` when the server ends."""
+class ServerState(StrEnum):
+    """The life of a server, native process or container.
 
-    name: str
+    ``starting``: launched (or being launched), not answering yet. ``ready``: its start
+    succeeded and it serves. ``draining``: a stop was asked for; it may still answer
+    what is in flight until it ends. ``stopped``: it ended after a stop was asked for.
+    ``crashed``: it ended without one (an engine that died, while starting or serving).
+    ``stopped`` and ``crashed`` are final.
+    """
+
+    STARTING = "starting"
+    READY = "ready"
+    DRAINING = "draining"
+    STOPPED = "stopped"
+    CRASHED = "crashed"
+
+    @property
+    def ended(self) -> bool:
+        return self in (ServerState.STOPPED, ServerState.CRASHED)
+
+
+#: Every allowed transition, from → to. A start that fails because the server ended is
+#: ``starting → crashed``; one the core gives up on (a timeout, a cancelled load) and
+#: stops is ``starting → draining → stopped``.
+TRANSITIONS: Mapping[ServerState, frozenset[ServerState]] = {
+    ServerState.STARTING: frozenset({ServerState.READY, ServerState.DRAINING,
+                                     ServerState.CRASHED}),
+    ServerState.READY: frozenset({ServerState.DRAINING, ServerState.CRASHED}),
+    ServerState.DRAINING: frozenset({ServerState.STOPPED}),
+    ServerState.STOPPED: frozenset(),
+    ServerState.CRASHED: frozenset(),
+}
+
+
+class IllegalTransition(LemonError):
+    """A server was moved between two states that :data:`TRANSITIONS` does not connect:
+    a bug in the code driving it (a runner marking ready after its stop began, say)."""
+
+    code = "illegal_server_transition"
+
+    def __init__(self, name: str, from_: ServerState, to: ServerState) -> None:
+        allowed = ", ".join(sorted(TRANSITIONS[from_])) or "none: it has ended"
+        super().__init__(f"server {name or '?'}: illegal transition {from_} -> {to} "
+                         f"(allowed from {from_}: {allowed})")
+        self.from_, self.to = from_, to
+
+
+class Lifecycle:
+    """The state machine of one server (:class:`ServerState`, :data:`TRANSITIONS`),
+    shared by lemoncore's native processes and plugins' runners: subclass it and drive it
+    with :meth:`mark_ready`, :meth:`begin_stop` and :meth:`mark_exited`. It also keeps
+    the last lines of the server's output (``last_lines``) for error messages.
+
+    Create it inside the event loop's thread (``exited`` is an ``anyio.Event``); its
+    methods are not thread-safe and are called from that loop.
+    """
+
+    name: str = ""
 
     def __init__(self) -> None:
+        import anyio  # here, not at module level: plugins import this module
+
         self.exited = anyio.Event()
         self.last_lines: deque[str] = deque(maxlen=30)
-        self._stopping = False
+        self._state = ServerState.STARTING
         self._on_exit: list[Callable[[Any], None]] = []
 
     @property
+    def state(self) -> ServerState:
+        """Where the server is in its life; starts as ``starting``."""
+        return self._state
+
+    @property
+    def alive(self) -> bool:
+        """Not ended yet (``starting``, ``ready`` or ``draining``)."""
+        return not self._state.ended
+
+    @property
     def crashed(self) -> bool:
-        """Exited without being asked to stop."""
-        return self.exited.is_set() and not self._stopping
+        """Ended without a stop being asked for (``crashed``)."""
+        return self._state is ServerState.CRASHED
+
+    @property
+    def stopping(self) -> bool:
+        """A stop was asked for (``draining`` or ``stopped``)."""
+        return self._state in (ServerState.DRAINING, ServerState.STOPPED)
 
     def on_exit(self, callback: Callable[[Any], None]) -> None:
+        """Call ``callback(self)`` when the server ends (after ``state`` and ``exited``
+        say so), once; a callback added after the end is not called."""
         self._on_exit.append(callback)
 
-    def _mark_exited(self, **why: Any) -> None:
-        """Record the end once: set ``exited``, warn unless a stop was asked for, call
-        the ``on_exit`` callbacks."""
-        if self.exited.is_set():
-            return
+    def mark_ready(self) -> None:
+        """The start succeeded: ``starting → ready``. Raises :class:`IllegalTransition`
+        from any other state (a stop or an end came first: the start must fail)."""
+        self._move(ServerState.READY)
+
+    def begin_stop(self) -> bool:
+        """A stop is asked for: ``starting`` or ``ready`` → ``draining``, so the end that
+        follows is ``stopped``, not ``crashed``. Call it before stopping the server (the
+        core may call it earlier, when it takes the server out of service and lets the
+        requests in flight finish before :meth:`Runner.stop`).
+        Returns whether this call began the stop: ``False`` when one already had, or the
+        server has already ended (nothing to stop; a crash stays a crash)."""
+        if self._state in (ServerState.STARTING, ServerState.READY):
+            self._move(ServerState.DRAINING)
+            return True
+        return False
+
+    def mark_exited(self, **why: Any) -> bool:
+        """The server has ended: ``draining → stopped``, else (no stop asked for)
+        ``starting``/``ready`` → ``crashed``, logged as a warning with ``why``. Sets
+        ``exited`` and calls the ``on_exit`` callbacks. Only the first call counts: it
+        returns ``False`` when the end was already recorded."""
+        if self._state.ended:
+            return False
+        was = self._state
+        self._move(ServerState.STOPPED if was is ServerState.DRAINING else ServerState.CRASHED)
         self.exited.set()
-        if not self._stopping:
+        if self.crashed:
+            import structlog
+
             structlog.get_logger("lemoncore.launch").warning(
-                "backend exited", model=self.name, **why)
+                "backend exited", model=self.name, was=was.value, **why)
         for callback in self._on_exit:
             callback(self)
+        return True
+
+    def _move(self, to: ServerState) -> None:
+        if to not in TRANSITIONS[self._state]:
+            raise IllegalTransition(self.name, self._state, to)
+        self._state = to
+
+
+ExitTracking = Lifecycle  # the name before the state machine; use Lifecycle
 
 
 StartupTask = Callable[[], Awaitable[None]]

@@ -21,7 +21,6 @@ import json
 import platform
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
@@ -119,6 +118,8 @@ def platform_key(os_name: str) -> str:
 
 def load_lock(plugin_locks: Iterable[tuple[str, Mapping[str, Any]]],
               admin_files: Iterable[Path]) -> Lock:
+    from importlib.resources import files  # here: plugins import this module
+
     lock = Lock()
     core = json.loads(files("lemoncore").joinpath("data/lock.json").read_text())
     lock.merge(core, "lemoncore")

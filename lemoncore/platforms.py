@@ -1,32 +1,64 @@
 """Operating-system specifics, behind one small interface.
 
 :class:`Posix` (Linux, macOS): children start in their own session, die with lemoncore
-through ``PR_SET_PDEATHSIG`` (Linux) and are stopped with SIGTERM then SIGKILL to their
-process group. :class:`Windows`: children start in their own process group inside a Job
-object created with kill-on-close, so they die when lemoncore's process ends however it
-ends. A console control event reaches only processes attached to the sender's console,
-so a child shares lemoncore's console when it has one and is stopped with CTRL_BREAK_EVENT
-to its group (VTE unloads and exits 0 on SIGBREAK: ``http_server.py``
-``_install_signal_handlers``), then the job is terminated; without a console (a service,
-``pythonw``) the child gets none either (``CREATE_NO_WINDOW``: no window pops up), no
-event can reach it, and the job is terminated at once. Directory defaults follow each
-OS's conventions.
+through ``PR_SET_PDEATHSIG`` (Linux: set by a tiny exec helper, :data:`DIE_WITH_PARENT`,
+not by a ``preexec_fn``, which CPython documents as unsafe while threads run) and are
+stopped with SIGTERM then SIGKILL to their process group. :class:`Windows`: children
+start in their own process group inside a Job object created with kill-on-close, so they
+die when lemoncore's process ends however it ends. A console control event reaches only
+processes attached to the sender's console, so a child shares lemoncore's console when it
+has one and is stopped with CTRL_BREAK_EVENT to its group (VTE unloads and exits 0 on
+SIGBREAK: ``http_server.py`` ``_install_signal_handlers``), then the job is terminated;
+without a console (a service, ``pythonw``) the child gets none either
+(``CREATE_NO_WINDOW``: no window pops up), no event can reach it, and the job is
+terminated at once. Directory defaults follow each OS's conventions.
 """
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
-import ctypes.util
 import os
 import signal
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+#: The exec helper (``python -I -S -c DIE_WITH_PARENT PARENT_PID ARGV...``): asks the
+#: kernel to SIGKILL this process when the thread that spawned it ends (Linux
+#: ``PR_SET_PDEATHSIG``, kept across ``execve`` except into set-user-ID programs), exits if
+#: that parent already ended before the request (it would never be signalled), restores
+#: the signal dispositions Python's start-up changed (as ``subprocess`` does for
+#: ``restore_signals``), then replaces itself with ARGV, keeping its pid, session,
+#: environment and working directory. All of it runs after ``exec`` in a fresh
+#: single-threaded interpreter, so nothing depends on the state of the spawning process's
+#: other threads, unlike a ``preexec_fn``. It imports ``_signal``, not ``signal`` (whose
+#: ``enum`` import would double its start-up time).
+DIE_WITH_PARENT = """\
+import _signal, ctypes, os, sys
+parent, argv = int(sys.argv[1]), sys.argv[2:]
+if ctypes.CDLL(None, use_errno=True).prctl(1, _signal.SIGKILL):  # PR_SET_PDEATHSIG
+    print("lemoncore: PR_SET_PDEATHSIG failed:", os.strerror(ctypes.get_errno()),
+          file=sys.stderr)
+if os.getppid() != parent:
+    os._exit(125)
+for name in ("SIGPIPE", "SIGXFZ", "SIGXFSZ"):
+    if hasattr(_signal, name):
+        _signal.signal(getattr(_signal, name), _signal.SIG_DFL)
+try:
+    os.execvp(argv[0], argv)
+except OSError as exc:
+    print(f"lemoncore: cannot run {argv[0]}: {exc.strerror}", file=sys.stderr)
+    os._exit(127)
+"""
+
 
 class ProcessPlatform(Protocol):
+    def command(self, argv: Sequence[str]) -> list[str]:
+        """What to execute for ``argv``: ``argv`` itself, or a wrapper that ends in
+        executing it (same pid, environment and working directory)."""
+
     def spawn_options(self) -> dict[str, Any]:
         """Extra keyword arguments for ``asyncio.create_subprocess_exec``."""
 
@@ -45,19 +77,20 @@ class ProcessPlatform(Protocol):
 
 
 class Posix:
-    def __init__(self, linux: bool = sys.platform == "linux") -> None:
-        self._libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True) \
-            if linux else None
+    def __init__(self, linux: bool = sys.platform == "linux",
+                 python: str | None = sys.executable) -> None:
+        self._helper = python if linux and python else None  # macOS: no pdeathsig
+
+    def command(self, argv: Sequence[str]) -> list[str]:
+        """On Linux, ``argv`` through the :data:`DIE_WITH_PARENT` exec helper (a few ms
+        of interpreter start-up per launch); elsewhere ``argv``."""
+        if self._helper is None:
+            return list(argv)
+        return [self._helper, "-I", "-S", "-c", DIE_WITH_PARENT, str(os.getpid()), *argv]
 
     def spawn_options(self) -> dict[str, Any]:
-        options: dict[str, Any] = {"start_new_session": True}
-        if self._libc is not None:
-            options["preexec_fn"] = self._die_with_parent
-        return options
-
-    def _die_with_parent(self) -> None:  # runs in the child between fork and exec
-        assert self._libc is not None
-        self._libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        """Its own session: its pid is its process group's, which stops signal."""
+        return {"start_new_session": True}
 
     def adopt(self, pid: int) -> None:
         pass
@@ -96,6 +129,9 @@ class Windows:
     def __init__(self, kernel32: Any = None) -> None:
         self._kernel32 = kernel32
         self._jobs: dict[int, int] = {}
+
+    def command(self, argv: Sequence[str]) -> list[str]:
+        return list(argv)  # the job object ties its lifetime to lemoncore's
 
     def spawn_options(self) -> dict[str, Any]:
         """Own process group; lemoncore's console shared when it has one (no new window

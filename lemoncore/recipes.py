@@ -70,7 +70,9 @@ class ModelType(StrEnum):
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # defer_build: each model's validator is built on its first use (a plugin's load),
+    # not when a plugin merely imports this module (tests/test_import_budget.py)
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
 
 class SupportRow(_Frozen):

@@ -1,6 +1,9 @@
 """Child backend processes: spawn, readiness, log capture, exit watch, stop.
 
-Each :class:`BackendProcess` is the one owner of one child. Children run in their own
+Each :class:`BackendProcess` is the one owner of one child, and drives its
+:class:`~lemoncore.launch.Lifecycle`: ``starting`` from the spawn, ``ready`` when the
+health endpoint answers, ``draining`` when :meth:`BackendProcess.stop` begins, then
+``stopped``, or ``crashed`` when the child ends on its own. Children run in their own
 session or process group (so a terminal's Ctrl-C reaches only lemoncore, which stops
 them in order) and die with lemoncore if it dies without stopping them: how is the
 platform's business (``lemoncore.platforms``). The supervisor uses asyncio subprocesses:
@@ -19,7 +22,7 @@ import httpx
 import structlog
 
 from lemoncore.errors import LemonError
-from lemoncore.launch import ExitTracking, LaunchSpec
+from lemoncore.launch import LaunchSpec, Lifecycle
 from lemoncore.platforms import ProcessPlatform, current
 
 log = structlog.get_logger("lemoncore.supervisor")
@@ -67,7 +70,7 @@ async def wait_healthy(client: httpx.AsyncClient, url: str, exited: anyio.Event,
     return False
 
 
-class BackendProcess(ExitTracking):
+class BackendProcess(Lifecycle):
     """A started backend: ``base_url`` serves the OpenAI API once :meth:`start` returns."""
 
     def __init__(self, name: str, spec: LaunchSpec, host: str, port: int) -> None:
@@ -76,6 +79,7 @@ class BackendProcess(ExitTracking):
         self.base_url = f"http://{host}:{port}"
         self.transport: httpx.AsyncBaseTransport | None = None
         self._proc: asyncio.subprocess.Process | None = None
+        self._output_read = anyio.Event()  # the child's output reached its end
 
     @property
     def argv(self) -> tuple[str, ...]:
@@ -104,15 +108,21 @@ class BackendProcess(ExitTracking):
 
     @property
     def alive(self) -> bool:
-        return self._proc is not None and not self.exited.is_set()
+        """Spawned and not ended."""
+        return self._proc is not None and super().alive
 
     async def start(self, task_group: anyio.abc.TaskGroup, ready_within: float) -> None:
-        """Spawn, then return when the health endpoint answers 200; raise StartError."""
+        """Spawn, then return when the health endpoint answers 200 (``ready``); raise
+        StartError (the child stopped, or ``crashed`` if it ended on its own)."""
         env = {**os.environ, **self.spec.env}
-        self._proc = await asyncio.create_subprocess_exec(
-            *self.spec.argv, env=env, cwd=self.spec.cwd, stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-            **PLATFORM.spawn_options())
+        try:
+            self._proc = await asyncio.create_subprocess_exec(
+                *PLATFORM.command(self.spec.argv), env=env, cwd=self.spec.cwd,
+                stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.STDOUT, **PLATFORM.spawn_options())
+        except BaseException as exc:
+            self.mark_exited(error=repr(exc))  # starting -> crashed: nothing ran
+            raise
         PLATFORM.adopt(self._proc.pid)
         log.info("backend starting", model=self.name, pid=self._proc.pid,
                  argv=" ".join(self.spec.argv))
@@ -120,6 +130,7 @@ class BackendProcess(ExitTracking):
         task_group.start_soon(self._watch_exit)
         try:
             await self._wait_ready(ready_within)
+            self.mark_ready()
         except BaseException:
             with anyio.CancelScope(shield=True):
                 await self.stop(grace=1)
@@ -129,35 +140,40 @@ class BackendProcess(ExitTracking):
         async with httpx.AsyncClient(timeout=2) as client:
             ready = await wait_healthy(client, self.base_url + self.spec.health_path,
                                        self.exited, ready_within)
-        if ready:
+        if ready and not self.exited.is_set():
             return
-        tail = "\n".join(self.last_lines)
         if not self.exited.is_set():
             raise StartError(f"{self.name}: not ready after {ready_within:.0f} s. "
-                             f"Last output:\n{tail}")
+                             f"Last output:\n" + "\n".join(self.last_lines))
+        with anyio.move_on_after(1):  # its last words, which say why
+            await self._output_read.wait()
         raise StartError(f"{self.name}: backend exited with code {self.returncode} while "
-                         f"starting. Last output:\n{tail}")
+                         f"starting. Last output:\n" + "\n".join(self.last_lines))
 
     async def _pump_logs(self) -> None:
         assert self._proc is not None and self._proc.stdout is not None
-        async for raw in self._proc.stdout:
-            line = raw.decode(errors="replace").rstrip()
-            if line:
-                self.last_lines.append(line)
-                log.info(line, model=self.name, source="backend")
+        try:
+            async for raw in self._proc.stdout:
+                line = raw.decode(errors="replace").rstrip()
+                if line:
+                    self.last_lines.append(line)
+                    log.info(line, model=self.name, source="backend")
+        finally:
+            self._output_read.set()
 
     async def _watch_exit(self) -> None:
         assert self._proc is not None
         code = await self._proc.wait()
         PLATFORM.release(self._proc.pid)
-        self._mark_exited(pid=self._proc.pid, code=code)
+        self.mark_exited(pid=self._proc.pid, code=code)
 
     async def stop(self, grace: float) -> None:
-        """Ask the child to stop, force it after ``grace`` seconds; wait for it."""
+        """Ask the child to stop (``draining``), force it after ``grace`` seconds; wait
+        for it (``stopped``). Nothing to do once it has ended."""
         proc = self._proc
         if proc is None or proc.returncode is not None:
             return
-        self._stopping = True
+        self.begin_stop()  # False when the router already began it
         if PLATFORM.request_stop(proc.pid):
             with anyio.move_on_after(grace):
                 await proc.wait()
@@ -165,4 +181,5 @@ class BackendProcess(ExitTracking):
             log.warning("backend did not stop in time; killing", model=self.name, pid=self.pid)
             PLATFORM.force_stop(proc.pid)
             await proc.wait()
+        self.mark_exited(pid=proc.pid, code=proc.returncode)  # unless _watch_exit did
         log.info("backend stopped", model=self.name, pid=self.pid)

@@ -12,8 +12,6 @@ refused. A pin that has a hash (from a plugin or the administrator) is never ove
 
 from __future__ import annotations
 
-import datetime
-import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,6 +43,9 @@ class Trusted:
 
 def measure(path: Path, name: str, version: str, url: str) -> Trusted:
     """The SHA-256 and size of a downloaded file, dated today (UTC)."""
+    import datetime  # here, with hashlib: plugins import this module (through the lock)
+    import hashlib
+
     sha = hashlib.sha256()
     with path.open("rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):

@@ -1,14 +1,24 @@
-"""Both process platforms' decisions, checked on Linux (CI has no Windows)."""
+"""Both process platforms' decisions, checked on Linux (CI has no Windows), and the
+POSIX ones with real processes."""
 
 from __future__ import annotations
 
 import ctypes
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from lemoncore.platforms import (
     CREATE_NEW_PROCESS_GROUP,
     CREATE_NO_WINDOW,
+    DIE_WITH_PARENT,
     JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE,
     Posix,
     Windows,
@@ -16,12 +26,129 @@ from lemoncore.platforms import (
     path_list,
 )
 
+linux_only = pytest.mark.skipif(sys.platform != "linux", reason="PR_SET_PDEATHSIG is Linux's")
+
 
 def test_posix_children_get_their_own_session_and_die_with_the_server() -> None:
-    options = Posix(linux=True).spawn_options()
-    assert options["start_new_session"] is True
-    assert callable(options["preexec_fn"])
-    assert "preexec_fn" not in Posix(linux=False).spawn_options()  # macOS: no pdeathsig
+    """No ``preexec_fn`` (unsafe while threads run): a session of its own, and on Linux
+    the exec helper in front of the engine's argv."""
+    linux = Posix(linux=True, python="/usr/bin/python3")
+    assert linux.spawn_options() == {"start_new_session": True}
+    assert linux.command(["llama-server", "-m", "a b.gguf"]) == [
+        "/usr/bin/python3", "-I", "-S", "-c", DIE_WITH_PARENT, str(os.getpid()),
+        "llama-server", "-m", "a b.gguf"]
+    macos = Posix(linux=False)  # no pdeathsig there
+    assert macos.spawn_options() == {"start_new_session": True}
+    assert macos.command(["llama-server"]) == ["llama-server"]
+    assert Posix(linux=True, python="").command(["x"]) == ["x"]  # no interpreter to run
+
+
+def spawn(argv: list[str], **options: Any) -> subprocess.Popen[str]:
+    posix = Posix()
+    return subprocess.Popen(posix.command(argv), stdout=subprocess.PIPE, text=True,
+                            **posix.spawn_options(), **options)
+
+
+@linux_only
+def test_the_engine_gets_its_argv_env_cwd_and_own_session_through_the_helper(
+        tmp_path: Path) -> None:
+    report = ("import json, os, sys; print(json.dumps({'argv': sys.argv[1:], "
+              "'cwd': os.getcwd(), 'env': os.environ.get('ENGINE_KEY'), 'pid': os.getpid(), "
+              "'sid': os.getsid(0), 'pgid': os.getpgid(0), 'ppid': os.getppid()}))")
+    argv = ["--model", "a model.gguf", "ünïcode", "", "--flag=$HOME"]
+    child = spawn([sys.executable, "-c", report, *argv], cwd=tmp_path,
+                  env={**os.environ, "ENGINE_KEY": "secret"})
+    out, _ = child.communicate(timeout=30)
+    seen = json.loads(out)
+    assert child.returncode == 0
+    assert seen["argv"] == argv
+    assert (seen["cwd"], seen["env"]) == (str(tmp_path), "secret")
+    assert seen["pid"] == child.pid  # the helper exec'd the engine: one process
+    assert seen["sid"] == seen["pgid"] == child.pid  # its own session and group
+    assert seen["ppid"] == os.getpid()
+
+
+@linux_only
+def test_the_engine_gets_default_signal_dispositions() -> None:
+    """Python ignores SIGPIPE; the helper restores it before exec, as subprocess's
+    ``restore_signals`` does, so an engine writing to a closed pipe dies as it would."""
+    child = spawn(["grep", "SigIgn", "/proc/self/status"])
+    out, _ = child.communicate(timeout=30)
+    ignored = int(out.split()[1], 16)
+    assert not ignored & (1 << (signal.SIGPIPE - 1))
+    assert not ignored & (1 << (signal.SIGXFSZ - 1))
+
+
+INTERMEDIATE = """\
+import subprocess, sys, threading, time
+from lemoncore.platforms import Posix
+threading.Thread(target=time.sleep, args=(60,), daemon=True).start()  # threads run
+posix = Posix()
+child = subprocess.Popen(posix.command(["sleep", "60"]), **posix.spawn_options())
+print(child.pid, flush=True)
+time.sleep(60)
+"""
+
+
+def gone(pid: int) -> bool:
+    """Ended: no such process, or a zombie nobody has reaped yet."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+def program(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0]
+    except FileNotFoundError:
+        return b""
+
+
+def within(seconds: float, condition: Any) -> bool:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+@linux_only
+def test_the_engine_dies_when_the_process_that_started_it_is_killed() -> None:
+    """SIGKILL leaves the parent no chance to stop its children: the kernel does it."""
+    with subprocess.Popen([sys.executable, "-c", INTERMEDIATE], stdout=subprocess.PIPE,
+                          text=True) as parent:
+        try:
+            assert parent.stdout is not None
+            engine = int(parent.stdout.readline())
+            assert within(10, lambda: program(engine) == b"sleep")  # past the helper
+            assert os.getsid(engine) == engine
+            parent.kill()
+            parent.wait()
+            assert within(10, lambda: gone(engine))
+        finally:
+            parent.kill()
+
+
+@linux_only
+def test_the_helper_runs_nothing_once_its_parent_has_already_died(tmp_path: Path) -> None:
+    """Had lemoncore died between the fork and the helper's prctl, no signal would ever
+    come: the helper sees another parent and exits before exec."""
+    marker = tmp_path / "ran"
+    helper = [sys.executable, "-I", "-S", "-c", DIE_WITH_PARENT, str(os.getpid() + 1_000_000),
+              "touch", str(marker)]
+    assert subprocess.run(helper, check=False, timeout=30).returncode == 125
+    assert not marker.exists()
+
+
+@linux_only
+def test_an_engine_that_cannot_run_is_reported_by_the_helper(tmp_path: Path) -> None:
+    child = spawn([str(tmp_path / "missing-engine")], stderr=subprocess.STDOUT)
+    out, _ = child.communicate(timeout=30)
+    assert child.returncode == 127
+    assert out == f"lemoncore: cannot run {tmp_path / 'missing-engine'}: " \
+                  "No such file or directory\n"
 
 
 class FakeKernel32:
@@ -82,6 +209,7 @@ def test_windows_stop_breaks_through_a_shared_console_else_ends_the_job_at_once(
     goes straight to the job, instead of waiting out the grace period for nothing."""
     console = FakeKernel32(console=0x1234)
     windows = Windows(console)
+    assert windows.command(["vte.exe", "--port", "1"]) == ["vte.exe", "--port", "1"]
     assert windows.spawn_options()["creationflags"] == CREATE_NEW_PROCESS_GROUP
     assert windows.request_stop(4242) is True
     assert console.calls == [("GenerateConsoleCtrlEvent", (1, 4242))]  # to its group

@@ -8,6 +8,12 @@ socket (:mod:`lemon_plugin_oci.sockets`) and probe health over it. While it runs
 check compares the running container's inspected configuration with what was launched:
 on a difference it logs the difference, removes the container and launches it again.
 Stop: ``stop``, then ``rm``.
+
+Its :class:`~lemoncore.launch.Lifecycle`: ``ready`` once the first container answers
+(a relaunch after drift stays ``ready``, requests waiting meanwhile), ``draining`` when
+:meth:`ContainerServer.stop` begins, ``stopped`` when it has ended; ``crashed`` when the
+container ends on its own, is replaced, or cannot be relaunched. A start that fails
+removes what it ran (``stopped``) unless the container had already ended (``crashed``).
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ import anyio.abc
 import httpx
 import structlog
 
-from lemoncore.launch import ExitTracking, LaunchRefused
+from lemoncore.launch import LaunchRefused, Lifecycle, ServerState
 from lemoncore.supervisor import StartError, wait_healthy
 
 from lemon_plugin_oci import memory
@@ -41,7 +47,7 @@ DRIFT_CHECK_SECONDS = 1.0
 ENGINE_ENV = ("container=", "HOSTNAME=", "TERM=")
 
 
-class ContainerServer(ExitTracking):
+class ContainerServer(Lifecycle):
     def __init__(self, model: str, engine: Engine, ref: ImageRef, image_id: str,
                  contract: LaunchContract, inputs: Inputs, sockets: SocketDirs,
                  present_devices: frozenset[str], memory_check_gib: float | None) -> None:
@@ -84,13 +90,17 @@ class ContainerServer(ExitTracking):
     @property
     def alive(self) -> bool:
         """Started and not ended; a relaunch after drift keeps it alive."""
-        return bool(self._launched) and not self.exited.is_set()
+        return bool(self._launched) and super().alive
 
     async def start(self, task_group: anyio.abc.TaskGroup, ready_within: float) -> None:
         try:
             await self._start(task_group, ready_within)
-        except BaseException:
+            self.mark_ready()
+        except BaseException as exc:
             self.sockets.remove()
+            if not self.container_id:
+                self.begin_stop()  # nothing ran: refused, not crashed
+            self._finish(f"start failed: {exc}")  # unless its end is already recorded
             raise
 
     async def _start(self, task_group: anyio.abc.TaskGroup, ready_within: float) -> None:
@@ -140,6 +150,8 @@ class ContainerServer(ExitTracking):
             await self._ready(ready_within, ended)
             self._serving.set()
         except BaseException:
+            if self.state is ServerState.STARTING and not ended.is_set():
+                self.begin_stop()  # the first start gives up: its end is a stop
             with anyio.CancelScope(shield=True):
                 await self._remove(self.container_id, grace=1)
             raise
@@ -178,7 +190,7 @@ class ContainerServer(ExitTracking):
     async def _replacement(self) -> str:
         """If another container now holds our name, say how it differs and remove it."""
         code, out, _ = await run(self.engine, "container", "inspect", self.inputs.name)
-        if code != 0 or self._stopping:
+        if code != 0 or self.stopping:
             return ""
         squatter = json.loads(out)[0]
         if squatter["Id"] == self.container_id:
@@ -190,10 +202,11 @@ class ContainerServer(ExitTracking):
                 f"{' with ' + ' '.join(extra) if extra else ''}; it was removed")
 
     def _finish(self, reason: str) -> None:
-        if self.exited.is_set():
+        """Record the end (once): ``stopped`` after :meth:`stop` began, else ``crashed``."""
+        if self.state.ended:
             return
         self.reason = reason
-        self._mark_exited(reason=reason)
+        self.mark_exited(reason=reason)
 
     async def _pump_logs(self, container: str) -> None:
         process = await anyio.open_process([self.engine.exe, "logs", "-f", container],
@@ -215,7 +228,7 @@ class ContainerServer(ExitTracking):
             await anyio.sleep(DRIFT_CHECK_SECONDS)
             container = self.container_id
             state = await self._inspect(container)
-            if state is None or not state.get("State", {}).get("Running") or self._stopping \
+            if state is None or not state.get("State", {}).get("Running") or self.stopping \
                     or container != self.container_id:
                 continue  # ending: _wait reports it
             differences = drift(self._launched, launched_config(state, self._pid))
@@ -223,7 +236,7 @@ class ContainerServer(ExitTracking):
             if differences:
                 await self._relaunch(container, differences, task_group, ready_within)
 
-    def _lifecycle(self) -> anyio.Lock:
+    def _exclusive(self) -> anyio.Lock:
         if self._lock is None:  # made in the event loop, not in the (sync) launch hook
             self._lock = anyio.Lock()
         return self._lock
@@ -249,8 +262,8 @@ class ContainerServer(ExitTracking):
                         task_group: anyio.abc.TaskGroup, ready_within: float) -> None:
         """Remove the container and launch it again (the image verified again) while
         requests wait; a stop cancels it."""
-        async with self._lifecycle():
-            if self._stopping:
+        async with self._exclusive():
+            if self.stopping:
                 return
             log.warning("container drift; relaunching", model=self.name,
                         differences=differences)
@@ -271,11 +284,13 @@ class ContainerServer(ExitTracking):
                     self._serving.set()  # waiting requests go on, or fail at once
 
     async def stop(self, grace: float) -> None:
-        self._stopping = True
+        """Remove the container (``draining``, then ``stopped``); after a crash, clean up
+        what is left (a crash stays a crash)."""
+        self.begin_stop()
         if self._relaunch_scope is not None:
             self._relaunch_scope.cancel()
         self._serving.set()
-        async with self._lifecycle():
+        async with self._exclusive():
             await self._remove(self.container_id, grace)
         with anyio.move_on_after(5):
             await self.exited.wait()
