@@ -158,9 +158,11 @@ def launch(
     only the owner is asked: ``None`` does not defer, the load fails ("no plugin launches
     recipe:backend"). A ``LaunchSpec`` (argv, env, health path) is a native process the
     core spawns and supervises; it polls the health path until it answers 200. A
-    ``Runner`` can subclass ``lemoncore.launch.ExitTracking`` for its end-of-life
-    bookkeeping (``exited``, ``crashed``, ``on_exit``; call ``_mark_exited()`` once when
-    it ends), as the OCI plugin's containers and lemoncore's own processes do.
+    ``Runner`` can subclass ``lemoncore.launch.Lifecycle``, the state machine
+    ``starting -> ready -> draining -> stopped | crashed`` (``state``, ``exited``,
+    ``crashed``, ``on_exit``; call ``mark_ready()`` when started, ``begin_stop()`` before
+    stopping, ``mark_exited()`` once it has ended), as the OCI plugin's containers and
+    lemoncore's own processes do.
 
     ``context`` has the model file (resolved, inside a model directory), the
     request-scope ``options`` and the admin-scope ``config``, the install directory,
