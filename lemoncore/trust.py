@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lemoncore.jsonfile import write_json
+
 TRUST_FILE = "trusted-lock.json"
 
 
@@ -64,7 +66,4 @@ def save(trust_file: Path, new: list[Trusted]) -> None:
     """Add ``new`` to the file (replacing entries of the same URL), atomically."""
     urls = {t.url for t in new}
     entries = [t for t in load(trust_file) if t.url not in urls] + new
-    trust_file.parent.mkdir(parents=True, exist_ok=True)
-    tmp = trust_file.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"trusted": [t.as_dict() for t in entries]}, indent=2) + "\n")
-    tmp.replace(trust_file)
+    write_json(trust_file, {"trusted": [t.as_dict() for t in entries]})
