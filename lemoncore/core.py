@@ -7,13 +7,14 @@ from dataclasses import dataclass
 
 import structlog
 
-from lemoncore import refresh, trust
-from lemoncore.backends import Backends
+from lemoncore import trust
 from lemoncore.hosts import HostInfo, detect_host
+from lemoncore.installs import refresh
+from lemoncore.installs.backends import Backends
 from lemoncore.lock import load_lock
 from lemoncore.models import ModelStore
 from lemoncore.plugins import PluginHost, load_plugins
-from lemoncore.router import Router
+from lemoncore.serving.router import Router
 from lemoncore.settings import Settings
 
 

@@ -69,3 +69,9 @@ class PluginError(LemonError):
     """A plugin broke the contract; the message names the plugin and the fix."""
 
     code = "plugin_error"
+
+
+class InstallError(LemonError):
+    """An install was refused or failed; nothing was changed. The message names the fix."""
+
+    status, type, code = 503, "backend_error", "backend_install_failed"

@@ -20,6 +20,9 @@ if TYPE_CHECKING:  # plugins import this module: no async or HTTP stack at impor
 
 __all__ = ["LaunchRefused", "RequestRefused"]  # plugin-facing, defined in lemoncore.errors
 
+# Reports (bytes done, bytes total) while something downloads.
+ProgressCallback = Callable[[int, int], None]
+
 
 @dataclass(frozen=True)
 class Artifact:
@@ -93,7 +96,7 @@ class Installer(Protocol):
     beside the plan in ``install.json``.
     """
 
-    async def install(self, on_progress: Callable[[int, int], None] | None) -> Installed: ...
+    async def install(self, on_progress: ProgressCallback | None) -> Installed: ...
 
     async def uninstall(self) -> None: ...
 

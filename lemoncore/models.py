@@ -28,8 +28,8 @@ from huggingface_hub import constants as hf_constants
 from huggingface_hub.utils.tqdm import tqdm as hf_tqdm
 
 from lemoncore.errors import LemonError
-from lemoncore.install import ProgressCallback
 from lemoncore.jsonfile import read_json, write_json
+from lemoncore.launch import ProgressCallback
 from lemoncore.recipes import ModelInfo
 
 

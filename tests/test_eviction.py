@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from lemoncore.eviction import Incoming, Resident, decide
 from lemoncore.recipes import Device, ModelType, SlotPolicy
+from lemoncore.serving.eviction import Incoming, Resident, decide
 
 LLM, EMB = ModelType.LLM, ModelType.EMBEDDING
 STD, XGPU, XNPU, COEX, UNMET = (SlotPolicy.STANDARD, SlotPolicy.EXCLUSIVE_GPU,

@@ -25,7 +25,7 @@ import pytest
 PLUGIN_API = ("lemoncore.hookspecs", "lemoncore.recipes", "lemoncore.launch",
               "lemoncore.errors")
 HEAVY = ("starlette", "httpx", "huggingface_hub", "hypercorn", "anyio", "structlog",
-         "pydantic_settings", "lemoncore.app", "lemoncore.router", "lemoncore.settings")
+         "pydantic_settings", "lemoncore.app", "lemoncore.serving.router", "lemoncore.settings")
 BASELINE = ("from pydantic import BaseModel, ConfigDict, Field, field_validator, "
             "model_validator; import pluggy")
 OWN_BUDGET_S = 0.1

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from lemoncore import install as engine
-from lemoncore.install import InstallError, install_plan, installed_record
+from lemoncore.installs import install as engine
+from lemoncore.installs.install import InstallError, install_plan, installed_record
 from lemoncore.launch import Artifact, InstallPlan
 
 pytestmark = pytest.mark.anyio

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from lemoncore.backends import Backends
 from lemoncore.hosts import HostDevice, HostInfo
+from lemoncore.installs.backends import Backends
 from lemoncore.lock import Lock
 from lemoncore.options import Layer, OptionError, check, check_args, declared, resolve, selector
 from lemoncore.plugins import PluginHost

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from lemoncore.rocm import (
+from lemoncore.installs.rocm import (
     RocmUnavailable,
     RuntimeDecision,
     SystemRocm,

@@ -32,7 +32,7 @@ from lemoncore.recipes import (
     SlotPolicy,
     SupportRow,
 )
-from lemoncore.router import Router
+from lemoncore.serving.router import Router
 
 pytestmark = pytest.mark.anyio
 

@@ -14,13 +14,10 @@ import httpx
 import pytest
 
 from lemoncore import Settings, create_app, hookimpl
-from lemoncore.admission import CRASH_LOOP_FAILURES, WEDGED_AFTER, Admission, Refused
-from lemoncore.backends import Backends, BackendState, BackendStatus
 from lemoncore.core import build_core
-from lemoncore.eviction import Resident
 from lemoncore.hosts import HostDevice, HostInfo
+from lemoncore.installs.backends import Backends, BackendState, BackendStatus
 from lemoncore.launch import InstallPlan, LaunchContext, LaunchSpec
-from lemoncore.planner import Facts, Loaded, plan
 from lemoncore.recipes import (
     Backend,
     Device,
@@ -31,6 +28,9 @@ from lemoncore.recipes import (
     SlotPolicy,
     SupportRow,
 )
+from lemoncore.serving.admission import CRASH_LOOP_FAILURES, WEDGED_AFTER, Admission, Refused
+from lemoncore.serving.eviction import Resident
+from lemoncore.serving.planner import Facts, Loaded, plan
 from lemoncore.supervisor import StartError
 
 HOST = HostInfo("linux", (HostDevice(DeviceKind.CPU, "cpu"),))

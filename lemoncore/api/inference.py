@@ -17,12 +17,12 @@ from lemoncore.api import bodies, replies
 from lemoncore.api.bodies import parse
 from lemoncore.api.errors import ApiError, json_object
 from lemoncore.api.replies import reply
-from lemoncore.backends import BackendState
 from lemoncore.core import Core
 from lemoncore.errors import error_body
-from lemoncore.forwarding import exchange
-from lemoncore.proxy import SSERelay
+from lemoncore.installs.backends import BackendState
 from lemoncore.recipes import ModelInfo, ModelType, Tier
+from lemoncore.serving.forwarding import exchange
+from lemoncore.serving.proxy import SSERelay
 
 
 def model_card(core: Core, model: ModelInfo) -> replies.ModelCard:

@@ -15,12 +15,12 @@ from lemoncore.api import bodies, replies
 from lemoncore.api.bodies import parse
 from lemoncore.api.errors import ApiError, json_object
 from lemoncore.api.replies import reply
-from lemoncore.backends import THEROCK, BackendState
 from lemoncore.core import Core
-from lemoncore.install import ProgressCallback
+from lemoncore.installs.backends import THEROCK, BackendState
+from lemoncore.launch import ProgressCallback
 from lemoncore.options import SELECTOR, Layer, check, declared, granted_flags, selector
-from lemoncore.proxy import SSE_HEADERS
 from lemoncore.recipes import RESERVED_OPTION_NAMES, DeviceKind, ModelInfo, ModelType, Tier
+from lemoncore.serving.proxy import SSE_HEADERS
 
 LOAD_CONTROL_FIELDS = RESERVED_OPTION_NAMES - {SELECTOR}  # `backend` selects; the rest steer
 

@@ -13,7 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.responses import JSONResponse
 
-from lemoncore.backend_status import BackendState
+from lemoncore.installs.backend_status import BackendState
 from lemoncore.recipes import (
     Device,
     DeviceKind,

@@ -110,8 +110,8 @@ def _migrate(core: Any, name: str | None, yes: bool, as_json: bool) -> int:
 
 def _install(core: Any, target: str, yes: bool, trust_download: bool = False) -> int:
     from lemoncore.api.manage import tier_notice
-    from lemoncore.backends import THEROCK, BackendError
-    from lemoncore.install import InstallError
+    from lemoncore.errors import InstallError
+    from lemoncore.installs.backends import THEROCK, BackendError
 
     try:
         if trust_download:

@@ -40,8 +40,8 @@ def cmd_lock(args: argparse.Namespace) -> int:
 def _refresh(core: Any, targets: list[str], yes: bool, check: bool, as_json: bool) -> int:
     """Show old -> new per pin; record the new ones only on the administrator's word;
     ``check``: exit 1 when a pin is stale or a publisher could not be asked (for CI)."""
-    from lemoncore import refresh
-    from lemoncore.backends import BackendError
+    from lemoncore.installs import refresh
+    from lemoncore.installs.backends import BackendError
     from lemoncore.plugins import PluginError
 
     try:

@@ -6,7 +6,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from lemoncore.install import InstallError
+from lemoncore.errors import InstallError
 from lemoncore.launch import Installed
 
 from lemon_plugin_oci import model_label

@@ -1,8 +1,9 @@
-"""Sequences a load: gather facts, plan (:mod:`lemoncore.planner`), refuse or admit
-(:mod:`lemoncore.admission`), make room as :mod:`lemoncore.eviction` decides
-(:mod:`lemoncore.fleet` evicts), start (:mod:`lemoncore.launcher`). Loads are serialised
-by one lock (so concurrent first requests for a model spawn it once); requests for loaded
-models never take it.
+"""Sequences a load: gather facts, plan (:mod:`~lemoncore.serving.planner`), refuse or
+admit (:mod:`~lemoncore.serving.admission`), make room as
+:mod:`~lemoncore.serving.eviction` decides (:mod:`~lemoncore.serving.fleet` evicts),
+start (:mod:`~lemoncore.serving.launcher`). Loads are serialised by one lock (so
+concurrent first requests for a model spawn it once); requests for loaded models never
+take it.
 """
 
 from __future__ import annotations
@@ -18,21 +19,21 @@ import anyio
 import anyio.abc
 import structlog
 
-from lemoncore.admission import Admission, Refused
-from lemoncore.backends import Backends
 from lemoncore.errors import LaunchRefused, LemonError
-from lemoncore.eviction import Eviction, Incoming, after_failed_start
-from lemoncore.fleet import Fleet
 from lemoncore.hosts import HostInfo
-from lemoncore.launcher import Launcher, LoadedServer
+from lemoncore.installs.backends import Backends
 from lemoncore.models import ModelStore
-from lemoncore.planner import Facts, Loaded, LoadPlan, plan
 from lemoncore.plugins import PluginHost
 from lemoncore.recipes import ModelInfo
+from lemoncore.serving.admission import Admission, Refused
+from lemoncore.serving.eviction import Eviction, Incoming, after_failed_start
+from lemoncore.serving.fleet import Fleet
+from lemoncore.serving.launcher import Launcher, LoadedServer
+from lemoncore.serving.planner import Facts, Loaded, LoadPlan, plan
 from lemoncore.settings import Settings
 from lemoncore.supervisor import StartError
 
-log = structlog.get_logger("lemoncore.router")
+log = structlog.get_logger("lemoncore.serving.router")
 
 class RouterError(LemonError):
     """A model cannot be found, loaded or unloaded."""

@@ -1,5 +1,5 @@
 """The ROCm runtime a ROCm backend runs on: TheRock (pinned, installed by lemoncore) or a
-compatible system ROCm, chosen once at install (:func:`lemoncore.rocm.resolve_rocm`) and
+compatible system ROCm, chosen once at install (:func:`lemoncore.installs.rocm.resolve_rocm`) and
 recorded; a launch reads only the record."""
 
 from __future__ import annotations
@@ -8,24 +8,23 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from lemoncore.backend_status import BackendError, BackendState, check_online, trust_fix
 from lemoncore.hosts import HostInfo
-from lemoncore.install import (
+from lemoncore.installs.backend_status import BackendError, BackendState, check_online, trust_fix
+from lemoncore.installs.install import (
     InstallError,
-    ProgressCallback,
     install_plan,
     installed_record,
     record_of,
 )
-from lemoncore.launch import InstallPlan
-from lemoncore.lock import Lock
-from lemoncore.rocm import (
+from lemoncore.installs.rocm import (
     RocmUnavailable,
     RuntimeDecision,
     has_hip_runtime,
     probe_system_rocm,
     resolve_rocm,
 )
+from lemoncore.launch import InstallPlan, ProgressCallback
+from lemoncore.lock import Lock
 
 THEROCK = "runtime:therock"
 

@@ -16,25 +16,17 @@ import shutil
 import stat
 import tarfile
 import zipfile
-from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 import anyio
 import httpx
 
-from lemoncore.errors import LemonError
+from lemoncore.errors import InstallError as InstallError  # re-exported
 from lemoncore.jsonfile import write_json
-from lemoncore.launch import Artifact, InstallPlan
+from lemoncore.launch import Artifact, InstallPlan, ProgressCallback
 
 RECORD = "install.json"
-ProgressCallback = Callable[[int, int], None]
-
-
-class InstallError(LemonError):
-    """An install was refused or failed; nothing was changed. The message names the fix."""
-
-    status, type, code = 503, "backend_error", "backend_install_failed"
 
 
 def record_of(plan: InstallPlan) -> dict[str, Any]:

@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from lemoncore.backends import BackendStatus, choose
-from lemoncore.eviction import Decision, Incoming, Resident, decide
 from lemoncore.hosts import HostInfo
+from lemoncore.installs.backends import BackendStatus, choose
 from lemoncore.options import Layer, declared, resolve, selector
 from lemoncore.recipes import Backend, Device, ModelInfo, Recipe, SlotPolicy
+from lemoncore.serving.eviction import Decision, Incoming, Resident, decide
 
 
 class DecisionHooks(Protocol):
@@ -91,7 +91,7 @@ def plan(facts: Facts, request: Mapping[str, Any] | None, hooks: DecisionHooks,
          host: HostInfo, explicit: bool = True) -> LoadPlan:
     """The load of ``facts.model`` with ``request``'s options: its options (model
     defaults < saved < request, checked), backend, the plugins' device, AMD-ness and slot
-    policy answers, and the evictions :func:`lemoncore.eviction.decide` asks for. An
+    policy answers, and the evictions :func:`lemoncore.serving.eviction.decide` asks for. An
     ``explicit`` load (``/load``) of a model running otherwise reloads it; an implicit one
     (a request) uses it as it is."""
     model, recipe = facts.model, facts.recipe

@@ -1,6 +1,6 @@
 """The running servers: who runs what, evictions (drain, then stop), and what happens
 when a server crashes or wedges. The router decides what to load; this carries out the
-removals :mod:`lemoncore.eviction` decides and keeps the counts ``/metrics`` shows."""
+removals :mod:`lemoncore.serving.eviction` decides and keeps the counts ``/metrics`` shows."""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ import anyio
 import anyio.abc
 import structlog
 
-from lemoncore.admission import Admission
-from lemoncore.eviction import Decision, Eviction, wedged
-from lemoncore.launcher import LoadedServer
+from lemoncore.serving.admission import Admission
+from lemoncore.serving.eviction import Decision, Eviction, wedged
+from lemoncore.serving.launcher import LoadedServer
 
-log = structlog.get_logger("lemoncore.fleet")
+log = structlog.get_logger("lemoncore.serving.fleet")
 
 EVICTION_KINDS = ("lru", "exclusive_gpu", "exclusive_npu", "coexist_by_type", "reload",
                   "load_failure", "wedged", "unload")

@@ -15,10 +15,10 @@ import anyio
 import httpx
 
 from lemoncore.errors import LemonError
-from lemoncore.launcher import LoadedServer
-from lemoncore.proxy import CUT_AT_SHUTDOWN, BackendFailure, send_request
 from lemoncore.recipes import ModelInfo
-from lemoncore.router import Router
+from lemoncore.serving.launcher import LoadedServer
+from lemoncore.serving.proxy import CUT_AT_SHUTDOWN, BackendFailure, send_request
+from lemoncore.serving.router import Router
 
 # Back-off while a single-slot engine still works on an abandoned request.
 BUSY_RETRY_S, BUSY_RETRY_MAX_S = 0.05, 1.0

@@ -1,7 +1,7 @@
 """Who may use a server, and when: shutdown refusal and drain, each server's concurrency
 gate and queue, the crash-loop cooldown, and wedge detection fed by every request's
 outcome (streamed or not). Bookkeeping over plain state: no I/O, no eviction choices
-(those are :mod:`lemoncore.eviction`'s)."""
+(those are :mod:`lemoncore.serving.eviction`'s)."""
 
 from __future__ import annotations
 
@@ -15,11 +15,11 @@ import anyio
 import structlog
 
 from lemoncore.errors import LemonError
-from lemoncore.launcher import LoadedServer
+from lemoncore.serving.launcher import LoadedServer
 from lemoncore.settings import Settings
 from lemoncore.supervisor import StartError
 
-log = structlog.get_logger("lemoncore.admission")
+log = structlog.get_logger("lemoncore.serving.admission")
 
 # A backend that fails to start this many times in a row is held off, with a back-off
 # doubling from COOLDOWN_S up to COOLDOWN_MAX_S, instead of being respawned per request.

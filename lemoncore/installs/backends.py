@@ -1,6 +1,6 @@
-"""Backends on this machine: their status (:mod:`lemoncore.backend_status`, computed
+"""Backends on this machine: their status (:mod:`lemoncore.installs.backend_status`, computed
 here and cached for planning), install and uninstall, consent for experimental ones, trust
-on first use and pin refresh; the ROCm runtime lives in :mod:`lemoncore.rocm_runtime`.
+on first use and pin refresh; the ROCm runtime lives in :mod:`lemoncore.installs.rocm_runtime`.
 """
 
 from __future__ import annotations
@@ -16,15 +16,14 @@ from typing import Any
 import anyio
 
 from lemoncore import trust
-from lemoncore.backend_status import BackendError as BackendError
-from lemoncore.backend_status import BackendState as BackendState
-from lemoncore.backend_status import BackendStatus as BackendStatus
-from lemoncore.backend_status import check_online, trust_fix
-from lemoncore.backend_status import choose as choose
 from lemoncore.hosts import HostInfo
-from lemoncore.install import (
+from lemoncore.installs.backend_status import BackendError as BackendError
+from lemoncore.installs.backend_status import BackendState as BackendState
+from lemoncore.installs.backend_status import BackendStatus as BackendStatus
+from lemoncore.installs.backend_status import check_online, trust_fix
+from lemoncore.installs.backend_status import choose as choose
+from lemoncore.installs.install import (
     RECORD,
-    ProgressCallback,
     download,
     install_plan,
     installed_record,
@@ -33,15 +32,15 @@ from lemoncore.install import (
     restore_interrupted,
     uninstall,
 )
+from lemoncore.installs.refresh import Refresh
+from lemoncore.installs.rocm_runtime import THEROCK as THEROCK
+from lemoncore.installs.rocm_runtime import RocmRuntime
 from lemoncore.jsonfile import read_json, write_json
-from lemoncore.launch import InstallPlan
+from lemoncore.launch import InstallPlan, ProgressCallback
 from lemoncore.lock import Lock, platform_key
 from lemoncore.options import SELECTOR, Layer, OptionError, check, declared, resolve, selector
 from lemoncore.plugins import PluginHost
 from lemoncore.recipes import Backend, ModelInfo, Recipe, Tier
-from lemoncore.refresh import Refresh
-from lemoncore.rocm_runtime import THEROCK as THEROCK
-from lemoncore.rocm_runtime import RocmRuntime
 from lemoncore.settings import Settings
 
 # Backend statuses are recomputed at most this often for planning (sooner after changes).

@@ -16,20 +16,20 @@ import anyio.abc
 import httpx
 import structlog
 
-from lemoncore.backends import Backends
 from lemoncore.errors import LemonError
-from lemoncore.eviction import Resident
 from lemoncore.hosts import HostInfo
-from lemoncore.install import installed_record
+from lemoncore.installs.backends import Backends
+from lemoncore.installs.install import installed_record
 from lemoncore.launch import LaunchContext, LaunchSpec, Runner
 from lemoncore.models import ModelStore
-from lemoncore.planner import LoadPlan
 from lemoncore.plugins import PluginHost
 from lemoncore.recipes import Backend, Device, ModelInfo, Recipe, SlotPolicy
+from lemoncore.serving.eviction import Resident
+from lemoncore.serving.planner import LoadPlan
 from lemoncore.settings import Settings
 from lemoncore.supervisor import BackendProcess, free_port
 
-log = structlog.get_logger("lemoncore.launcher")
+log = structlog.get_logger("lemoncore.serving.launcher")
 
 BACKEND_HOST = "127.0.0.1"
 # No read limit: a long prefill or generation is legitimate; streams send heartbeats.
