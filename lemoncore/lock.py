@@ -16,13 +16,14 @@ administrator trusted that download on first use (:mod:`lemoncore.trust`, applie
 
 from __future__ import annotations
 
-import copy
 import json
 import platform
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from lemoncore.errors import LemonError
 from lemoncore.launch import Artifact
@@ -43,72 +44,102 @@ class Pin:
     artifacts: tuple[Artifact, ...]
 
 
+class LockedArtifact(BaseModel):
+    """One pinned download: ``url`` may contain ``{version}``; ``sha256`` may be null (see
+    above)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    url: str
+    sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
+    extract: bool = True
+    provenance: str = ""
+
+
+class LockEntry(BaseModel):
+    """A backend's (or runtime's) version and its artifacts per platform."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    version: str
+    platforms: dict[str, tuple[LockedArtifact, ...]]
+
+    def pin(self, platform_key: str) -> Pin | None:
+        if platform_key not in self.platforms:
+            return None
+        return Pin(self.version, tuple(
+            Artifact(a.url.format(version=self.version), a.sha256, a.extract, a.provenance)
+            for a in self.platforms[platform_key]))
+
+
+class LockData(BaseModel):
+    """A lock file, or a plugin's ``register_lock`` answer. Keys starting with ``_`` (a
+    ``_comment``) are ignored."""
+
+    model_config = ConfigDict(extra="forbid")
+    backends: dict[str, dict[str, LockEntry]] = Field(default_factory=dict)
+    runtimes: dict[str, LockEntry] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _drop_comments(cls, data: Any) -> Any:
+        if isinstance(data, Mapping):
+            return {k: v for k, v in data.items() if not str(k).startswith("_")}
+        return data
+
+
 @dataclass
 class Lock:
-    backends: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
-    runtimes: dict[str, dict[str, Any]] = field(default_factory=dict)
+    backends: dict[str, dict[str, LockEntry]] = field(default_factory=dict)
+    runtimes: dict[str, LockEntry] = field(default_factory=dict)
 
     def merge(self, data: Mapping[str, Any], source: str) -> None:
+        """Add ``data`` (checked), replacing earlier entries per backend and runtime."""
         try:
-            for recipe, backends in data.get("backends", {}).items():
-                for backend, entry in backends.items():
-                    _check_entry(entry)
-                    self.backends.setdefault(recipe, {})[backend] = copy.deepcopy(entry)
-            for name, entry in data.get("runtimes", {}).items():
-                _check_entry(entry)
-                self.runtimes[name] = copy.deepcopy(entry)
-        except (AttributeError, KeyError, TypeError, ValueError) as exc:
-            raise LockError(f"lock data from {source} is malformed: {exc}") from exc
+            checked = LockData.model_validate(data)
+        except ValidationError as exc:
+            why = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}"
+                            for e in exc.errors())
+            raise LockError(f"lock data from {source} is malformed: {why}") from None
+        for recipe, backends in checked.backends.items():
+            self.backends.setdefault(recipe, {}).update(backends)
+        self.runtimes.update(checked.runtimes)
 
     def adopt(self, trusted: Iterable[Trusted]) -> None:
         """Fill each hash-less artifact whose URL and version were trusted on first use."""
         by_url = {(t.url, t.version): t for t in trusted}
-        entries = [e for bs in self.backends.values() for e in bs.values()]
-        for entry in [*entries, *self.runtimes.values()]:
-            for artifacts in entry["platforms"].values():
-                for i, a in enumerate(artifacts):
-                    url = a["url"].format(version=entry["version"])
-                    if not a.get("sha256") and (t := by_url.get((url, entry["version"]))):
-                        artifacts[i] = {**a, "sha256": t.sha256, "provenance": t.provenance}
+
+        def filled(entry: LockEntry) -> LockEntry:
+            def one(a: LockedArtifact) -> LockedArtifact:
+                t = by_url.get((a.url.format(version=entry.version), entry.version))
+                return a if a.sha256 or t is None else \
+                    a.model_copy(update={"sha256": t.sha256, "provenance": t.provenance})
+            return entry.model_copy(update={"platforms": {
+                key: tuple(one(a) for a in arts) for key, arts in entry.platforms.items()}})
+
+        self.backends = {r: {b: filled(e) for b, e in bs.items()}
+                         for r, bs in self.backends.items()}
+        self.runtimes = {n: filled(e) for n, e in self.runtimes.items()}
+
+    def backend_entry(self, recipe: str, backend: str) -> LockEntry | None:
+        return self.backends.get(recipe, {}).get(backend)
 
     def backend_pin(self, recipe: str, backend: str, platform_key: str) -> Pin | None:
-        return _pin(self.backends.get(recipe, {}).get(backend), platform_key)
+        entry = self.backend_entry(recipe, backend)
+        return None if entry is None else entry.pin(platform_key)
 
     def runtime_pin(self, name: str, platform_key: str) -> Pin | None:
-        return _pin(self.runtimes.get(name), platform_key)
+        entry = self.runtimes.get(name)
+        return None if entry is None else entry.pin(platform_key)
 
     def artifacts(self) -> Iterable[tuple[str, str, str, Artifact]]:
         """Every pinned artifact as (kind/name, version, platform, artifact)."""
         entries = [(f"{r}:{b}", e) for r, bs in self.backends.items() for b, e in bs.items()]
         entries += [(f"runtime:{n}", e) for n, e in self.runtimes.items()]
         for name, entry in entries:
-            for key in entry["platforms"]:
-                pin = _pin(entry, key)
+            for key in entry.platforms:
+                pin = entry.pin(key)
                 assert pin is not None
                 for artifact in pin.artifacts:
                     yield name, pin.version, key, artifact
-
-
-def _check_entry(entry: Mapping[str, Any]) -> None:
-    if not isinstance(entry["version"], str):
-        raise ValueError("'version' must be a string")
-    for key, artifacts in entry["platforms"].items():
-        for a in artifacts:
-            if not isinstance(a["url"], str):
-                raise ValueError(f"{key}: artifact 'url' must be a string")
-            sha = a.get("sha256")
-            if sha is not None and (len(sha) != 64 or set(sha) - set("0123456789abcdef")):
-                raise ValueError(f"{key}: sha256 {sha!r} is not 64 lowercase hex digits")
-
-
-def _pin(entry: Mapping[str, Any] | None, platform_key: str) -> Pin | None:
-    if entry is None or platform_key not in entry["platforms"]:
-        return None
-    version = entry["version"]
-    return Pin(version, tuple(
-        Artifact(a["url"].format(version=version), a.get("sha256"), a.get("extract", True),
-                 a.get("provenance", ""))
-        for a in entry["platforms"][platform_key]))
 
 
 def platform_key(os_name: str) -> str:

@@ -315,9 +315,9 @@ class Backends:
         found = []
         for recipe, backend in wanted:
             name = f"{recipe.name}:{backend.name}"
-            entry = self.lock.backends.get(recipe.name, {}).get(backend.name, {})
+            entry = self.lock.backend_entry(recipe.name, backend.name)
             asked = 0
-            for key in entry.get("platforms", {}):  # every platform, not only this host's
+            for key in entry.platforms if entry else {}:  # every platform, not this host's
                 pin = self.lock.backend_pin(recipe.name, backend.name, key)
                 refresher = None if pin is None or not pin.artifacts else \
                     self.plugins.refresher(recipe, backend,
