@@ -236,17 +236,25 @@ async def test_busy_models_are_waited_for_not_killed(lemon: Lemon) -> None:
         results["chat"] = await lemon.client.post("/v1/chat/completions", json={
             "model": "llama-rocm", "messages": [{"role": "user", "content": "hi"}],
             "delay": 1.0})
+        results["chat_done"] = anyio.current_time()
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(slow_chat)
-        await anyio.sleep(0.3)
-        started = anyio.current_time()
+        await in_flight(lemon, "llama-rocm", 1)
         assert (await lemon.load("vte")).status_code == 200
-        waited = anyio.current_time() - started
+        loaded_at = anyio.current_time()
     assert results["chat"].status_code == 200
     assert results["chat"].json()["choices"][0]["message"]["content"] == "ok from llama-rocm"
-    assert waited > 0.5
+    assert loaded_at >= results["chat_done"]  # the eviction waited for the answer
     assert set(await lemon.loaded()) == {"vte"}
+
+
+async def in_flight(lemon: Lemon, model: str, count: int) -> None:
+    """Wait until ``model``'s server counts ``count`` requests in flight."""
+    with anyio.fail_after(10):
+        while (server := lemon.router.servers.get(model)) is None or \
+                server.in_flight < count:
+            await anyio.sleep(0.01)
 
 
 async def test_ctx_size_precedence_reaches_the_argv(tmp_path: Path, anyio_backend: str) -> None:
@@ -296,7 +304,7 @@ async def test_shutdown_refuses_new_requests_and_cuts_stragglers_at_the_deadline
         async with anyio.create_task_group() as tg:
             tg.start_soon(chat, "finishes", 0.5)
             tg.start_soon(chat, "straggler", 5.0)
-            await anyio.sleep(0.2)
+            await in_flight(lemon, "llama-cpu", 2)
             lemon.router.begin_shutdown()
             await chat("new", 0)
     assert results["finishes"].status_code == 200
