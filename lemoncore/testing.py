@@ -25,7 +25,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, SimpleHTTPRequestHandler, ThreadingHTTPServer
@@ -148,7 +148,13 @@ class _QuietHandler(SimpleHTTPRequestHandler):
 @contextmanager
 def serve_directory(root: Path) -> Iterator[str]:
     """Serve ``root`` over HTTP on a free loopback port; yield its base URL."""
-    handler = functools.partial(_QuietHandler, directory=str(root))
+    with _serving(functools.partial(_QuietHandler, directory=str(root))) as url:
+        yield url
+
+
+@contextmanager
+def _serving(handler: Callable[..., BaseHTTPRequestHandler]) -> Iterator[str]:
+    """Run an HTTP server with ``handler`` on a free loopback port; yield its URL."""
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
@@ -193,14 +199,8 @@ class _HubHandler(BaseHTTPRequestHandler):
 def serve_hub(files: Mapping[str, bytes]) -> Iterator[str]:
     """A Hugging Face-shaped file server on a free loopback port (point ``HF_ENDPOINT``
     at the URL it yields). ``files`` maps ``owner/repo/path/in/repo`` to contents."""
-    handler = type("Hub", (_HubHandler,), {"files": dict(files)})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with _serving(type("Hub", (_HubHandler,), {"files": dict(files)})) as url:
+        yield url
 
 
 @pytest.fixture
