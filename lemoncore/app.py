@@ -15,7 +15,7 @@ from lemoncore.api.boundary import BrowserBoundary
 from lemoncore.api.errors import EXCEPTION_HANDLERS
 from lemoncore.api.guard import Guard
 from lemoncore.api.hostname import loopback_name
-from lemoncore.api.openapi import OPERATIONS
+from lemoncore.api.openapi import operations
 from lemoncore.core import Core, build_core, run_startup_tasks
 from lemoncore.hosts import HostInfo
 from lemoncore.settings import Settings
@@ -23,10 +23,12 @@ from lemoncore.settings import Settings
 API_PREFIXES = ("/api/v1", "/v1")
 
 
-def _routes() -> list[BaseRoute]:
-    """Every operation of the OpenAPI route table: prefixed ones under each prefix."""
+def _routes(core: Core) -> list[BaseRoute]:
+    """Every operation of the OpenAPI route table (lemoncore's own and the routed
+    endpoints, plugins' included): prefixed ones under each prefix."""
     return [Route(prefix + op.route, op.handler, methods=[op.method])
-            for op in OPERATIONS for prefix in (API_PREFIXES if op.prefix else ("",))]
+            for op in operations(core.plugins.registry.endpoints_tuple())
+            for prefix in (API_PREFIXES if op.prefix else ("",))]
 
 
 def create_app(settings: Settings | None = None, *,
@@ -58,7 +60,7 @@ def create_app(settings: Settings | None = None, *,
     middleware.insert(0, Middleware(BrowserBoundary, allowed_hosts=settings.allowed_hosts,
                                     cors_origins=settings.cors_origins,
                                     machine_names=not loopback_name(settings.host)))
-    app = Starlette(routes=_routes(), lifespan=run, exception_handlers=EXCEPTION_HANDLERS,
+    app = Starlette(routes=_routes(core), lifespan=run, exception_handlers=EXCEPTION_HANDLERS,
                     middleware=middleware)
     app.state.core = core
     return app

@@ -40,10 +40,9 @@ _DIRECTIVE_WORDS = {"versionadded": "Added in", "versionchanged": "Changed in",
 
 
 def specs(module: ModuleType = hookspecs) -> list[Callable[..., Any]]:
-    """The hookspecs ``module`` declares, in the order of its ``__all__``."""
+    """The hookspecs ``module`` declares, in the order of its ``HOOKS``."""
     marker = f"{module.PROJECT}_spec"
-    return [fn for name in module.__all__ if inspect.isfunction(fn := getattr(module, name))
-            and hasattr(fn, marker)]
+    return [fn for fn in module.HOOKS if hasattr(fn, marker)]
 
 
 def spec_options(fn: Callable[..., Any], project: str = hookspecs.PROJECT) -> dict[str, Any]:

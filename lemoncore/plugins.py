@@ -36,9 +36,11 @@ from lemoncore.launch import (
 )
 from lemoncore.lock import Lock, Pin
 from lemoncore.recipes import (
+    CORE_ENDPOINTS,
     Backend,
     BackendContribution,
     Device,
+    Endpoint,
     ModelInfo,
     Recipe,
     SlotPolicy,
@@ -79,6 +81,11 @@ class Registry:
     owners: dict[str, str] = field(default_factory=dict)  # recipe -> plugin
     backend_owners: dict[tuple[str, str], str] = field(default_factory=dict)
     locks: list[tuple[str, Mapping[str, Any]]] = field(default_factory=list)
+    endpoints: dict[str, Endpoint] = field(
+        default_factory=lambda: {e.path: e for e in CORE_ENDPOINTS})
+
+    def endpoints_tuple(self) -> tuple[Endpoint, ...]:
+        return tuple(self.endpoints.values())
 
 
 @dataclass
@@ -87,6 +94,7 @@ class _Contributions:
     backends: list[BackendContribution]
     models: list[ModelInfo]
     locks: list[Mapping[str, Any]]
+    endpoints: list[Endpoint]
 
 
 class PluginHost:
@@ -174,7 +182,8 @@ class PluginHost:
                 locks.append(data)
         return _Contributions(own("register_recipes", Recipe),
                               own("register_backends", BackendContribution),
-                              own("register_models", ModelInfo), locks)
+                              own("register_models", ModelInfo), locks,
+                              own("register_endpoints", Endpoint))
 
     def _merge_recipes(self, record: PluginRecord, recipes: Iterable[Recipe]) -> None:
         for recipe in recipes:
@@ -212,6 +221,11 @@ class PluginHost:
                                            f"{model.recipe!r} is not installed")
                 else:
                     reg.models[model.name] = model
+            for endpoint in contrib.endpoints:
+                if endpoint.path in reg.endpoints or endpoint.path.startswith("/api/v1/"):
+                    record.warnings.append(f"endpoint {endpoint.path} skipped: already routed")
+                else:
+                    reg.endpoints[endpoint.path] = endpoint
         self._pending.clear()
         return reg
 

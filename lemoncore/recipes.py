@@ -94,6 +94,45 @@ class SupportRow(_Frozen):
         return value
 
 
+# What an engine serves unless its backend says otherwise: the OpenAI core.
+OPENAI_ENDPOINTS = frozenset({"/v1/chat/completions", "/v1/completions", "/v1/embeddings"})
+
+
+class Endpoint(_Frozen):
+    """A routed inference endpoint: a JSON ``POST`` whose body names a model, forwarded to
+    the engine of that model's backend with the same routing, auth, limits, queueing,
+    disconnect handling, retry and metrics as chat. ``required`` names the body field a
+    request must have; ``streams`` says whether a ``stream: true`` body is answered as
+    SSE; ``errors`` is the shape of lemoncore's own errors there (``anthropic`` for
+    Anthropic's API)."""
+
+    path: str = Field(pattern=r"^/[A-Za-z0-9_/-]+$")
+    summary: str
+    model_type: ModelType = ModelType.LLM
+    required: str | None = None
+    streams: bool = True
+    errors: Literal["openai", "anthropic"] = "openai"
+
+
+# The endpoints lemoncore routes itself; plugins add others (``register_endpoints``).
+CORE_ENDPOINTS = (
+    Endpoint(path="/v1/chat/completions", summary="Chat completion", required="messages"),
+    Endpoint(path="/v1/completions", summary="Completion", required="prompt"),
+    Endpoint(path="/v1/embeddings", summary="Embeddings", model_type=ModelType.EMBEDDING,
+             required="input", streams=False),
+    Endpoint(path="/v1/messages", summary="Anthropic Messages", required="messages",
+             errors="anthropic"),
+    Endpoint(path="/v1/messages/count_tokens", summary="Anthropic token count",
+             required="messages", streams=False, errors="anthropic"),
+    Endpoint(path="/v1/responses", summary="OpenAI Responses", required="input"),
+    Endpoint(path="/v1/rerank", summary="Rerank documents", model_type=ModelType.RERANKING,
+             required="documents", streams=False),
+    Endpoint(path="/tokenize", summary="Text to tokens", required="content", streams=False),
+    Endpoint(path="/detokenize", summary="Tokens to text", required="tokens",
+             streams=False),
+)
+
+
 class Backend(_Frozen):
     """One way to run a recipe (a build flavour, a container, a system binary)."""
 
@@ -108,6 +147,8 @@ class Backend(_Frozen):
                                 "rest (None: no limit).")
     options: tuple[OptionSpec, ...] = Field(
         (), description="Options of this backend only, beside its recipe's.")
+    endpoints: frozenset[str] = Field(
+        OPENAI_ENDPOINTS, description="The endpoint paths its engine serves itself.")
 
     @field_validator("options")
     @classmethod

@@ -49,7 +49,7 @@ async def client(tmp_path: Path, anyio_backend: str) -> AsyncIterator[httpx.Asyn
          "not found"),
         ("POST", "/v1/chat/completions", b'{"model": "tiny-chat"}', 400, "'messages'"),
         ("POST", "/v1/embeddings", b'{"model": "tiny-chat", "input": "x"}', 400,
-         "does not serve embeddings"),
+         "does not serve /v1/embeddings"),
         ("POST", "/v1/completions", b'{"model": 3, "prompt": "x"}', 400, "'model'"),
         ("GET", "/v1/chat/completions", None, 405, "not allowed"),
         ("GET", "/v1/nothing-here", None, 404, "no route"),

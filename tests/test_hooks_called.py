@@ -42,6 +42,7 @@ from lemoncore.recipes import (
     BackendContribution,
     Device,
     DeviceKind,
+    Endpoint,
     ModelInfo,
     Recipe,
     SlotPolicy,
@@ -115,6 +116,11 @@ class Recorder:
         weights.write_bytes(b"weights")
         return [ModelInfo(name="rec-model", recipe="rec", checkpoint=f"file:{weights}",
                           recipe_options={"backend": "native"})]
+
+    @hookimpl
+    def register_endpoints(self) -> Sequence[Endpoint]:
+        self._called("register_endpoints")
+        return []
 
     @hookimpl
     def register_lock(self) -> Mapping[str, Any]:

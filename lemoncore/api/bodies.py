@@ -9,12 +9,23 @@ answers.
 
 from __future__ import annotations
 
+import functools
+import re
 from typing import Annotated, Any, TypeVar
 
-from pydantic import AliasChoices, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    create_model,
+)
 from pydantic.json_schema import SkipJsonSchema
 
 from lemoncore.api.errors import ApiError
+from lemoncore.recipes import Endpoint
 
 
 def _integral(value: Any) -> Any:
@@ -148,6 +159,24 @@ class CompletionBody(InferenceBody):
 
 class EmbeddingBody(InferenceBody):
     input: str | list[Any] = Field(description="A string or an array of strings or tokens")
+
+
+_CORE_BODIES: dict[str, type[InferenceBody]] = {
+    "/v1/chat/completions": ChatBody, "/v1/completions": CompletionBody,
+    "/v1/embeddings": EmbeddingBody}
+
+
+@functools.cache
+def body_of(endpoint: Endpoint) -> type[InferenceBody]:
+    """The body lemoncore checks for ``endpoint``: ``model``, its ``required`` field and,
+    where it streams, ``stream``; every other field goes to the engine unchanged."""
+    if endpoint.path in _CORE_BODIES:
+        return _CORE_BODIES[endpoint.path]
+    fields: dict[str, Any] = {}
+    if endpoint.required:
+        fields[endpoint.required] = (Any, Field(description="Required; passed to the engine"))
+    name = "".join(p.title() for p in re.split(r"[/_-]", endpoint.path) if p) + "Body"
+    return create_model(name, __base__=InferenceBody, __doc__=endpoint.summary, **fields)
 
 
 B = TypeVar("B", bound=Body)

@@ -1,10 +1,11 @@
-"""OpenAI-compatible inference: chat completions, completions, embeddings, models."""
+"""Inference: every routed endpoint (``lemoncore.recipes.CORE_ENDPOINTS`` and those
+plugins register) and the model list."""
 
 from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
@@ -18,9 +19,9 @@ from lemoncore.api.bodies import parse
 from lemoncore.api.errors import ApiError, json_object
 from lemoncore.api.replies import reply
 from lemoncore.core import Core
-from lemoncore.errors import error_body
+from lemoncore.errors import LemonError, error_body
 from lemoncore.installs.backends import BackendState
-from lemoncore.recipes import ModelInfo, ModelType, Tier
+from lemoncore.recipes import Endpoint, ModelInfo, Tier
 from lemoncore.serving.forwarding import exchange
 from lemoncore.serving.proxy import SSERelay
 
@@ -79,35 +80,53 @@ async def get_model(request: Request) -> Response:
     return reply(model_card(core, model), exclude_none=True)
 
 
-async def chat_completions(request: Request) -> Response:
-    return await _infer(request, "/v1/chat/completions", bodies.ChatBody, ModelType.LLM)
+def routed(endpoint: Endpoint) -> Callable[[Request], Awaitable[Response]]:
+    """The handler of a routed endpoint (``lemoncore.recipes.Endpoint``)."""
+    schema = bodies.body_of(endpoint)
+
+    async def handle(request: Request) -> Response:
+        try:
+            return await _infer(request, endpoint, schema)
+        except LemonError as exc:
+            if endpoint.errors != "anthropic":
+                raise
+            return anthropic_error(exc)
+
+    return handle
 
 
-async def completions(request: Request) -> Response:
-    return await _infer(request, "/v1/completions", bodies.CompletionBody, ModelType.LLM)
-
-
-async def embeddings(request: Request) -> Response:
-    return await _infer(request, "/v1/embeddings", bodies.EmbeddingBody, ModelType.EMBEDDING)
-
-
-async def _infer(request: Request, path: str, schema: type[bodies.InferenceBody],
-                 serves: ModelType) -> Response:
+async def _infer(request: Request, endpoint: Endpoint,
+                 schema: type[bodies.InferenceBody]) -> Response:
     """Check what lemoncore reads of the body, then forward the body as it came (with
     the model's canonical name): every field the engine reads reaches it unchanged."""
     core: Core = request.app.state.core
     body = await json_object(request)
     checked = parse(schema, body)
     model = core.router.model(checked.model)
-    if model.model_type is not serves:
+    if model.model_type is not endpoint.model_type:
         raise ApiError(f"model {model.name!r} is a {model.model_type.value} model; it does "
-                       f"not serve {path.removeprefix('/v1/')}", param="model")
+                       f"not serve {endpoint.path}", param="model")
     body["model"] = model.name
     if body.get("max_tokens") is None and body.get("max_completion_tokens") is not None:
         body["max_tokens"] = body["max_completion_tokens"]
-    if checked.stream:
-        return await _stream(core, model, path, body)
-    return await _until_disconnect(request, _complete(core, model, path, body))
+    if checked.stream and endpoint.streams:
+        return await _stream(core, model, endpoint.path, body)
+    return await _until_disconnect(request, _complete(core, model, endpoint.path, body))
+
+
+# Anthropic's error types by status (docs.anthropic.com, "Errors").
+ANTHROPIC_ERRORS = {400: "invalid_request_error", 401: "authentication_error",
+                    403: "permission_error", 404: "not_found_error",
+                    413: "request_too_large", 429: "rate_limit_error",
+                    503: "overloaded_error", 529: "overloaded_error"}
+
+
+def anthropic_error(exc: LemonError) -> Response:
+    """``exc`` as Anthropic's API answers errors: ``{"type": "error", "error": {...}}``."""
+    kind = ANTHROPIC_ERRORS.get(exc.status, "api_error" if exc.status >= 500
+                                else "invalid_request_error")
+    return JSONResponse({"type": "error", "error": {"type": kind, "message": str(exc)}},
+                        exc.status, headers=exc.headers)
 
 
 async def _until_disconnect(request: Request, work: Awaitable[Response]) -> Response:

@@ -22,8 +22,9 @@ from starlette.responses import JSONResponse, Response
 
 from lemoncore.api import bodies, inference, manage, replies
 from lemoncore.api.guard import required_key
+from lemoncore.recipes import Endpoint
 
-Endpoint = Callable[[Request], Awaitable[Response]]
+Handler = Callable[[Request], Awaitable[Response]]
 # What a 200 answers: per media type, a reply model, several (one of them), or a schema.
 Media = type[BaseModel] | tuple[type[BaseModel], ...] | Mapping[str, Any]
 
@@ -55,11 +56,19 @@ _ENGINE_EVENT: dict[str, Any] = {
         "last, or an OpenAI error object when the backend fails"}}}
 
 
+# Anthropic's error object (docs.anthropic.com, "Errors").
+ANTHROPIC_ERROR: dict[str, Any] = {
+    "type": "object", "required": ["type", "error"], "properties": {
+        "type": {"const": "error"},
+        "error": {"type": "object", "required": ["type", "message"], "properties": {
+            "type": {"type": "string"}, "message": {"type": "string"}}}}}
+
+
 @dataclass(frozen=True)
 class Operation:
     method: str
     route: str  # as Starlette routes it, without the prefix
-    handler: Endpoint
+    handler: Handler
     summary: str
     prefix: str = ""  # OPENAI or LEMONADE: served under both; "": only as it is
     description: str = ""
@@ -71,6 +80,7 @@ class Operation:
     parameters: tuple[Mapping[str, Any], ...] = ()
     events: Mapping[str, Media] = field(default_factory=dict)  # with `stream`: SSE events
     engine: bool = False  # forwarded to an engine, whose own 4xx errors pass through
+    anthropic_errors: bool = False  # lemoncore's errors are Anthropic-shaped here
 
     @property
     def path(self) -> str:
@@ -93,7 +103,37 @@ _INFERENCE_OK: dict[str, Media] = {"application/json": _ENGINE_ANSWER,
 
 async def serve(request: Request) -> Response:
     """``GET /openapi.json``."""
-    return JSONResponse(document())
+    return JSONResponse(document(request.app.state.core.plugins.registry.endpoints_tuple()))
+
+
+_DESCRIPTIONS = {
+    "/v1/chat/completions": "Loads the model when needed. Usage on every non-streaming "
+                            "answer and on streams with `stream_options.include_usage`; a "
+                            "stream ends with `data: [DONE]`, or with an error frame when "
+                            "the backend fails.",
+    "/v1/embeddings": "For models labelled `embeddings`.",
+    "/v1/messages": "Anthropic's Messages API, for backends that serve it (llama.cpp); "
+                    "lemoncore's own errors are Anthropic-shaped here.",
+}
+
+
+def routed(endpoint: Endpoint) -> Operation:
+    """The operation of a routed endpoint: served under ``/v1`` and ``/api/v1`` when its
+    path starts with ``/v1/``, else as it is."""
+    prefix, route = (OPENAI, endpoint.path[3:]) if endpoint.path.startswith("/v1/") \
+        else ("", endpoint.path)
+    return Operation(
+        "POST", route, inference.routed(endpoint), endpoint.summary, prefix=prefix,
+        body=bodies.body_of(endpoint), engine=True, errors=_INFERENCE_ERRORS,
+        ok=_INFERENCE_OK if endpoint.streams else {"application/json": _ENGINE_ANSWER},
+        description=_DESCRIPTIONS.get(endpoint.path, f"Served by backends whose engine "
+                                      f"answers `{endpoint.path}` itself."),
+        anthropic_errors=endpoint.errors == "anthropic")
+
+
+def operations(endpoints: tuple[Endpoint, ...]) -> tuple[Operation, ...]:
+    """Every operation: lemoncore's own and one per routed endpoint."""
+    return (*OPERATIONS, *(routed(e) for e in endpoints))
 
 
 OPERATIONS: tuple[Operation, ...] = (
@@ -118,19 +158,6 @@ OPERATIONS: tuple[Operation, ...] = (
               parameters=({"name": "model_id", "in": "path", "required": True,
                            "schema": {"type": "string"}},),
               ok={"application/json": replies.ModelCard}),
-    Operation("POST", "/chat/completions", inference.chat_completions, "Chat completion",
-              prefix=OPENAI, body=bodies.ChatBody, ok=_INFERENCE_OK, errors=_INFERENCE_ERRORS,
-              engine=True,
-              description="Loads the model when needed. Usage on every non-streaming "
-                          "answer and on streams with `stream_options.include_usage`; a "
-                          "stream ends with `data: [DONE]`, or with an error frame when "
-                          "the backend fails."),
-    Operation("POST", "/completions", inference.completions, "Completion", prefix=OPENAI,
-              body=bodies.CompletionBody, ok=_INFERENCE_OK, errors=_INFERENCE_ERRORS, engine=True),
-    Operation("POST", "/embeddings", inference.embeddings, "Embeddings", prefix=OPENAI,
-              body=bodies.EmbeddingBody, ok={"application/json": _ENGINE_ANSWER},
-              errors=_INFERENCE_ERRORS, engine=True,
-              description="For models labelled `embeddings`."),
     Operation("GET", "/health", manage.health, "Loaded models", prefix=LEMONADE,
               ok={"application/json": replies.Health}),
     Operation("POST", "/load", manage.load, "Load a model", prefix=LEMONADE, body=bodies.LoadBody,
@@ -191,12 +218,13 @@ def _models(media: Media) -> tuple[type[BaseModel], ...]:
 
 
 @functools.cache
-def document() -> dict[str, Any]:
-    """The OpenAPI 3.1 document of :data:`OPERATIONS` (built once)."""
+def document(endpoints: tuple[Endpoint, ...]) -> dict[str, Any]:
+    """The OpenAPI 3.1 document of :func:`operations` (built once per set of endpoints)."""
+    ops = operations(endpoints)
     from lemoncore import __version__
 
     keys: list[tuple[type[BaseModel], JsonSchemaMode]] = [(replies.ErrorReply, "serialization")]
-    for op in OPERATIONS:
+    for op in ops:
         if op.body is not None:
             keys.append((op.body, "validation"))
         for media in (*op.ok.values(), *op.events.values()):
@@ -213,7 +241,7 @@ def document() -> dict[str, Any]:
         return {"oneOf": [refs[m, mode] for m in models]}
 
     paths: dict[str, dict[str, Any]] = {}
-    for op in OPERATIONS:
+    for op in ops:
         content = {t: {"schema": schema(m)} for t, m in op.ok.items()}
         if op.events:  # one event: its name, and its data as JSON of the event's schema
             content["text/event-stream"] = {"schema": {"oneOf": [{
@@ -226,7 +254,9 @@ def document() -> dict[str, Any]:
         statuses = {403, *op.errors, *((400, 413) if op.body else ()),
                     *((401,) if required_key(op.path) else ())}
         for status in sorted(statuses):
-            responses[str(status)] = {"$ref": f"#/components/responses/{status}"}
+            responses[str(status)] = {"description": ERRORS[status], "content": {
+                "application/json": {"schema": ANTHROPIC_ERROR}}} if op.anthropic_errors \
+                else {"$ref": f"#/components/responses/{status}"}
         if op.engine:
             responses["4XX"] = {"$ref": "#/components/responses/4XX"}
         spec: dict[str, Any] = {"summary": op.summary, "operationId": _operation_id(op),

@@ -68,29 +68,18 @@ from lemoncore.hookspecs.markers import PROJECT, hookimpl, hookspec
 from lemoncore.hookspecs.owner import install, launch, normalize_request, preflight, refresher
 from lemoncore.hookspecs.registration import (
     register_backends,
+    register_endpoints,
     register_lock,
     register_models,
     register_recipes,
 )
 from lemoncore.hookspecs.upkeep import migrations, startup_tasks
 
-# In the reference's order.
-__all__ = [
-    "PROJECT",
-    "effective_device",
-    "effective_is_amd_gpu",
-    "hookimpl",
-    "hookspec",
-    "install",
-    "launch",
-    "migrations",
-    "normalize_request",
-    "preflight",
-    "refresher",
-    "register_backends",
-    "register_lock",
-    "register_models",
-    "register_recipes",
-    "slot_policy",
-    "startup_tasks",
-]
+# Every hook, in the reference's order (docs/hooks.md).
+HOOKS = (register_recipes, register_backends, register_models, register_lock,
+         register_endpoints, effective_device, effective_is_amd_gpu, slot_policy, install,
+         refresher, preflight, launch, normalize_request, startup_tasks, migrations)
+__all__ = ["HOOKS", "PROJECT", "effective_device", "effective_is_amd_gpu", "hookimpl",
+           "hookspec", "install", "launch", "migrations", "normalize_request", "preflight",
+           "refresher", "register_backends", "register_endpoints", "register_lock",
+           "register_models", "register_recipes", "slot_policy", "startup_tasks"]

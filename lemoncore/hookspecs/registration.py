@@ -9,6 +9,7 @@ from typing import Any
 from lemoncore.hookspecs.markers import hookspec
 from lemoncore.recipes import (
     BackendContribution,
+    Endpoint,
     ModelInfo,
     Recipe,
 )
@@ -116,5 +117,32 @@ def register_lock() -> Mapping[str, Any]:
             return json.loads(files(__package__).joinpath("lock.json").read_text())
 
     .. versionadded:: 0.1
+    """
+    raise NotImplementedError
+
+
+@hookspec
+def register_endpoints() -> Sequence[Endpoint]:
+    """Return the inference endpoints this plugin adds to the API.
+
+    Registration: called once, when the plugin loads; not an owner hook. An ``Endpoint``
+    is a JSON ``POST`` whose body names a model (``model``): lemoncore routes it to that
+    model's backend with everything chat gets (auth, body limit, loading, queueing,
+    disconnect handling, one retry on a dead backend, wedge detection, metrics) and lists
+    it in ``/openapi.json``. A backend serves only the paths in its ``Backend.endpoints``
+    (default: chat, completions and embeddings); a request for another is a 400 naming
+    the backend. A path lemoncore already routes (see ``lemoncore.recipes.CORE_ENDPOINTS``)
+    or under ``/api/v1/`` is skipped with a warning on this plugin.
+
+    :returns: a sequence of ``Endpoint``; empty (or ``None``) when there are none.
+
+    Example::
+
+        @hookimpl
+        def register_endpoints() -> list[Endpoint]:
+            return [Endpoint(path="/v1/infill", summary="Fill in the middle",
+                             required="input_prefix")]
+
+    .. versionadded:: 0.3
     """
     raise NotImplementedError

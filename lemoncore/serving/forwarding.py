@@ -43,6 +43,11 @@ async def exchange(router: Router, model: ModelInfo, path: str, body: dict[str, 
         resources = AsyncExitStack()
         try:
             server = await resources.enter_async_context(router.acquire(model.name))
+            if path not in server.backend.endpoints:
+                raise LemonError(f"{server.recipe.name}:{server.backend.name} does not serve "
+                                 f"{path} (it serves {', '.join(sorted(server.backend.endpoints))}"
+                                 "); load the model on a backend that does", 400,
+                                 code="endpoint_not_served", param="model")
             router.plugins.normalize_request(server.recipe, server.backend, path, body)
             try:
                 with router.admission.cut_at_drain_deadline() as deadline:

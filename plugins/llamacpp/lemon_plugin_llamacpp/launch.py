@@ -20,7 +20,8 @@ from lemon_plugin_llamacpp.install import find_executable
 # Flags lemoncore sets or that would break routing; users cannot override them.
 RESERVED_FLAGS = frozenset({
     "-m", "--model", "--port", "--host", "-c", "--ctx-size", "-a", "--alias", "--metrics",
-    "--embedding", "--embeddings", "--jinja", "--no-jinja", "-hf", "-hfr", "--hf-repo",
+    "--embedding", "--embeddings", "--reranking", "--rerank", "--jinja", "--no-jinja", "-hf",
+    "-hfr", "--hf-repo",
     "-mu", "--model-url", "--api-key", "--api-key-file", "--path", "--models-dir",
     "--models-preset", "--models-max", "--ssl-key-file", "--ssl-cert-file",
 })
@@ -53,6 +54,8 @@ def build_launch(model: ModelInfo, context: LaunchContext) -> LaunchSpec:
             "--metrics", "--alias", model.name]
     if model.model_type is ModelType.EMBEDDING:
         argv.append("--embeddings")
+    elif model.model_type is ModelType.RERANKING:
+        argv.append("--reranking")
     argv += user_args(str(opts.get("llamacpp_args") or ""))
     # The binary's own directory first, then the runtime lemoncore decided (ROCm), if any.
     lib_var = "PATH" if sys.platform == "win32" else "LD_LIBRARY_PATH"

