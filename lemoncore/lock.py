@@ -72,7 +72,7 @@ class LockEntry(BaseModel):
 
 class LockData(BaseModel):
     """A lock file, or a plugin's ``register_lock`` answer. Keys starting with ``_`` (a
-    ``_comment``) are ignored."""
+    ``_comment``, at any level) are ignored; any other unknown key is refused."""
 
     model_config = ConfigDict(extra="forbid")
     backends: dict[str, dict[str, LockEntry]] = Field(default_factory=dict)
@@ -81,9 +81,7 @@ class LockData(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _drop_comments(cls, data: Any) -> Any:
-        if isinstance(data, Mapping):
-            return {k: v for k, v in data.items() if not str(k).startswith("_")}
-        return data
+        return _without_comments(data)
 
 
 @dataclass
@@ -140,6 +138,14 @@ class Lock:
                 assert pin is not None
                 for artifact in pin.artifacts:
                     yield name, pin.version, key, artifact
+
+
+def _without_comments(data: Any) -> Any:
+    if isinstance(data, Mapping):
+        return {k: _without_comments(v) for k, v in data.items() if not str(k).startswith("_")}
+    if isinstance(data, list):
+        return [_without_comments(v) for v in data]
+    return data
 
 
 def platform_key(os_name: str) -> str:

@@ -95,7 +95,11 @@ class ModelStore:
         write_json(self.options_file, self._saved)
 
     def all(self) -> dict[str, ModelInfo]:
-        return {**self.declared(), **self.catalogue, **self._user}
+        """Every model by name; a declared model never shadows a catalogue or user one
+        (nor their aliases)."""
+        own = {**self.catalogue, **self._user}
+        aliases = {a for m in own.values() for a in m.aliases}
+        return {**{n: m for n, m in self.declared().items() if n not in aliases}, **own}
 
     def get(self, name: str) -> ModelInfo | None:
         name = name.removesuffix(":latest")

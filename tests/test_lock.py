@@ -35,3 +35,12 @@ def test_a_malformed_lock_names_the_source_and_the_field(data: dict[str, object]
     with pytest.raises(LockError, match=r"lock data from admin\.json is malformed") as refused:
         Lock().merge(data, "admin.json")
     assert where in str(refused.value)
+
+
+def test_comments_are_ignored_at_any_level() -> None:
+    lock = Lock()
+    lock.merge({"backends": {"_comment": "x", "r": {"a": {**ENTRY, "_note": "pinned by hand",
+                                                          "platforms": {"linux-x86_64": [
+                                                              {"url": "u", "_why": "y"}]}}}}},
+               "admin.json")
+    assert lock.backend_pin("r", "a", "linux-x86_64") is not None

@@ -207,3 +207,26 @@ async def test_broken_streams_count_toward_wedge_detection(tmp_path: Path,
             while 'reason="wedged"} 1' not in (await c.get("/metrics")).text:
                 await anyio.sleep(0.02)
         assert len(pids) == 1
+
+
+@pytest.mark.anyio
+async def test_an_invalidation_during_a_refresh_is_not_lost(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, anyio_backend: str
+) -> None:
+    core = build_core(Settings(cache_dir=tmp_path / "cache", plugins_allow=""),
+                      plugins={"engine": Engine(tmp_path)}, host=HOST)
+    computed = []
+    real = Backends.statuses
+
+    def install_finishing_meanwhile(backends: Backends, recipe: Recipe) -> list[BackendStatus]:
+        computed.append(recipe.name)
+        if len(computed) == 1:
+            backends.invalidate()  # an install ends while the thread computes
+        return real(backends, recipe)
+
+    monkeypatch.setattr(Backends, "statuses", install_finishing_meanwhile)
+    await core.backends.refresh_statuses()
+    await core.backends.refresh_statuses()
+    assert computed == ["r", "r"]  # the second refresh did not trust the stale answer
+    await core.backends.refresh_statuses()
+    assert computed == ["r", "r"]  # and then the cache holds

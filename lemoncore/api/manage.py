@@ -161,7 +161,8 @@ async def install(request: Request) -> Response:
     trusted = [replies.TrustedArtifact.model_validate(t.as_dict())
                for t in await core.backends.trust_download(name)] if body.trust_download \
         else []
-    status = None if name == THEROCK else core.backends.status(*core.backends.lookup(name))
+    status = None if name == THEROCK else await anyio.to_thread.run_sync(
+        core.backends.status, *core.backends.lookup(name))
     if status is not None:  # refuse before any stream starts
         if status.state in {BackendState.UNSUPPORTED, BackendState.ACTION_REQUIRED}:
             raise ApiError(f"{name} is {status.state.value}: {status.message}"

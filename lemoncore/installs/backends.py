@@ -16,6 +16,7 @@ from typing import Any
 import anyio
 
 from lemoncore import trust
+from lemoncore.errors import LemonError
 from lemoncore.hosts import HostInfo
 from lemoncore.installs.backend_status import BackendError as BackendError
 from lemoncore.installs.backend_status import BackendState as BackendState
@@ -71,6 +72,7 @@ class Backends:
         self._declared: dict[str, ModelInfo] | None = None
         self._statuses: dict[tuple[str, str], BackendStatus] = {}
         self._statuses_at = -math.inf
+        self._generation = 0
         self._refreshing = anyio.Lock()
 
     def declared_models(self) -> dict[str, ModelInfo]:
@@ -188,7 +190,17 @@ class Backends:
                        message=f"installed {found.get('version')}, pinned {plan.version}")
 
     def statuses(self, recipe: Recipe) -> list[BackendStatus]:
-        return [self.status(recipe, b) for b in recipe.backends]
+        """Every backend's status; a plugin failing for one backend makes that backend
+        ``action_required`` with the error, never the others unusable."""
+        found = []
+        for backend in recipe.backends:
+            try:
+                found.append(self.status(recipe, backend))
+            except LemonError as exc:
+                found.append(BackendStatus(recipe.name, backend, BackendState.ACTION_REQUIRED,
+                                           str(exc), "see the server log; report it to the "
+                                           "backend's plugin"))
+        return found
 
     # The cache: what planning reads ------------------------------------------------------
 
@@ -199,6 +211,7 @@ class Backends:
 
     def invalidate(self) -> None:
         """Something a status depends on changed (an install, consent, the runtime)."""
+        self._generation += 1
         self._statuses_at = -math.inf
 
     async def refresh_statuses(self) -> None:
@@ -208,11 +221,13 @@ class Backends:
         async with self._refreshing:
             if time.monotonic() - self._statuses_at < STATUS_TTL_S:
                 return
-            started = time.monotonic()
+            started, generation = time.monotonic(), self._generation
             found = await anyio.to_thread.run_sync(lambda: {
                 (r.name, s.backend.name): s for r in self.plugins.registry.recipes.values()
                 for s in self.statuses(r)})
-            self._statuses, self._statuses_at = found, started
+            self._statuses, self._declared = found, None  # another process may install
+            if generation == self._generation:  # not invalidated meanwhile
+                self._statuses_at = started
 
     # Install / uninstall -----------------------------------------------------------------
 
@@ -282,7 +297,7 @@ class Backends:
             pin = self.lock.runtime_pin("therock", self.platform)
         else:
             recipe, backend = self.lookup(name)
-            status = self.status(recipe, backend)
+            status = await anyio.to_thread.run_sync(self.status, recipe, backend)
             if status.state is BackendState.UNSUPPORTED:  # do not fetch what cannot run
                 raise BackendError(f"{name} is unsupported: {status.message}")
             pin = self.lock.backend_pin(recipe.name, backend.name, self.platform)
@@ -337,7 +352,7 @@ class Backends:
     async def uninstall(self, name: str) -> bool:
         """Remove lemoncore's install of ``recipe:backend`` (or ``runtime:therock``)."""
         if name != THEROCK:
-            status = self.status(*self.lookup(name))
+            status = await anyio.to_thread.run_sync(self.status, *self.lookup(name))
             if status.install_plan is not None and status.install_plan.installer is not None:
                 await status.install_plan.installer.uninstall()
         removed = await anyio.to_thread.run_sync(uninstall, self.target(name))

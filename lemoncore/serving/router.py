@@ -22,7 +22,7 @@ import structlog
 from lemoncore.errors import LaunchRefused, LemonError
 from lemoncore.hosts import HostInfo
 from lemoncore.installs.backends import Backends
-from lemoncore.models import ModelStore
+from lemoncore.models import ModelError, ModelStore
 from lemoncore.plugins import PluginHost
 from lemoncore.recipes import ModelInfo
 from lemoncore.serving.admission import Admission, Refused
@@ -72,7 +72,7 @@ class Router:
 
     async def __aexit__(self, exc_type: type[BaseException] | None,
                         exc: BaseException | None, tb: TracebackType | None) -> None:
-        self.begin_shutdown()
+        self.admission.begin_shutdown()
         with anyio.CancelScope(shield=True):
             async with self._lock:
                 await self.fleet.evict_all("shutdown", max(
@@ -80,9 +80,6 @@ class Router:
         assert self._tg is not None
         self._tg.cancel_scope.cancel()
         await self._tg.__aexit__(exc_type, exc, tb)
-
-    def begin_shutdown(self) -> None:
-        self.admission.begin_shutdown()
 
     def model(self, name: str) -> ModelInfo:
         model = self.models.get(name)
@@ -210,8 +207,12 @@ class Router:
             return server
 
     async def _execute(self, found: LoadPlan, pinned: bool) -> LoadedServer:
-        status = await self.backends.ensure_installed(found.backend)
-        model_path = await self.models.pull(found.model)
+        status = await self.backends.ensure_installed(await anyio.to_thread.run_sync(
+            self.backends.status, found.recipe, found.backend.backend))  # the CLI may install
+        try:
+            model_path = await self.models.pull(found.model)
+        except ModelError as exc:
+            raise RouterError(str(exc), exc.status, "model_load_error") from exc
         if found.model_path is None and (refusal := await anyio.to_thread.run_sync(
                 self.plugins.preflight, found.recipe, found.backend.backend, found.model,
                 model_path, found.config, self.host)):
