@@ -5,6 +5,8 @@ rerank test checks the answer's shape only."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import anthropic
 import httpx
 import openai
@@ -16,8 +18,9 @@ DEFAULT = "SmolLM2-135M-Instruct-GGUF"
 
 
 @pytest.fixture
-def claude(server: ServerProcess) -> anthropic.Anthropic:
-    return anthropic.Anthropic(base_url=server.url, api_key="none", max_retries=0)
+def claude(server: ServerProcess) -> Iterator[anthropic.Anthropic]:
+    with anthropic.Anthropic(base_url=server.url, api_key="none", max_retries=0) as client:
+        yield client
 
 
 def test_anthropic_messages_with_a_system_prompt_and_stop_sequences(
@@ -55,12 +58,13 @@ def test_anthropic_errors_are_anthropic_shaped(claude: anthropic.Anthropic,
 
 
 def test_openai_responses_streaming_and_not(server: ServerProcess) -> None:
-    client = openai.OpenAI(base_url=server.api, api_key="none", max_retries=0)
-    answer = client.responses.create(model=DEFAULT, input="Say hi.", max_output_tokens=16,
-                                     instructions="Be brief.")
+    with openai.OpenAI(base_url=server.api, api_key="none", max_retries=0) as client:
+        answer = client.responses.create(model=DEFAULT, input="Say hi.", max_output_tokens=16,
+                                         instructions="Be brief.")
+        with client.responses.create(model=DEFAULT, input="Say hi.", max_output_tokens=16,
+                                     stream=True) as stream:
+            events = [e.type for e in stream]
     assert answer.output_text and answer.usage is not None and answer.usage.input_tokens > 0
-    events = [e.type for e in client.responses.create(model=DEFAULT, input="Say hi.",
-                                                      max_output_tokens=16, stream=True)]
     assert events[0] == "response.created" and events[-1] == "response.completed"
     assert "response.output_text.delta" in events
 
