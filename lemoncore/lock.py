@@ -48,7 +48,7 @@ class LockedArtifact(BaseModel):
     """One pinned download: ``url`` may contain ``{version}``; ``sha256`` may be null (see
     above)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
     url: str
     sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
     extract: bool = True
@@ -58,7 +58,7 @@ class LockedArtifact(BaseModel):
 class LockEntry(BaseModel):
     """A backend's (or runtime's) version and its artifacts per platform."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
     version: str
     platforms: dict[str, tuple[LockedArtifact, ...]]
 
@@ -74,7 +74,7 @@ class LockData(BaseModel):
     """A lock file, or a plugin's ``register_lock`` answer. Keys starting with ``_`` (a
     ``_comment``, at any level) are ignored; any other unknown key is refused."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
     backends: dict[str, dict[str, LockEntry]] = Field(default_factory=dict)
     runtimes: dict[str, LockEntry] = Field(default_factory=dict)
 

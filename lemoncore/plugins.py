@@ -36,7 +36,6 @@ from lemoncore.launch import (
 )
 from lemoncore.lock import Lock, Pin
 from lemoncore.recipes import (
-    CORE_ENDPOINTS,
     Backend,
     BackendContribution,
     Device,
@@ -45,6 +44,7 @@ from lemoncore.recipes import (
     Recipe,
     SlotPolicy,
     Tier,
+    core_endpoints,
 )
 from lemoncore.tiers import core_granted
 
@@ -82,7 +82,7 @@ class Registry:
     backend_owners: dict[tuple[str, str], str] = field(default_factory=dict)
     locks: list[tuple[str, Mapping[str, Any]]] = field(default_factory=list)
     endpoints: dict[str, Endpoint] = field(
-        default_factory=lambda: {e.path: e for e in CORE_ENDPOINTS})
+        default_factory=lambda: {e.path: e for e in core_endpoints()})
 
     def endpoints_tuple(self) -> tuple[Endpoint, ...]:
         return tuple(self.endpoints.values())

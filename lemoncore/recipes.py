@@ -6,6 +6,7 @@ malformed data is rejected at load with a readable error instead of failing late
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from enum import StrEnum
 from typing import Any, Literal
@@ -114,23 +115,26 @@ class Endpoint(_Frozen):
     errors: Literal["openai", "anthropic"] = "openai"
 
 
-# The endpoints lemoncore routes itself; plugins add others (``register_endpoints``).
-CORE_ENDPOINTS = (
-    Endpoint(path="/v1/chat/completions", summary="Chat completion", required="messages"),
-    Endpoint(path="/v1/completions", summary="Completion", required="prompt"),
-    Endpoint(path="/v1/embeddings", summary="Embeddings", model_type=ModelType.EMBEDDING,
-             required="input", streams=False),
-    Endpoint(path="/v1/messages", summary="Anthropic Messages", required="messages",
-             errors="anthropic"),
-    Endpoint(path="/v1/messages/count_tokens", summary="Anthropic token count",
-             required="messages", streams=False, errors="anthropic"),
-    Endpoint(path="/v1/responses", summary="OpenAI Responses", required="input"),
-    Endpoint(path="/v1/rerank", summary="Rerank documents", model_type=ModelType.RERANKING,
-             required="documents", streams=False),
-    Endpoint(path="/tokenize", summary="Text to tokens", required="content", streams=False),
-    Endpoint(path="/detokenize", summary="Tokens to text", required="tokens",
-             streams=False),
-)
+@functools.cache
+def core_endpoints() -> tuple[Endpoint, ...]:
+    """The endpoints lemoncore routes itself; plugins add others (``register_endpoints``).
+    Built on first use: importing this module validates no model."""
+    return (
+        Endpoint(path="/v1/chat/completions", summary="Chat completion", required="messages"),
+        Endpoint(path="/v1/completions", summary="Completion", required="prompt"),
+        Endpoint(path="/v1/embeddings", summary="Embeddings", model_type=ModelType.EMBEDDING,
+                 required="input", streams=False),
+        Endpoint(path="/v1/messages", summary="Anthropic Messages", required="messages",
+                 errors="anthropic"),
+        Endpoint(path="/v1/messages/count_tokens", summary="Anthropic token count",
+                 required="messages", streams=False, errors="anthropic"),
+        Endpoint(path="/v1/responses", summary="OpenAI Responses", required="input"),
+        Endpoint(path="/v1/rerank", summary="Rerank documents", model_type=ModelType.RERANKING,
+                 required="documents", streams=False),
+        Endpoint(path="/tokenize", summary="Text to tokens", required="content", streams=False),
+        Endpoint(path="/detokenize", summary="Tokens to text", required="tokens",
+                 streams=False),
+    )
 
 
 class Backend(_Frozen):

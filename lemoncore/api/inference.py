@@ -1,4 +1,4 @@
-"""Inference: every routed endpoint (``lemoncore.recipes.CORE_ENDPOINTS`` and those
+"""Inference: every routed endpoint (``lemoncore.recipes.core_endpoints()`` and those
 plugins register) and the model list."""
 
 from __future__ import annotations

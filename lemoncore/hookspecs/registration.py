@@ -131,7 +131,7 @@ def register_endpoints() -> Sequence[Endpoint]:
     disconnect handling, one retry on a dead backend, wedge detection, metrics) and lists
     it in ``/openapi.json``. A backend serves only the paths in its ``Backend.endpoints``
     (default: chat, completions and embeddings); a request for another is a 400 naming
-    the backend. A path lemoncore already routes (see ``lemoncore.recipes.CORE_ENDPOINTS``)
+    the backend. A path lemoncore already routes (see ``lemoncore.recipes.core_endpoints()``)
     or under ``/api/v1/`` is skipped with a warning on this plugin.
 
     :returns: a sequence of ``Endpoint``; empty (or ``None``) when there are none.
