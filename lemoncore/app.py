@@ -13,6 +13,7 @@ from starlette.routing import BaseRoute, Route
 
 from lemoncore.api.boundary import BrowserBoundary
 from lemoncore.api.errors import EXCEPTION_HANDLERS
+from lemoncore.api.gateway import Gateway
 from lemoncore.api.guard import Guard
 from lemoncore.api.hostname import loopback_name
 from lemoncore.api.openapi import operations
@@ -25,10 +26,12 @@ API_PREFIXES = ("/api/v1", "/v1")
 
 def _routes(core: Core) -> list[BaseRoute]:
     """Every operation of the OpenAPI route table (lemoncore's own and the routed
-    endpoints, plugins' included): prefixed ones under each prefix."""
-    return [Route(prefix + op.route, op.handler, methods=[op.method])
-            for op in operations(core.plugins.registry.endpoints_tuple())
-            for prefix in (API_PREFIXES if op.prefix else ("",))]
+    endpoints, plugins' included): prefixed ones under each prefix; then the routes
+    plugins serve themselves (``register_routes``)."""
+    return [*(Route(prefix + op.route, op.handler, methods=[op.method])
+              for op in operations(core.plugins.registry.endpoints_tuple())
+              for prefix in (API_PREFIXES if op.prefix else ("",))),
+            *core.plugins.registry.routes]
 
 
 def create_app(settings: Settings | None = None, *,
@@ -62,7 +65,7 @@ def create_app(settings: Settings | None = None, *,
                                     machine_names=not loopback_name(settings.host)))
     app = Starlette(routes=_routes(core), lifespan=run, exception_handlers=EXCEPTION_HANDLERS,
                     middleware=middleware)
-    app.state.core = core
+    app.state.core, app.state.gateway = core, Gateway(core)
     return app
 
 

@@ -19,6 +19,7 @@ from typing import Any
 
 import pluggy
 import structlog
+from starlette.routing import BaseRoute
 
 from lemoncore import defaults, hookspecs
 from lemoncore.errors import LemonError
@@ -83,6 +84,7 @@ class Registry:
     locks: list[tuple[str, Mapping[str, Any]]] = field(default_factory=list)
     endpoints: dict[str, Endpoint] = field(
         default_factory=lambda: {e.path: e for e in core_endpoints()})
+    routes: list[BaseRoute] = field(default_factory=list)  # plugins' own API surfaces
 
     def endpoints_tuple(self) -> tuple[Endpoint, ...]:
         return tuple(self.endpoints.values())
@@ -95,6 +97,7 @@ class _Contributions:
     models: list[ModelInfo]
     locks: list[Mapping[str, Any]]
     endpoints: list[Endpoint]
+    routes: list[BaseRoute]
 
 
 class PluginHost:
@@ -183,7 +186,8 @@ class PluginHost:
         return _Contributions(own("register_recipes", Recipe),
                               own("register_backends", BackendContribution),
                               own("register_models", ModelInfo), locks,
-                              own("register_endpoints", Endpoint))
+                              own("register_endpoints", Endpoint),
+                              own("register_routes", BaseRoute))
 
     def _merge_recipes(self, record: PluginRecord, recipes: Iterable[Recipe]) -> None:
         for recipe in recipes:
@@ -226,6 +230,12 @@ class PluginHost:
                     record.warnings.append(f"endpoint {endpoint.path} skipped: already routed")
                 else:
                     reg.endpoints[endpoint.path] = endpoint
+            for route in contrib.routes:
+                path = getattr(route, "path", "")
+                if _reserved(path, reg):
+                    record.warnings.append(f"route {path} skipped: lemoncore routes it")
+                else:
+                    reg.routes.append(route)
         self._pending.clear()
         return reg
 
@@ -327,6 +337,16 @@ class PluginHost:
                 raise
             raise PluginError(f"hook {hook!r} failed in a plugin: {type(exc).__name__}: "
                               f"{exc}") from exc
+
+
+# lemoncore's own paths, which no plugin route may take
+RESERVED_PREFIXES, RESERVED_PATHS = ("/v1/", "/api/v1/"), {"/live", "/metrics", "/openapi.json"}
+
+
+def _reserved(path: str, registry: Registry) -> bool:
+    path = "/" + path.strip("/")
+    return path in RESERVED_PATHS or path in registry.endpoints or any(
+        (path + "/").startswith(p) for p in RESERVED_PREFIXES)
 
 
 def _vet_tier(record: PluginRecord, recipe: str, backend: Backend) -> Backend:

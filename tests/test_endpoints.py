@@ -14,8 +14,13 @@ from typing import Any
 import httpx
 import pytest
 from pydantic import SecretStr
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route
 
 from lemoncore import Settings, create_app, hookimpl
+from lemoncore.api.gateway import Gateway
+from lemoncore.errors import LemonError
 from lemoncore.recipes import OPENAI_ENDPOINTS, Endpoint, Recipe
 
 sys.path.insert(0, str(Path(__file__).parent))  # pytest's importlib mode adds no test dirs
@@ -93,3 +98,59 @@ async def test_a_backend_answers_only_the_endpoints_it_declares(
         assert anthropic.status_code == 400
         assert anthropic.json()["type"] == "error"  # Anthropic's shape on its endpoint
         assert anthropic.json()["error"]["type"] == "invalid_request_error"
+
+
+class Echo:
+    """Another API surface: ``/echo/chat`` answers through the gateway; ``/echo/pull``
+    is a management path; a route at ``/v1/models`` or ``/live`` would take over a core
+    route."""
+
+    @hookimpl
+    def register_routes(self) -> Sequence[BaseRoute]:
+        async def chat(request: Request) -> Response:
+            gateway, body = Gateway.of(request), await request.json()
+            if body.get("stream"):
+                chunks = [c async for c in gateway.stream("/v1/chat/completions", body)]
+                return JSONResponse({"chunks": len(chunks)})
+            try:
+                answer = await gateway.complete("/v1/chat/completions", body)
+            except LemonError as exc:
+                return JSONResponse({"refused": str(exc)}, exc.status)
+            return JSONResponse({"said": answer["choices"][0]["message"]["content"],
+                                 "loaded": [m.model_name for m in gateway.loaded()]})
+
+        async def pull(request: Request) -> Response:
+            return JSONResponse({"pulled": True})
+
+        return [Route("/echo/chat", chat, methods=["POST"]), Route("/echo/pull", pull),
+                Route("/v1/models", pull), Route("/live", pull)]
+
+
+async def test_a_plugin_serves_its_own_routes_through_the_gateway(
+        tmp_path: Path, anyio_backend: str) -> None:
+    cache = tmp_path / "cache"
+    app = create_app(Settings(cache_dir=cache, plugins_allow="", api_key=SecretStr("k"),
+                              admin_api_key=SecretStr("admin")),
+                     plugins={"tiny": tiny_plugin(cache), "echo": Echo()})
+    async with app.router.lifespan_context(app), httpx.AsyncClient(
+            transport=httpx.ASGITransport(app), base_url="http://localhost",
+            timeout=30) as client:
+        auth = {"Authorization": "Bearer k"}
+        chat = {"model": MODEL, "messages": [{"role": "user", "content": "hi"}]}
+        assert (await client.post("/echo/chat", json=chat)).status_code == 401
+        answer = await client.post("/echo/chat", json=chat, headers=auth)
+        assert answer.json() == {"said": f"ok from {MODEL}", "loaded": [MODEL]}, answer.text
+        unknown = await client.post("/echo/chat", json={**chat, "model": "nope"},
+                                    headers=auth)
+        assert unknown.status_code == 404 and "nope" in unknown.json()["refused"]
+        metrics = (await client.get("/metrics", headers=auth)).text
+        assert f'lemon_tokens_total{{model="{MODEL}",kind="completion"}} 3' in metrics
+        assert (await client.get("/echo/pull", headers=auth)).status_code == 401
+        pulled = await client.get("/echo/pull", headers={"Authorization": "Bearer admin"})
+        assert pulled.json() == {"pulled": True}
+        assert (await client.get("/v1/models", headers=auth)).json()["object"] == "list"
+        assert (await client.get("/live")).json() == {"status": "ok"}
+        plugins = (await client.get("/api/v1/system-info", headers=auth)).json()["plugins"]
+        [echo] = [p for p in plugins if p["name"] == "echo"]
+        assert echo["warnings"] == ["route /v1/models skipped: lemoncore routes it",
+                                    "route /live skipped: lemoncore routes it"]

@@ -101,6 +101,16 @@ async def _infer(request: Request, endpoint: Endpoint,
     the model's canonical name): every field the engine reads reaches it unchanged."""
     core: Core = request.app.state.core
     body = await json_object(request)
+    model, checked = check_request(core, endpoint, schema, body)
+    if checked.stream and endpoint.streams:
+        return await _stream(core, model, endpoint.path, body)
+    return await _until_disconnect(request, _complete(core, model, endpoint.path, body))
+
+
+def check_request(core: Core, endpoint: Endpoint, schema: type[bodies.InferenceBody],
+                  body: dict[str, Any]) -> tuple[ModelInfo, bodies.InferenceBody]:
+    """Check what lemoncore reads of ``body`` and that its model serves ``endpoint``; put
+    the model's canonical name (and ``max_tokens`` for ``max_completion_tokens``) in it."""
     checked = parse(schema, body)
     model = core.router.model(checked.model)
     if model.model_type is not endpoint.model_type:
@@ -109,9 +119,7 @@ async def _infer(request: Request, endpoint: Endpoint,
     body["model"] = model.name
     if body.get("max_tokens") is None and body.get("max_completion_tokens") is not None:
         body["max_tokens"] = body["max_completion_tokens"]
-    if checked.stream and endpoint.streams:
-        return await _stream(core, model, endpoint.path, body)
-    return await _until_disconnect(request, _complete(core, model, endpoint.path, body))
+    return model, checked
 
 
 # Anthropic's error types by status (docs.anthropic.com, "Errors").
@@ -177,19 +185,30 @@ def backend_response(upstream: httpx.Response) -> Response:
     other backend error OpenAI-style (a 5xx becomes a 502)."""
     if upstream.status_code < 400:
         return Response(upstream.content, upstream.status_code, media_type="application/json")
-    try:
-        detail = json.loads(upstream.content)
-    except ValueError:
-        detail = upstream.text[:500]
+    detail = _detail(upstream)
     if upstream.status_code < 500 and _openai_error(detail):
         return JSONResponse(detail, upstream.status_code)
+    exc = backend_error(upstream)
+    return JSONResponse(error_body(str(exc), exc.type, exc.code,
+                                   details={"status": upstream.status_code}), exc.status)
+
+
+def backend_error(upstream: httpx.Response) -> LemonError:
+    """A backend's error answer (read already) as an error with its message; a 5xx is a
+    502."""
+    detail = _detail(upstream)
     error = detail.get("error") if isinstance(detail, dict) else None
     message = error.get("message") if isinstance(error, dict) else \
         error if isinstance(error, str) else str(detail)
     status = upstream.status_code if upstream.status_code < 500 else 502
-    return JSONResponse(error_body(f"backend error: {message}", "backend_error",
-                                   "backend_error", details={"status": upstream.status_code}),
-                        status)
+    return LemonError(f"backend error: {message}", status, "backend_error", "backend_error")
+
+
+def _detail(upstream: httpx.Response) -> Any:
+    try:
+        return json.loads(upstream.content)
+    except ValueError:
+        return upstream.text[:500]
 
 
 def _openai_error(detail: object) -> bool:

@@ -19,10 +19,11 @@ a first-result hook. What must be awaited goes in an object the hook returns and
 awaits (``startup_tasks``, ``refresher``, an ``InstallPlan.installer``).
 
 **Registration hooks** (``register_recipes``, ``register_backends``, ``register_models``,
-``register_lock``) are called once per plugin when it loads; what they return is
-validated, then merged. A plugin that fails to import, implements an unknown or
-``async def`` hook, or contributes invalid data is unregistered and shown as ``failed``
-with its error (``lemon plugins``, ``/api/v1/system-info``); the others load regardless.
+``register_lock``, ``register_endpoints``, ``register_routes``) are called once per
+plugin when it loads; what they return is validated, then merged. A plugin that fails
+to import, implements an unknown or ``async def`` hook, or contributes invalid data is
+unregistered and shown as ``failed`` with its error (``lemon plugins``,
+``/api/v1/system-info``); the others load regardless.
 
 **Decision hooks** (``effective_device``, ``effective_is_amd_gpu``, ``slot_policy``) are
 pure and fast. They are asked once per load, with the selected backend and the resolved
@@ -72,14 +73,17 @@ from lemoncore.hookspecs.registration import (
     register_lock,
     register_models,
     register_recipes,
+    register_routes,
 )
 from lemoncore.hookspecs.upkeep import migrations, startup_tasks
 
 # Every hook, in the reference's order (docs/hooks.md).
 HOOKS = (register_recipes, register_backends, register_models, register_lock,
-         register_endpoints, effective_device, effective_is_amd_gpu, slot_policy, install,
-         refresher, preflight, launch, normalize_request, startup_tasks, migrations)
+         register_endpoints, register_routes, effective_device, effective_is_amd_gpu,
+         slot_policy, install, refresher, preflight, launch, normalize_request,
+         startup_tasks, migrations)
 __all__ = ["HOOKS", "PROJECT", "effective_device", "effective_is_amd_gpu", "hookimpl",
            "hookspec", "install", "launch", "migrations", "normalize_request", "preflight",
            "refresher", "register_backends", "register_endpoints", "register_lock",
-           "register_models", "register_recipes", "slot_policy", "startup_tasks"]
+           "register_models", "register_recipes", "register_routes", "slot_policy",
+           "startup_tasks"]

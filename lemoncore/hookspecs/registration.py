@@ -4,7 +4,7 @@ validated, then merged."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lemoncore.hookspecs.markers import hookspec
 from lemoncore.recipes import (
@@ -13,6 +13,9 @@ from lemoncore.recipes import (
     ModelInfo,
     Recipe,
 )
+
+if TYPE_CHECKING:
+    from starlette.routing import BaseRoute
 
 
 @hookspec
@@ -142,6 +145,36 @@ def register_endpoints() -> Sequence[Endpoint]:
         def register_endpoints() -> list[Endpoint]:
             return [Endpoint(path="/v1/infill", summary="Fill in the middle",
                              required="input_prefix")]
+
+    .. versionadded:: 0.3
+    """
+    raise NotImplementedError
+
+
+@hookspec
+def register_routes() -> Sequence[BaseRoute]:
+    """Return HTTP routes this plugin serves: another API surface over lemoncore.
+
+    Registration: called once, when the plugin loads; not an owner hook. Each item is a
+    Starlette route (``starlette.routing.Route`` or ``Mount``), served after lemoncore's
+    own and behind the same guards: host and cross-site checks, the API key, the body
+    limit; a path whose last segment is ``load``, ``unload``, ``pull``, ``delete``,
+    ``install`` or ``uninstall`` needs the admin key (or this machine). Handlers reach
+    the core only through ``lemoncore.api.gateway.Gateway.of(request)``: list, load,
+    pull and delete models, and send inference requests through the same path as
+    ``/v1/*``. A route under ``/v1/`` or ``/api/v1/``, or at a path lemoncore routes, is
+    skipped with a warning on this plugin. Routes are not in ``/openapi.json``: the
+    plugin documents its API. ``lemon-plugin-ollama-api`` is the worked example.
+
+    :returns: a sequence of Starlette routes; empty (or ``None``) when there are none.
+
+    Example::
+
+        @hookimpl
+        def register_routes() -> list[Route]:
+            async def version(request: Request) -> Response:
+                return JSONResponse({"version": "1.0"})
+            return [Route("/api/version", version)]
 
     .. versionadded:: 0.3
     """

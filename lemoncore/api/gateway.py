@@ -1,0 +1,150 @@
+"""The core as the routes a plugin adds (``register_routes``) use it.
+
+A plugin that serves another API surface (Ollama's, say) translates its requests into
+calls on :class:`Gateway` and never touches lemoncore's internals: models are listed,
+loaded, pulled and deleted as ``/api/v1/*`` does, and inference goes through the same
+path as ``/v1/*`` (loading, queueing, retries, wedge detection, token metrics). Errors
+are :class:`lemoncore.errors.LemonError`; a plugin answers them in its API's own shape.
+
+Get it in a handler with ``Gateway.of(request)``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+from starlette.requests import Request
+
+from lemoncore.api import bodies, replies
+from lemoncore.api.inference import backend_error, check_request
+from lemoncore.core import Core
+from lemoncore.errors import LemonError
+from lemoncore.launch import ProgressCallback
+from lemoncore.recipes import Endpoint, ModelInfo
+from lemoncore.serving.forwarding import exchange
+from lemoncore.serving.proxy import BackendFailure
+from lemoncore.serving.sse import DONE, DataLines, error_message
+
+
+class Gateway:
+    """Public calls on a running lemoncore; stable within a minor version."""
+
+    def __init__(self, core: Core) -> None:
+        self._core = core
+
+    @staticmethod
+    def of(request: Request) -> Gateway:
+        """The gateway of the app serving ``request``."""
+        gateway: Gateway = request.app.state.gateway
+        return gateway
+
+    # Models ------------------------------------------------------------------------
+
+    def models(self) -> list[ModelInfo]:
+        """Every model whose recipe is installed, downloaded or not."""
+        recipes = self._core.plugins.registry.recipes
+        return [m for m in self._core.models.all().values() if m.recipe in recipes]
+
+    def model(self, name: str) -> ModelInfo:
+        """The model called ``name`` (or an alias of it); a 404 ``model_not_found`` or a
+        400 ``recipe_not_installed``."""
+        return self._core.router.model(name)
+
+    async def local_path(self, model: ModelInfo) -> Path | None:
+        """The model's main file when it is downloaded, else ``None``."""
+        return await anyio.to_thread.run_sync(self._core.models.local_path, model)
+
+    def loaded(self) -> list[replies.LoadedModel]:
+        """The loaded models, as ``/api/v1/health`` lists them."""
+        return [replies.LoadedModel.model_validate(s.as_health())
+                for s in self._core.router.servers.values()]
+
+    async def load(self, name: str, options: Mapping[str, Any] | None = None,
+                   pinned: bool | None = None) -> replies.LoadedModel:
+        """Load ``name`` as ``POST /api/v1/load`` does: ``options`` are request-scope
+        recipe options (checked; new ones reload a loaded model)."""
+        server = await self._core.router.load(name, options, pinned)
+        return replies.LoadedModel.model_validate(server.as_health())
+
+    async def unload(self, name: str) -> None:
+        await self._core.router.unload(name)
+
+    async def pull(self, name: str, progress: ProgressCallback | None = None) -> Path:
+        """Download a registered or catalogue model (verified, resumable); ``progress``
+        gets ``(bytes_done, bytes_total)`` of all its files."""
+        model = self._core.models.get(name)
+        if model is None:
+            raise LemonError(f"model {name!r} is not registered or in the catalogue", 404,
+                             code="model_not_found")
+        return await self._core.models.pull(model, progress)
+
+    async def delete(self, name: str) -> None:
+        """Unload and remove a downloaded model (a user model is forgotten too)."""
+        model = self._core.models.get(name)
+        if model is None:
+            raise LemonError(f"model {name!r} not found", 404, code="model_not_found")
+        if self._core.router.loaded(name) is not None:
+            await self._core.router.unload(name)
+        self._core.models.delete(model)
+
+    # Inference -----------------------------------------------------------------------
+
+    def _endpoint(self, path: str, body: dict[str, Any]) -> tuple[ModelInfo, Endpoint]:
+        endpoint = self._core.plugins.registry.endpoints.get(path)
+        if endpoint is None:
+            raise LemonError(f"no routed endpoint {path}", 404)
+        model, _ = check_request(self._core, endpoint, bodies.body_of(endpoint), body)
+        return model, endpoint
+
+    async def complete(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        """Send ``body`` (an OpenAI-shaped request naming its ``model``) to a routed
+        endpoint (``/v1/chat/completions``) and return the engine's JSON answer; the
+        engine's error answer is raised (a 5xx as 502)."""
+        model, _ = self._endpoint(path, {**body, "stream": False})
+        answer = await exchange(self._core.router, model, path,
+                                {**body, "model": model.name, "stream": False}, stream=False)
+        async with answer.resources:
+            if answer.upstream.status_code != 200:
+                raise backend_error(answer.upstream)
+            reply: dict[str, Any] = json.loads(answer.upstream.content)
+            return reply
+
+    async def stream(self, path: str, body: dict[str, Any]) -> AsyncIterator[dict[str, Any]]:
+        """Stream ``body`` to a routed endpoint: each chunk's JSON, until the engine's
+        ``[DONE]``. An engine error, before or during the stream, is raised. Closing the
+        iterator (or cancelling its consumer) closes the engine's connection, which stops
+        its generation."""
+        body = {**body, "stream": True}
+        model, _ = self._endpoint(path, body)
+        fleet = self._core.router.fleet
+        answer = await exchange(self._core.router, model, path, body, stream=True)
+        async with answer.resources:
+            if answer.upstream.status_code != 200:
+                raise backend_error(answer.upstream)
+            lines, usage = DataLines(), None
+            broke: bool | None = None  # how the engine's stream ended, once it has
+            try:
+                async for chunk in answer.upstream.aiter_raw():
+                    for event in lines.feed(chunk):
+                        if event is DONE:
+                            broke = False
+                            return
+                        if (message := error_message(event)) is not None:
+                            broke = True
+                            raise LemonError(f"backend error: {message}", 502,
+                                             "backend_error", "backend_error")
+                        usage = event.get("usage") or usage
+                        yield event
+                broke = False  # an engine that omits [DONE]
+            except httpx.TransportError as exc:
+                broke = True
+                raise BackendFailure(f"backend stream broke: {exc!r}") from exc
+            finally:
+                fleet.count_usage(model.name, usage)
+                if broke is not None:  # not when the consumer left
+                    fleet.record_outcome(answer.server, failed=broke)
