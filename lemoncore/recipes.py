@@ -100,19 +100,29 @@ OPENAI_ENDPOINTS = frozenset({"/v1/chat/completions", "/v1/completions", "/v1/em
 
 
 class Endpoint(_Frozen):
-    """A routed inference endpoint: a JSON ``POST`` whose body names a model, forwarded to
-    the engine of that model's backend with the same routing, auth, limits, queueing,
-    disconnect handling, retry and metrics as chat. ``required`` names the body field a
-    request must have; ``streams`` says whether a ``stream: true`` body is answered as
-    SSE; ``errors`` is the shape of lemoncore's own errors there (``anthropic`` for
-    Anthropic's API)."""
+    """A routed inference endpoint: a ``POST`` whose body names a model, forwarded to the
+    engine of that model's backend with the same routing, auth, limits, queueing,
+    disconnect handling, retry and metrics as chat."""
 
     path: str = Field(pattern=r"^/[A-Za-z0-9_/-]+$")
     summary: str
     model_type: ModelType = ModelType.LLM
-    required: str | None = None
-    streams: bool = True
-    errors: Literal["openai", "anthropic"] = "openai"
+    body: Literal["json", "multipart"] = Field(
+        "json", description="A JSON object, or ``multipart/form-data`` (an upload), which "
+        "reaches the engine byte for byte")
+    model_field: str = Field("model", description="The body field naming the model")
+    required: str | None = Field(None, description="A body field a request must have")
+    streams: bool = Field(True, description="A ``stream: true`` body (form field "
+                          "``stream=true``) is answered as SSE")
+    media_type: str = Field("application/json", description="What a non-streamed answer "
+                            "is (the engine's ``Content-Type`` is passed through)")
+    max_body_bytes: int | None = Field(None, ge=1, description="This endpoint's body "
+                                       "limit; the administrator's ``max_body_bytes`` "
+                                       "caps every endpoint")
+    retried: bool = Field(True, description="Sent once more, to a fresh server, when the "
+                          "backend died before answering")
+    errors: Literal["openai", "anthropic"] = Field(
+        "openai", description="The shape of lemoncore's own errors there")
 
 
 @functools.cache

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import openai
 import pytest
 from pydantic import SecretStr
 from starlette.requests import Request
@@ -21,7 +22,7 @@ from starlette.routing import BaseRoute, Route
 from lemoncore import Settings, create_app, hookimpl
 from lemoncore.api.gateway import Gateway
 from lemoncore.errors import LemonError
-from lemoncore.recipes import OPENAI_ENDPOINTS, Endpoint, Recipe
+from lemoncore.recipes import OPENAI_ENDPOINTS, Endpoint, ModelInfo, ModelType, Recipe
 
 sys.path.insert(0, str(Path(__file__).parent))  # pytest's importlib mode adds no test dirs
 from tinyplugin import MODEL, RECIPE, tiny_plugin
@@ -154,3 +155,79 @@ async def test_a_plugin_serves_its_own_routes_through_the_gateway(
         [echo] = [p for p in plugins if p["name"] == "echo"]
         assert echo["warnings"] == ["route /v1/models skipped: lemoncore routes it",
                                     "route /live skipped: lemoncore routes it"]
+
+
+TRANSCRIBE = Endpoint(path="/v1/audio/transcriptions", summary="Speech to text",
+                      model_type=ModelType.TRANSCRIPTION, body="multipart", required="file",
+                      max_body_bytes=64 * 1024)
+WHISPER = "tiny-whisper"
+
+
+class Transcribe:
+    """A speech-to-text plugin: the multipart endpoint, a backend of the tiny recipe that
+    serves it, and a transcription model."""
+
+    def __init__(self, weights: Path) -> None:
+        self.weights = weights
+
+    @hookimpl
+    def register_endpoints(self) -> Sequence[Endpoint]:
+        return [TRANSCRIBE]
+
+    @hookimpl
+    def register_models(self) -> Sequence[ModelInfo]:
+        return [ModelInfo(name=WHISPER, recipe="tiny", checkpoint=f"file:{self.weights}",
+                          labels=("transcription",))]
+
+
+async def test_a_plugin_multipart_endpoint_takes_uploads(tmp_path: Path,
+                                                         anyio_backend: str) -> None:
+    cache = tmp_path / "cache"
+    tiny = tiny_plugin(cache)
+    backend = RECIPE.backends[0].model_copy(
+        update={"endpoints": OPENAI_ENDPOINTS | {TRANSCRIBE.path}})
+    recipe = RECIPE.model_copy(update={"backends": (backend,)})
+
+    class Tiny(type(tiny)):  # type: ignore[misc]
+        @hookimpl
+        def register_recipes(self) -> Sequence[Recipe]:
+            return [recipe]
+
+    app = create_app(Settings(cache_dir=cache, plugins_allow="", api_key=SecretStr("k")),
+                     plugins={"tiny": Tiny(tiny.weights, tiny.registry),
+                              "whisper": Transcribe(tiny.weights)})
+    audio = bytes(range(256)) * 16  # 4 KiB of "audio"
+    async with app.router.lifespan_context(app), httpx.AsyncClient(
+            transport=httpx.ASGITransport(app), base_url="http://localhost",
+            timeout=30) as http, openai.AsyncOpenAI(
+                base_url="http://localhost/v1", api_key="k", http_client=http) as client:
+        heard = await client.audio.transcriptions.create(
+            model=WHISPER, file=("talk.wav", audio, "audio/wav"), language="en")
+        assert heard.text == "heard talk.wav: 4096 bytes"  # the engine got the upload whole
+        raw = await http.post("/v1/audio/transcriptions", headers={"x-api-key": "k"},
+                              data={"model": WHISPER, "prompt": "names"},
+                              files={"file": ("a.wav", audio)})
+        assert raw.json()["fields"] == {"model": WHISPER, "prompt": "names"}
+        stranger = openai.AsyncOpenAI(base_url="http://localhost/v1", api_key="wrong",
+                                      http_client=http)  # closing it would close `http`
+        with pytest.raises(openai.AuthenticationError):
+            await stranger.audio.transcriptions.create(model=WHISPER, file=("a.wav", audio))
+        with pytest.raises(openai.APIStatusError) as too_big:
+            await client.audio.transcriptions.create(
+                model=WHISPER, file=("long.wav", audio * 17, "audio/wav"))
+        assert too_big.value.status_code == 413
+        with pytest.raises(openai.BadRequestError) as chat_model:
+            await client.audio.transcriptions.create(model=MODEL, file=("a.wav", audio))
+        assert "is a llm model; it does not serve" in str(chat_model.value)
+        no_file = await http.post("/v1/audio/transcriptions", headers={"x-api-key": "k"},
+                                  data={"model": WHISPER}, files={"other": ("x", b"1")})
+        assert no_file.status_code == 400 and no_file.json()["error"]["param"] == "file"
+        as_json = await http.post("/v1/audio/transcriptions", headers={"x-api-key": "k"},
+                                  json={"model": WHISPER, "file": "x"})
+        assert as_json.status_code == 400 and "multipart/form-data" in as_json.text
+        metrics = (await http.get("/metrics", headers={"x-api-key": "k"})).text
+        assert (f'lemon_backend_answers_total{{model="{WHISPER}",endpoint='
+                f'"/v1/audio/transcriptions",status="200"}} 2') in metrics
+        document = (await http.get("/openapi.json")).json()
+        upload = document["paths"]["/v1/audio/transcriptions"]["post"]["requestBody"]
+        assert set(upload["content"]) == {"multipart/form-data"}

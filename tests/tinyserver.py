@@ -1,8 +1,9 @@
 """A tiny OpenAI-shaped HTTP server standing in for engines whose hardware is missing.
 
-It answers ``GET /health`` and ``POST /v1/chat/completions`` (``{"delay": s}`` in the body
-makes it slow; ``{"hold": path}`` makes it answer only once ``path`` exists, so a test
-decides when a request ends; ``--start-delay`` makes it slow to start). ``--alone`` models
+It answers ``GET /health``, ``POST /v1/chat/completions`` (any JSON POST: ``{"delay": s}``
+in the body makes it slow; ``{"hold": path}`` makes it answer only once ``path`` exists, so a test
+decides when a request ends; ``--start-delay`` makes it slow to start) and a
+``multipart/form-data`` upload (``/v1/audio/transcriptions``). ``--alone`` models
 memory pressure: it fails to start for lack of memory while another tiny server runs (each
 marks itself in ``--registry``). ``--model`` must exist, as a real engine's model file must.
 
@@ -30,6 +31,8 @@ import os
 import signal
 import sys
 import time
+from email.parser import BytesParser
+from email.policy import default
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import NoReturn
@@ -98,7 +101,11 @@ class Handler(BaseHTTPRequestHandler):
         self._json(200, {"status": "ok"}) if self.path == "/health" else self._json(404, {})
 
     def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        raw = self.rfile.read(int(self.headers["Content-Length"]))
+        if self.headers["Content-Type"].startswith("multipart/form-data"):
+            self.transcribe(raw)
+            return
+        body = json.loads(raw)
         time.sleep(float(body.get("delay", 0)))
         if hold := body.get("hold"):
             deadline = time.monotonic() + 60  # never forever, if a test forgets
@@ -120,6 +127,19 @@ class Handler(BaseHTTPRequestHandler):
             "choices": [{"index": 0, "finish_reason": "stop",
                          "message": {"role": "assistant", "content": f"ok from {args.name}"}}],
             "usage": {"prompt_tokens": 1, "completion_tokens": 3, "total_tokens": 4}})
+
+    def transcribe(self, raw: bytes) -> None:
+        """An upload, as whisper.cpp's server takes ``/v1/audio/transcriptions``: say what
+        arrived (each form field, and the file's name and size)."""
+        head = f"Content-Type: {self.headers['Content-Type']}\r\n\r\n".encode()
+        form = BytesParser(policy=default).parsebytes(head + raw)
+        fields = {}
+        for part in form.iter_parts():
+            data = part.get_payload(decode=True) or b""
+            name = part.get_param("name", header="content-disposition")
+            fields[name] = f"{part.get_filename()}: {len(data)} bytes" \
+                if part.get_filename() else data.decode()
+        self._json(200, {"text": f"heard {fields.pop('file', 'no file')}", "fields": fields})
 
     def log_message(self, format: str, *a: object) -> None:
         pass

@@ -179,6 +179,21 @@ def body_of(endpoint: Endpoint) -> type[InferenceBody]:
     return create_model(name, __base__=InferenceBody, __doc__=endpoint.summary, **fields)
 
 
+@functools.cache
+def form_of(endpoint: Endpoint) -> type[Body]:
+    """The ``multipart/form-data`` fields lemoncore checks for ``endpoint`` (for the
+    OpenAPI document: the upload itself reaches the engine byte for byte)."""
+    binary: dict[str, Any] = {"type": "string", "format": "binary"}
+    fields: dict[str, Any] = {endpoint.model_field: (str, Field(description=_CATALOGUE_NAME))}
+    if endpoint.required:
+        fields[endpoint.required] = (bytes, Field(description="Required; passed to the "
+                                                  "engine", json_schema_extra=binary))
+    if endpoint.streams:
+        fields["stream"] = (bool, Field(False, description="Answer an SSE stream"))
+    name = "".join(p.title() for p in re.split(r"[/_-]", endpoint.path) if p) + "Form"
+    return create_model(name, __base__=Body, __doc__=endpoint.summary, **fields)
+
+
 B = TypeVar("B", bound=Body)
 
 

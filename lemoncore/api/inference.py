@@ -11,6 +11,7 @@ from typing import Any
 import anyio
 import httpx
 from pydantic import ValidationError
+from starlette.formparsers import MultiPartException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
@@ -23,7 +24,7 @@ from lemoncore.errors import LemonError, error_body
 from lemoncore.installs.backends import BackendState
 from lemoncore.recipes import Endpoint, ModelInfo, Tier
 from lemoncore.serving.forwarding import exchange
-from lemoncore.serving.proxy import SSERelay
+from lemoncore.serving.proxy import Body, Raw, SSERelay
 
 
 def model_card(core: Core, model: ModelInfo) -> replies.ModelCard:
@@ -100,11 +101,55 @@ async def _infer(request: Request, endpoint: Endpoint,
     """Check what lemoncore reads of the body, then forward the body as it came (with
     the model's canonical name): every field the engine reads reaches it unchanged."""
     core: Core = request.app.state.core
+    if endpoint.max_body_bytes is not None and \
+            len(await request.body()) > endpoint.max_body_bytes:
+        raise ApiError(f"request body exceeds {endpoint.max_body_bytes} bytes, the limit of "
+                       f"{endpoint.path}", 413, code="request_too_large")
+    if endpoint.body == "multipart":
+        model, upload, stream = await check_upload(core, endpoint, request)
+        return await _forward(request, core, endpoint, model, upload, stream)
     body = await json_object(request)
     model, checked = check_request(core, endpoint, schema, body)
-    if checked.stream and endpoint.streams:
-        return await _stream(core, model, endpoint.path, body)
-    return await _until_disconnect(request, _complete(core, model, endpoint.path, body))
+    return await _forward(request, core, endpoint, model, body, bool(checked.stream))
+
+
+async def _forward(request: Request, core: Core, endpoint: Endpoint, model: ModelInfo,
+                   body: Body, stream: bool) -> Response:
+    if stream and endpoint.streams:
+        return await _stream(core, model, endpoint, body)
+    return await _until_disconnect(request, _complete(core, model, endpoint, body))
+
+
+async def check_upload(core: Core, endpoint: Endpoint, request: Request
+                       ) -> tuple[ModelInfo, Raw, bool]:
+    """A ``multipart/form-data`` body: its model and required field checked, its bytes kept
+    as they came, and whether it asks for a stream (``stream=true``)."""
+    content_type = request.headers.get("content-type", "")
+    if not content_type.lower().startswith("multipart/form-data"):
+        raise ApiError(f"{endpoint.path} takes multipart/form-data (a file upload), not "
+                       f"{content_type or 'a body without Content-Type'}")
+    raw = await request.body()
+    try:
+        async with request.form() as form:
+            name = form.get(endpoint.model_field)
+            present = endpoint.required is None or endpoint.required in form
+            stream = str(form.get("stream", "")).lower() in {"true", "1"}
+    except MultiPartException as exc:
+        raise ApiError(f"malformed multipart body: {exc}") from exc
+    if not isinstance(name, str) or not name:
+        raise ApiError(f"missing form field {endpoint.model_field!r}: the model",
+                       param=endpoint.model_field)
+    if not present:
+        raise ApiError(f"missing form field {endpoint.required!r}", param=endpoint.required)
+    return _serving(core, endpoint, name), Raw(raw, content_type), stream
+
+
+def _serving(core: Core, endpoint: Endpoint, name: str) -> ModelInfo:
+    model = core.router.model(name)
+    if model.model_type is not endpoint.model_type:
+        raise ApiError(f"model {model.name!r} is a {model.model_type.value} model; it does "
+                       f"not serve {endpoint.path}", param=endpoint.model_field)
+    return model
 
 
 def check_request(core: Core, endpoint: Endpoint, schema: type[bodies.InferenceBody],
@@ -112,10 +157,7 @@ def check_request(core: Core, endpoint: Endpoint, schema: type[bodies.InferenceB
     """Check what lemoncore reads of ``body`` and that its model serves ``endpoint``; put
     the model's canonical name (and ``max_tokens`` for ``max_completion_tokens``) in it."""
     checked = parse(schema, body)
-    model = core.router.model(checked.model)
-    if model.model_type is not endpoint.model_type:
-        raise ApiError(f"model {model.name!r} is a {model.model_type.value} model; it does "
-                       f"not serve {endpoint.path}", param="model")
+    model = _serving(core, endpoint, checked.model)
     body["model"] = model.name
     if body.get("max_tokens") is None and body.get("max_completion_tokens") is not None:
         body["max_tokens"] = body["max_completion_tokens"]
@@ -162,15 +204,17 @@ async def _until_disconnect(request: Request, work: Awaitable[Response]) -> Resp
     return result
 
 
-async def _complete(core: Core, model: ModelInfo, path: str, body: dict[str, Any]
+async def _complete(core: Core, model: ModelInfo, endpoint: Endpoint, body: Body
                     ) -> Response:
-    answer = await exchange(core.router, model, path, body, stream=False)
+    answer = await exchange(core.router, model, endpoint.path, body, stream=False,
+                            retry=endpoint.retried)
     async with answer.resources:
         return backend_response(answer.upstream)
 
 
-async def _stream(core: Core, model: ModelInfo, path: str, body: dict[str, Any]) -> Response:
-    answer = await exchange(core.router, model, path, body, stream=True)
+async def _stream(core: Core, model: ModelInfo, endpoint: Endpoint, body: Body) -> Response:
+    answer = await exchange(core.router, model, endpoint.path, body, stream=True,
+                            retry=endpoint.retried)
     if answer.upstream.status_code != 200:
         async with answer.resources:
             return backend_response(answer.upstream)
@@ -184,7 +228,8 @@ def backend_response(upstream: httpx.Response) -> Response:
     """Pass a backend answer through, and a 4xx that is an OpenAI error object; wrap any
     other backend error OpenAI-style (a 5xx becomes a 502)."""
     if upstream.status_code < 400:
-        return Response(upstream.content, upstream.status_code, media_type="application/json")
+        return Response(upstream.content, upstream.status_code, media_type=upstream.headers.get(
+            "content-type", "application/json"))
     detail = _detail(upstream)
     if upstream.status_code < 500 and _openai_error(detail):
         return JSONResponse(detail, upstream.status_code)

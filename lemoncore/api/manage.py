@@ -137,6 +137,11 @@ async def metrics(request: Request) -> Response:
               "# TYPE lemon_tokens_total counter"]
     lines += [f'lemon_tokens_total{{model="{model}",kind="{kind.removesuffix("_tokens")}"}} '
               f"{count}" for (model, kind), count in sorted(router.fleet.tokens.items())]
+    lines += ["# HELP lemon_backend_answers_total Answers backends gave, by model, endpoint "
+              "and status.", "# TYPE lemon_backend_answers_total counter"]
+    lines += [f'lemon_backend_answers_total{{model="{model}",endpoint="{path}",'
+              f'status="{status}"}} {count}'
+              for (model, path, status), count in sorted(router.fleet.answers.items())]
     return Response("\n".join(lines) + "\n",
                     media_type="text/plain; version=0.0.4; charset=utf-8")
 

@@ -73,6 +73,7 @@ class Operation:
     prefix: str = ""  # OPENAI or LEMONADE: served under both; "": only as it is
     description: str = ""
     body: type[bodies.Body] | None = None
+    body_media: str = "application/json"
     body_required: bool = True
     ok: Mapping[str, Media] = field(default_factory=dict)
     ok_description: str = "OK"
@@ -97,8 +98,6 @@ _STREAMED = ("With `stream`, a `text/event-stream` of `progress` events (bytes o
 _INFERENCE_ERRORS = (400, 404, 409, 502, 503)
 _ENGINE_ANSWER: dict[str, Any] = {"type": "object",
                                    "description": "The engine's answer, passed through"}
-_INFERENCE_OK: dict[str, Media] = {"application/json": _ENGINE_ANSWER,
-                                   "text/event-stream": _ENGINE_EVENT}
 
 
 async def serve(request: Request) -> Response:
@@ -122,10 +121,15 @@ def routed(endpoint: Endpoint) -> Operation:
     path starts with ``/v1/``, else as it is."""
     prefix, route = (OPENAI, endpoint.path[3:]) if endpoint.path.startswith("/v1/") \
         else ("", endpoint.path)
+    form = endpoint.body == "multipart"
+    answer = _ENGINE_ANSWER if endpoint.media_type == "application/json" else \
+        {"type": "string", "format": "binary"}
     return Operation(
         "POST", route, inference.routed(endpoint), endpoint.summary, prefix=prefix,
-        body=bodies.body_of(endpoint), engine=True, errors=_INFERENCE_ERRORS,
-        ok=_INFERENCE_OK if endpoint.streams else {"application/json": _ENGINE_ANSWER},
+        body=bodies.form_of(endpoint) if form else bodies.body_of(endpoint),
+        body_media="multipart/form-data" if form else "application/json",
+        engine=True, errors=_INFERENCE_ERRORS, ok={endpoint.media_type: answer, **(
+            {"text/event-stream": _ENGINE_EVENT} if endpoint.streams else {})},
         description=_DESCRIPTIONS.get(endpoint.path, f"Served by backends whose engine "
                                       f"answers `{endpoint.path}` itself."),
         anthropic_errors=endpoint.errors == "anthropic")
@@ -267,7 +271,7 @@ def document(endpoints: tuple[Endpoint, ...]) -> dict[str, Any]:
             spec["parameters"] = [dict(p) for p in op.parameters]
         if op.body is not None:
             spec["requestBody"] = {"required": op.body_required, "content": {
-                "application/json": {"schema": schema(op.body, "validation")}}}
+                op.body_media: {"schema": schema(op.body, "validation")}}}
         paths.setdefault(op.path, {})[op.method.lower()] = spec
 
     error = refs[replies.ErrorReply, "serialization"]

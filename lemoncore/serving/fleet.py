@@ -27,6 +27,7 @@ class Fleet:
         self.servers: dict[str, LoadedServer] = {}
         self.evictions: Counter[str] = Counter({k: 0 for k in EVICTION_KINDS})
         self.tokens: Counter[tuple[str, str]] = Counter()  # (model, kind), from usage
+        self.answers: Counter[tuple[str, str, int]] = Counter()  # (model, path, status)
         self.task_group: anyio.abc.TaskGroup | None = None  # for removals in the background
 
     def add(self, server: LoadedServer) -> None:

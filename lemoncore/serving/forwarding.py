@@ -9,7 +9,6 @@ import contextlib
 import json
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
-from typing import Any
 
 import anyio
 import httpx
@@ -17,7 +16,7 @@ import httpx
 from lemoncore.errors import LemonError
 from lemoncore.recipes import ModelInfo
 from lemoncore.serving.launcher import LoadedServer
-from lemoncore.serving.proxy import CUT_AT_SHUTDOWN, BackendFailure, send_request
+from lemoncore.serving.proxy import CUT_AT_SHUTDOWN, BackendFailure, Body, send_request
 from lemoncore.serving.router import Router
 
 # Back-off while a single-slot engine still works on an abandoned request.
@@ -34,12 +33,13 @@ class Exchange:
     resources: AsyncExitStack
 
 
-async def exchange(router: Router, model: ModelInfo, path: str, body: dict[str, Any],
-                   stream: bool) -> Exchange:
-    """Send ``body`` to ``model``'s server. A complete answer (or a stream's failed start)
-    counts toward wedge detection now; a stream that starts counts when it ends. A
-    non-streaming request still waiting at a shutdown's drain deadline is cut (503)."""
-    for attempt in (1, 2):
+async def exchange(router: Router, model: ModelInfo, path: str, body: Body,
+                   stream: bool, retry: bool = True) -> Exchange:
+    """Send ``body`` to ``model``'s server; with ``retry``, once more to a fresh server
+    when the backend died before answering. A complete answer (or a stream's failed
+    start) counts toward wedge detection now; a stream that starts counts when it ends.
+    A non-streaming request still waiting at a shutdown's drain deadline is cut (503)."""
+    for attempt in (1, 2) if retry else (2,):  # only a first attempt is retried
         resources = AsyncExitStack()
         try:
             server = await resources.enter_async_context(router.acquire(model.name))
@@ -48,7 +48,8 @@ async def exchange(router: Router, model: ModelInfo, path: str, body: dict[str, 
                                  f"{path} (it serves {', '.join(sorted(server.backend.endpoints))}"
                                  "); load the model on a backend that does", 400,
                                  code="endpoint_not_served", param="model")
-            router.plugins.normalize_request(server.recipe, server.backend, path, body)
+            if isinstance(body, dict):
+                router.plugins.normalize_request(server.recipe, server.backend, path, body)
             try:
                 with router.admission.cut_at_drain_deadline() as deadline:
                     upstream = await send_when_free(router, server, path, body, stream)
@@ -66,6 +67,7 @@ async def exchange(router: Router, model: ModelInfo, path: str, body: dict[str, 
         except BaseException:
             await resources.aclose()
             raise
+        router.fleet.answers[model.name, path, upstream.status_code] += 1
         if not stream or upstream.status_code != 200:
             router.fleet.record_outcome(server, failed=upstream.status_code >= 500)
         if not stream and upstream.status_code == 200:
@@ -76,7 +78,7 @@ async def exchange(router: Router, model: ModelInfo, path: str, body: dict[str, 
 
 
 async def send_when_free(router: Router, server: LoadedServer, path: str,
-                         body: dict[str, Any], stream: bool) -> httpx.Response:
+                         body: Body, stream: bool) -> httpx.Response:
     """Send the request. A single-slot engine may still be finishing a request whose client
     left (VTE notices a disconnect only at its next token, and never on a non-streaming
     request) and answer 429: lemoncore holds the slot, so it retries with back-off for up

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from contextlib import AbstractContextManager, AsyncExitStack
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -39,17 +40,30 @@ def sse_error(message: str, status: int = 502, type_: str = "backend_error",
     return b"data: " + json.dumps(body).encode() + b"\n\n"
 
 
-async def send_request(client: httpx.AsyncClient, path: str, body: dict[str, Any],
+@dataclass(frozen=True)
+class Raw:
+    """A request body sent as it came (an upload): its bytes and ``Content-Type``."""
+
+    content: bytes
+    content_type: str
+
+
+Body = dict[str, Any] | Raw
+
+
+async def send_request(client: httpx.AsyncClient, path: str, body: Body,
                        stream: bool) -> httpx.Response:
     """POST to the backend; transport failures become :class:`BackendFailure`.
 
     A pooled connection the backend closed before answering is retried once on a fresh
     one: the backend never read that request.
     """
+    request = client.build_request("POST", path, json=body) if isinstance(body, dict) else \
+        client.build_request("POST", path, content=body.content,
+                             headers={"content-type": body.content_type})
     for attempt in (1, 2):
         try:
-            return await client.send(client.build_request("POST", path, json=body),
-                                     stream=stream)
+            return await client.send(request, stream=stream)
         except httpx.RemoteProtocolError as exc:
             if attempt == 2 or "without sending" not in str(exc):
                 raise BackendFailure(f"backend connection failed: {exc!r}") from exc
