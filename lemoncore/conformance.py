@@ -16,9 +16,11 @@ your backend serves)::
 The suite checks what clients and lemoncore rely on: OpenAI shapes for chat and
 completions (streaming and not), usage arithmetic, ``include_usage``, OpenAI-shaped
 errors, readiness (lemoncore reports a model ready only when its engine answers health),
-a clean shutdown within the grace period, a device and policy consistent with the
-backend's declared support rows, and owner dispatch (a backend another plugin adds to
-your recipe is answered by that plugin, never by yours, and yours never by it).
+a clean shutdown within the grace period, every endpoint the backend declares (and
+Anthropic's and the Responses API, translated for a chat-only engine) answering, a
+device and policy consistent with the backend's declared support rows, and owner
+dispatch (a backend another plugin adds to your recipe is answered by that plugin, never
+by yours, and yours never by it).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -47,15 +49,36 @@ from lemoncore.recipes import (
     SupportRow,
 )
 from lemoncore.testing import ServerProcess
+from lemoncore.translation import TRANSLATIONS
 
 
 @dataclass
 class ConformanceTarget:
+    """``samples``: a request for each endpoint your backend declares beyond lemoncore's
+    own (``register_endpoints``), as ``httpx.post`` keyword arguments without the model
+    (``{"json": {...}}``, or ``{"data": {...}, "files": {...}}`` for an upload)."""
+
     server: ServerProcess
     model: str
     backend: str  # recipe:backend
     completions: bool = True  # the engine serves /v1/completions (non-streaming)
     stop_grace: float = 5.0
+    samples: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+_HELLO = [{"role": "user", "content": "Say hello."}]
+# A request for each endpoint lemoncore routes itself (the model is added).
+SAMPLES: dict[str, dict[str, Any]] = {
+    "/v1/chat/completions": {"json": {"messages": _HELLO, "max_tokens": 4}},
+    "/v1/completions": {"json": {"prompt": "One, two,", "max_tokens": 4}},
+    "/v1/embeddings": {"json": {"input": "hello"}},
+    "/v1/messages": {"json": {"messages": _HELLO, "max_tokens": 4}},
+    "/v1/messages/count_tokens": {"json": {"messages": _HELLO}},
+    "/v1/responses": {"json": {"input": "Say hello.", "max_output_tokens": 4}},
+    "/v1/rerank": {"json": {"query": "fruit", "documents": ["apple", "car"]}},
+    "/tokenize": {"json": {"content": "hello"}},
+    "/detokenize": {"json": {"tokens": [1, 2]}},
+}
 
 
 def _usage_adds_up(usage: dict[str, Any]) -> None:
@@ -216,6 +239,39 @@ class BackendConformance:
         assert plugins.install_plan(recipe, ours, host, {}, None) is not intruder.plan
         plugins.normalize_request(recipe, ours, "/v1/chat/completions", {"messages": []})
         assert intruder.calls == ["install intruder", "launch intruder"]
+
+    def test_every_endpoint_the_backend_serves_answers(
+        self, conformance_target: ConformanceTarget
+    ) -> None:
+        """Each endpoint the backend declares (``Backend.endpoints``) and those lemoncore
+        translates for it answers 200 with a request for the target's model type."""
+        target, url = conformance_target, conformance_target.server.url
+        recipe_name, backend_name = target.backend.split(":")
+        registry = load_plugins(None, ()).registry
+        backend = registry.recipes[recipe_name].backend(backend_name)
+        assert backend is not None
+        httpx.post(url + "/api/v1/load", json={"model_name": target.model},
+                   timeout=120).raise_for_status()
+        kind = next(m["type"] for m in httpx.get(url + "/api/v1/health").json()[
+            "all_models_loaded"] if m["model_name"] == target.model)
+        served = set(backend.endpoints) | {
+            path for path, t in TRANSLATIONS.items() if t.target in backend.endpoints}
+        failed = []
+        for path in sorted(served):
+            endpoint = registry.endpoints.get(path)
+            if endpoint is None or endpoint.model_type.value != kind:
+                continue
+            sample = target.samples.get(path) or SAMPLES.get(path)
+            if sample is None:
+                failed.append(f"{path}: no sample request (ConformanceTarget.samples)")
+                continue
+            request: dict[str, Any] = dict(sample)
+            named = "data" if endpoint.body == "multipart" else "json"
+            request[named] = {**request.get(named, {}), endpoint.model_field: target.model}
+            answer = httpx.post(url + path, timeout=120, **request)
+            if answer.status_code != 200:
+                failed.append(f"{path}: {answer.status_code} {answer.text[:200]}")
+        assert not failed, "\n".join(failed)
 
     def test_unload_stops_the_engine_within_the_grace_period(
         self, conformance_target: ConformanceTarget

@@ -94,11 +94,19 @@ async def test_a_backend_answers_only_the_endpoints_it_declares(
         assert refused.status_code == 400
         assert refused.json()["error"]["code"] == "endpoint_not_served"
         assert "tiny:cpu does not serve /v1/infill" in refused.json()["error"]["message"]
+        health = (await client.get("/api/v1/health")).json()
+        assert health["all_models_loaded"] == []  # refused before loading the model
+        # Anthropic's Messages is translated to the chat the engine serves
         anthropic = await client.post("/v1/messages", json={
             "model": MODEL, "max_tokens": 4, "messages": [{"role": "user", "content": "Hi"}]})
-        assert anthropic.status_code == 400
-        assert anthropic.json()["type"] == "error"  # Anthropic's shape on its endpoint
-        assert anthropic.json()["error"]["type"] == "invalid_request_error"
+        assert anthropic.status_code == 200, anthropic.text
+        assert anthropic.json()["content"] == [{"type": "text", "text": f"ok from {MODEL}"}]
+        wrong = await client.post("/v1/messages", json={
+            "model": MODEL, "max_tokens": 4, "messages": [{"role": "user", "content": [
+                {"type": "document", "source": {}}]}]})
+        assert wrong.status_code == 400
+        assert wrong.json()["type"] == "error"  # Anthropic's shape on its endpoint
+        assert wrong.json()["error"]["type"] == "invalid_request_error"
 
 
 class Echo:

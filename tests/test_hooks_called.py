@@ -23,6 +23,7 @@ from typing import Any
 import anyio
 import httpx
 import pytest
+from starlette.routing import BaseRoute
 
 from lemoncore import Settings, create_app, hookimpl, hookspecs
 from lemoncore.app import core_of
@@ -120,6 +121,11 @@ class Recorder:
     @hookimpl
     def register_endpoints(self) -> Sequence[Endpoint]:
         self._called("register_endpoints")
+        return []
+
+    @hookimpl
+    def register_routes(self) -> Sequence[BaseRoute]:
+        self._called("register_routes")
         return []
 
     @hookimpl

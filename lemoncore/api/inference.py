@@ -22,9 +22,10 @@ from lemoncore.api.replies import reply
 from lemoncore.core import Core
 from lemoncore.errors import LemonError, error_body
 from lemoncore.installs.backends import BackendState
-from lemoncore.recipes import Endpoint, ModelInfo, Tier
-from lemoncore.serving.forwarding import exchange
-from lemoncore.serving.proxy import Body, Raw, SSERelay
+from lemoncore.recipes import OPENAI_ENDPOINTS, Endpoint, ModelInfo, Tier
+from lemoncore.serving.forwarding import Exchange, exchange, not_served
+from lemoncore.serving.proxy import Body, Framing, Raw, SSERelay
+from lemoncore.translation import TRANSLATIONS, TranslatedFraming, Translation
 
 
 def model_card(core: Core, model: ModelInfo) -> replies.ModelCard:
@@ -110,7 +111,53 @@ async def _infer(request: Request, endpoint: Endpoint,
         return await _forward(request, core, endpoint, model, upload, stream)
     body = await json_object(request)
     model, checked = check_request(core, endpoint, schema, body)
-    return await _forward(request, core, endpoint, model, body, bool(checked.stream))
+    stream = bool(checked.stream) and endpoint.streams
+    translation = await _translation(core, endpoint, model)
+    if translation is None:
+        return await _forward(request, core, endpoint, model, body, stream)
+    if stream and translation.stream is not None:
+        return await _translated_stream(core, model, endpoint, translation, body)
+    return await _until_disconnect(request, _translated(core, model, endpoint, translation,
+                                                        body))
+
+
+async def _translation(core: Core, endpoint: Endpoint, model: ModelInfo
+                       ) -> Translation | None:
+    """``None`` when the model's backend serves ``endpoint`` itself (checked before any
+    load: a backend that cannot serve it is refused without loading the model); the
+    translation when it serves that translation's target instead."""
+    if endpoint.path in OPENAI_ENDPOINTS:  # every engine's; exchange() checks it anyway
+        return None
+    recipe, backend = await core.router.backend_for(model.name)
+    if endpoint.path in backend.endpoints:
+        return None
+    translation = TRANSLATIONS.get(endpoint.path)
+    if translation is None or translation.target not in backend.endpoints:
+        raise not_served(recipe, backend, endpoint.path)
+    return translation
+
+
+async def _translated(core: Core, model: ModelInfo, endpoint: Endpoint,
+                      translation: Translation, body: dict[str, Any]) -> Response:
+    answer = await exchange(core.router, model, translation.target,
+                            {**translation.request(body), "stream": False}, stream=False,
+                            retry=endpoint.retried)
+    async with answer.resources:
+        if answer.upstream.status_code != 200:
+            raise backend_error(answer.upstream)
+        return JSONResponse(translation.reply(json.loads(answer.upstream.content), body))
+
+
+async def _translated_stream(core: Core, model: ModelInfo, endpoint: Endpoint,
+                             translation: Translation, body: dict[str, Any]) -> Response:
+    assert translation.stream is not None
+    framing = TranslatedFraming(translation.stream(body))
+    answer = await exchange(core.router, model, translation.target, translation.request(body),
+                            stream=True, retry=endpoint.retried)
+    if answer.upstream.status_code != 200:
+        async with answer.resources:
+            raise backend_error(answer.upstream)
+    return _relay(core, model, answer, framing)
 
 
 async def _forward(request: Request, core: Core, endpoint: Endpoint, model: ModelInfo,
@@ -218,10 +265,16 @@ async def _stream(core: Core, model: ModelInfo, endpoint: Endpoint, body: Body) 
     if answer.upstream.status_code != 200:
         async with answer.resources:
             return backend_response(answer.upstream)
+    return _relay(core, model, answer)
+
+
+def _relay(core: Core, model: ModelInfo, answer: Exchange,
+           framing: Framing | None = None) -> SSERelay:
     return SSERelay(answer.upstream, core.settings.heartbeat_interval, answer.resources,
                     core.router.admission.cut_at_drain_deadline,
                     functools.partial(core.router.fleet.count_usage, model.name),
-                    functools.partial(core.router.fleet.record_outcome, answer.server))
+                    functools.partial(core.router.fleet.record_outcome, answer.server),
+                    framing)
 
 
 def backend_response(upstream: httpx.Response) -> Response:

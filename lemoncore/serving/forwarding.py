@@ -14,7 +14,7 @@ import anyio
 import httpx
 
 from lemoncore.errors import LemonError
-from lemoncore.recipes import ModelInfo
+from lemoncore.recipes import Backend, ModelInfo, Recipe
 from lemoncore.serving.launcher import LoadedServer
 from lemoncore.serving.proxy import CUT_AT_SHUTDOWN, BackendFailure, Body, send_request
 from lemoncore.serving.router import Router
@@ -44,10 +44,7 @@ async def exchange(router: Router, model: ModelInfo, path: str, body: Body,
         try:
             server = await resources.enter_async_context(router.acquire(model.name))
             if path not in server.backend.endpoints:
-                raise LemonError(f"{server.recipe.name}:{server.backend.name} does not serve "
-                                 f"{path} (it serves {', '.join(sorted(server.backend.endpoints))}"
-                                 "); load the model on a backend that does", 400,
-                                 code="endpoint_not_served", param="model")
+                raise not_served(server.recipe, server.backend, path)
             if isinstance(body, dict):
                 router.plugins.normalize_request(server.recipe, server.backend, path, body)
             try:
@@ -75,6 +72,12 @@ async def exchange(router: Router, model: ModelInfo, path: str, body: Body,
                 router.fleet.count_usage(model.name, json.loads(upstream.content).get("usage"))
         return Exchange(server, upstream, resources)
     raise AssertionError("unreachable")
+
+
+def not_served(recipe: Recipe, backend: Backend, path: str) -> LemonError:
+    return LemonError(f"{recipe.name}:{backend.name} does not serve {path} (it serves "
+                      f"{', '.join(sorted(backend.endpoints))}); load the model on a backend "
+                      "that does", 400, code="endpoint_not_served", param="model")
 
 
 async def send_when_free(router: Router, server: LoadedServer, path: str,

@@ -12,7 +12,7 @@ import json
 from collections.abc import Callable
 from contextlib import AbstractContextManager, AsyncExitStack
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 import httpx
@@ -72,6 +72,36 @@ async def send_request(client: httpx.AsyncClient, path: str, body: Body,
     raise AssertionError("unreachable")
 
 
+class Framing(Protocol):
+    """What the client receives of a backend's stream: each chunk's bytes, the bytes that
+    end it, and an error frame when it breaks or is cut."""
+
+    def chunk(self, data: bytes) -> bytes: ...
+    def end(self) -> bytes: ...
+    def fail(self, message: str, status: int = 502, type_: str = "backend_error",
+             code: str = "backend_error") -> bytes: ...
+
+
+class Passthrough:
+    """The backend's bytes as they came, ``data: [DONE]`` added when it omits it."""
+
+    def __init__(self) -> None:
+        self.tail = b""
+
+    def chunk(self, data: bytes) -> bytes:
+        self.tail = (self.tail + data)[-64:]
+        return data
+
+    def end(self) -> bytes:
+        return b"" if DONE.strip() in self.tail else DONE
+
+    def fail(self, message: str, status: int = 502, type_: str = "backend_error",
+             code: str = "backend_error") -> bytes:
+        # a blank line first ends an event the backend had only half sent
+        gap = b"" if self.tail.endswith(b"\n\n") or not self.tail else b"\n\n"
+        return gap + sse_error(message, status, type_, code)
+
+
 USAGE_BYTES = 1 << 16  # at most this much of a stream's end is kept to read its usage
 
 
@@ -86,7 +116,8 @@ class SSERelay(Response):
     ``shutting_down`` error frame. ``resources`` (the router's hold on the server, the
     backend response) are released however the relay ends. ``on_usage`` gets the
     stream's last ``usage``; ``on_outcome`` whether the backend's stream broke (not
-    called when the client left or a shutdown cut it).
+    called when the client left or a shutdown cut it). ``framing`` decides what the
+    client receives (default: the backend's bytes as they came).
     """
 
     def __init__(self, upstream: httpx.Response, heartbeat: float,
@@ -94,13 +125,15 @@ class SSERelay(Response):
                  cut_scope: Callable[[], AbstractContextManager[anyio.CancelScope]]
                  = anyio.CancelScope,
                  on_usage: Callable[[Any], None] | None = None,
-                 on_outcome: Callable[[bool], None] | None = None) -> None:
+                 on_outcome: Callable[[bool], None] | None = None,
+                 framing: Framing | None = None) -> None:
         # No Response.__init__: it would add "content-length: 0" for an empty body.
         self.status_code, self.background = 200, None
         self.raw_headers = [(b"content-type", b"text/event-stream; charset=utf-8"),
                             *((k.lower().encode(), v.encode()) for k, v in SSE_HEADERS.items())]
         self.upstream, self.heartbeat, self.resources = upstream, heartbeat, resources
         self.cut_scope, self.on_usage, self.on_outcome = cut_scope, on_usage, on_outcome
+        self.framing = framing or Passthrough()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
@@ -144,7 +177,8 @@ class SSERelay(Response):
                 pass
             tg.cancel_scope.cancel()
 
-        tail = usage = b""
+        usage = b""
+        framing = self.framing
         broke: bool | None = None  # how the backend's stream ended, if it did
         with self.cut_scope() as deadline:
             async with anyio.create_task_group() as tg:
@@ -152,29 +186,26 @@ class SSERelay(Response):
                 tg.start_soon(disconnect)
                 try:
                     async for chunk in self.upstream.aiter_raw():
-                        tail = (tail + chunk)[-64:]
                         # the stream's last events carry usage: keep the bytes from the
                         # first read that names it (a later event may be split)
                         if (usage or b'"usage"' in chunk) and len(usage) < USAGE_BYTES:
                             usage += chunk
-                        await body(chunk)
+                        if data := framing.chunk(chunk):
+                            await body(data)
                     broke = False
-                    if DONE.strip() not in tail:
-                        await body(DONE)
+                    if data := framing.end():
+                        await body(data)
                 except httpx.TransportError as exc:
                     broke = True
-                    await body(sse_error(f"backend stream broke: {exc!r}"))
+                    await body(framing.fail(f"backend stream broke: {exc!r}"))
                 tg.cancel_scope.cancel()
         if usage and self.on_usage is not None:
             self.on_usage(_usage(usage))
         if broke is not None and self.on_outcome is not None:  # not when the client left
             self.on_outcome(broke)
-        if deadline.cancelled_caught:
-            # A cancelled send has already handed its bytes to the transport; a blank line
-            # first ends an event the backend had only half sent.
-            gap = b"" if tail.endswith(b"\n\n") else b"\n\n"
-            frame = sse_error(CUT_AT_SHUTDOWN, 503, "server_error", "shutting_down")
-            await send({"type": "http.response.body", "body": gap + frame, "more_body": True})
+        if deadline.cancelled_caught:  # a cancelled send has handed its bytes over already
+            frame = framing.fail(CUT_AT_SHUTDOWN, 503, "server_error", "shutting_down")
+            await send({"type": "http.response.body", "body": frame, "more_body": True})
 
 
 def _usage(events: bytes) -> Any:

@@ -24,7 +24,7 @@ from lemoncore.hosts import HostInfo
 from lemoncore.installs.backends import Backends
 from lemoncore.models import ModelError, ModelStore
 from lemoncore.plugins import PluginHost
-from lemoncore.recipes import ModelInfo
+from lemoncore.recipes import Backend, ModelInfo, Recipe
 from lemoncore.serving.admission import Admission, Refused
 from lemoncore.serving.eviction import Eviction, Incoming, after_failed_start
 from lemoncore.serving.fleet import Fleet
@@ -119,6 +119,15 @@ class Router:
             self.plugins.preflight, recipe, found.backend.backend, model, found.model_path,
             found.config, self.host)
         return replace(found, refusal=refusal)
+
+    async def backend_for(self, name: str) -> tuple[Recipe, Backend]:
+        """The backend that serves ``name``: its loaded server's, else the one a load of it
+        would choose now (nothing is loaded)."""
+        server = self.loaded(name)
+        if server is not None:
+            return server.recipe, server.backend
+        found = await self.plan(name, explicit=False)
+        return found.recipe, found.backend.backend
 
     @asynccontextmanager
     async def acquire(self, name: str) -> AsyncIterator[LoadedServer]:

@@ -7,6 +7,7 @@ environment variables become typed administrator options of the backend.
 from __future__ import annotations
 
 from lemoncore.recipes import (
+    OPENAI_ENDPOINTS,
     Backend,
     BackendContribution,
     Device,
@@ -36,9 +37,10 @@ MEMORY_CHECK_OPTION = OptionSpec(
 
 
 def container_backend(name: str, description: str, contract: LaunchContract,
-                      support: tuple[SupportRow, ...] = (STRIX_HALO,)) -> Backend:
+                      support: tuple[SupportRow, ...] = (STRIX_HALO,),
+                      endpoints: frozenset[str] = OPENAI_ENDPOINTS) -> Backend:
     return Backend(name=name, tier=Tier.EXPERIMENTAL, format=Format.CONTAINER,
-                   description=description, support=support,
+                   description=description, support=support, endpoints=endpoints,
                    options=(TRUSTED_NAMESPACES_OPTION, MEMORY_CHECK_OPTION,
                             *(s.option for s in contract.settings)))
 
@@ -58,6 +60,10 @@ RECIPES = [
                                                "needs ~68 GiB pinned RAM plus ~35 GiB KV",
                                        CONTRACTS["halogen", "rocm"]),)),
 ]
+# The image's llama-server: tokenize/detokenize are as old as llama-server itself; its
+# build is not pinned to one with /v1/messages and /v1/responses, so lemoncore translates
+# those to chat, which every build serves (rerank needs --reranking, which it never gets).
 CONTRIBUTIONS = [BackendContribution(recipe="llamacpp", backend=container_backend(
     "nathanw", "kyuz0's llama.cpp Vulkan (RADV) toolbox image, NathanW's build",
-    CONTRACTS["llamacpp", "nathanw"]))]
+    CONTRACTS["llamacpp", "nathanw"],
+    endpoints=OPENAI_ENDPOINTS | {"/tokenize", "/detokenize"}))]

@@ -1,0 +1,84 @@
+"""Serving an API through one the engine speaks: Anthropic Messages and OpenAI Responses
+through chat completions, for engines that serve only chat (VTE, container engines).
+
+An engine that serves an endpoint itself (``Backend.endpoints``) always gets the request
+as it came; a :class:`Translation` is used only when it does not. The translators
+(:mod:`.anthropic`, :mod:`.responses`) are pure: a request body in, a chat body out; a
+chat answer, or its stream's chunks, back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from lemoncore.serving.sse import DONE, DataLines, error_message
+from lemoncore.translation import anthropic, responses
+
+CHAT = "/v1/chat/completions"
+
+
+class StreamTranslator(Protocol):
+    """Turns one chat stream into another API's events (SSE bytes)."""
+
+    def feed(self, chunk: dict[str, Any]) -> bytes: ...
+    def finish(self) -> bytes: ...
+    def fail(self, message: str) -> bytes: ...
+
+
+@dataclass(frozen=True)
+class Translation:
+    """How to serve an endpoint through ``target``: the request, the answer (given the
+    engine's answer and the request as it came) and, for streams, a translator."""
+
+    target: str
+    request: Callable[[dict[str, Any]], dict[str, Any]]
+    reply: Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]]
+    stream: Callable[[dict[str, Any]], StreamTranslator] | None = None
+
+
+TRANSLATIONS: dict[str, Translation] = {
+    "/v1/messages": Translation(
+        CHAT, anthropic.to_chat, lambda chat, body: anthropic.from_chat(chat, body["model"]),
+        lambda body: anthropic.MessagesStream(body["model"])),
+    "/v1/messages/count_tokens": Translation(
+        CHAT, anthropic.count_tokens_request,
+        lambda chat, body: anthropic.count_tokens_reply(chat)),
+    "/v1/responses": Translation(CHAT, responses.to_chat, responses.from_chat,
+                                 responses.ResponsesStream),
+}
+
+
+class TranslatedFraming:
+    """The relay's framing (:class:`lemoncore.serving.proxy.Framing`) for a translated
+    stream: the engine's chat events in, the translator's events out."""
+
+    def __init__(self, translator: StreamTranslator) -> None:
+        self.translator, self.lines, self.ended = translator, DataLines(), False
+
+    def chunk(self, data: bytes) -> bytes:
+        out = b""
+        for event in self.lines.feed(data):
+            if self.ended:
+                break
+            if event is DONE:
+                out += self.end()
+            elif (message := error_message(event)) is not None:
+                out += self.fail(f"backend error: {message}")
+            elif isinstance(event, dict):
+                out += self.translator.feed(event)
+        return out
+
+    def end(self) -> bytes:
+        if self.ended:
+            return b""
+        self.ended = True
+        return self.translator.finish()
+
+    def fail(self, message: str, status: int = 502, type_: str = "backend_error",
+             code: str = "backend_error") -> bytes:
+        if self.ended:
+            return b""
+        self.ended = True
+        return self.translator.fail(message)
