@@ -56,6 +56,14 @@ class BadRequest(LemonError):
 class _Body(BaseModel):
     model_config = ConfigDict(extra="ignore", strict=True, frozen=True)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _null_is_absent(cls, data: Any) -> Any:
+        """A JSON ``null`` means "not given", as Ollama (Go) reads it."""
+        if isinstance(data, dict):
+            return {k: v for k, v in data.items() if v is not None}
+        return data
+
 
 class Named(_Body):
     """A body naming a model: ``model``, or Ollama's older spelling ``name``."""

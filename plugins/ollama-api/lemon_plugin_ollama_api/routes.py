@@ -2,25 +2,45 @@
 
 from __future__ import annotations
 
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from lemon_plugin_ollama_api import inference, manage
+from lemon_plugin_ollama_api.responses import Handler
+
+EVERY_METHOD = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
+
+
+def route(path: str, handler: Handler, method: str) -> Route:
+    """``handler`` at ``path`` for ``method`` (and ``HEAD`` with ``GET``); other methods
+    get Ollama's error shape (a 405), not lemoncore's."""
+    allowed = {method, "HEAD"} if method == "GET" else {method}
+
+    async def checked(request: Request) -> Response:
+        if request.method not in allowed:
+            return JSONResponse({"error": f"method {request.method} not allowed for {path}; "
+                                          f"use {method}"}, 405,
+                                headers={"Allow": ", ".join(sorted(allowed))})
+        return await handler(request)
+
+    return Route(path, checked, methods=EVERY_METHOD)
 
 
 def routes() -> list[Route]:
     return [
-        Route("/", manage.heartbeat, methods=["GET"]),
-        Route("/api/version", manage.api_version, methods=["GET"]),
-        Route("/api/tags", manage.tags, methods=["GET"]),
-        Route("/api/ps", manage.ps, methods=["GET"]),
-        Route("/api/show", manage.show, methods=["POST"]),
-        Route("/api/pull", manage.pull, methods=["POST"]),
-        Route("/api/delete", manage.delete, methods=["DELETE"]),
-        Route("/api/chat", inference.chat, methods=["POST"]),
-        Route("/api/generate", inference.generate, methods=["POST"]),
-        Route("/api/embed", inference.embed, methods=["POST"]),
-        Route("/api/embeddings", inference.embeddings, methods=["POST"]),
-        *(Route(f"/api/{what}", manage.refusal(what), methods=["POST"])
+        route("/", manage.heartbeat, "GET"),
+        route("/api/version", manage.api_version, "GET"),
+        route("/api/tags", manage.tags, "GET"),
+        route("/api/ps", manage.ps, "GET"),
+        route("/api/show", manage.show, "POST"),
+        route("/api/pull", manage.pull, "POST"),
+        route("/api/delete", manage.delete, "DELETE"),
+        route("/api/chat", inference.chat, "POST"),
+        route("/api/generate", inference.generate, "POST"),
+        route("/api/embed", inference.embed, "POST"),
+        route("/api/embeddings", inference.embeddings, "POST"),
+        *(route(f"/api/{what}", manage.refusal(what), "POST")
           for what in ("create", "copy", "push")),
-        Route("/api/blobs/{digest}", manage.refusal("blobs"), methods=["POST", "HEAD"]),
+        route("/api/blobs/{digest}", manage.refusal("blobs"), "POST"),
     ]

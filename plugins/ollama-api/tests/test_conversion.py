@@ -48,6 +48,14 @@ def test_bodies_name_every_wrong_field() -> None:
     assert parse(ChatBody, b'{"name": "m", "extra": 1}').target == "m"  # Ollama's older key
 
 
+def test_null_means_not_given() -> None:
+    body = parse(ChatBody, b'{"model": "m", "stream": null, "options": null, "format": null,'
+                           b' "messages": [{"role": "assistant", "content": null,'
+                           b' "tool_calls": null}]}')
+    assert body.stream is True and body.options == Options() and body.format is None
+    assert body.messages[0].content == "" and body.messages[0].tool_calls == []
+
+
 @pytest.mark.parametrize(("given", "seconds"), [
     (None, None), ("", None), (0, 0.0), ("0", 0.0), (300, 300.0), ("5m", 300.0),
     ("1h30m", 5400.0), ("1.5s", 1.5), ("-1", math.inf), (-1, math.inf), ("-5m", math.inf)])

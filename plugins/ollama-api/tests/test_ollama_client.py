@@ -38,6 +38,12 @@ def test_heartbeat_and_version(server: ServerProcess) -> None:
     assert answer["version"] == version("lemon-plugin-ollama-api")
 
 
+def test_a_wrong_method_is_an_ollama_shaped_405(server: ServerProcess) -> None:
+    answer = httpx.get(server.url + "/api/chat")
+    assert answer.status_code == 405 and answer.headers["allow"] == "POST"
+    assert answer.json() == {"error": "method GET not allowed for /api/chat; use POST"}
+
+
 def test_list_then_chat_with_a_listed_name(client: ollama.Client) -> None:
     listed = {m.model: m for m in client.list().models}
     smol = listed[LISTED]
