@@ -2,8 +2,9 @@
 SmolLM2): every endpoint this plugin serves, as an Ollama user would call it.
 
 SmolLM2-135M never emits a tool call, even asked to and with ``tool_choice``, so the tools
-test checks that a conversation with tools, a call and its result is accepted and
-answered; the mapping of calls both ways is tested in ``test_conversion.py``.
+test checks that a conversation with tools, a call and its result reaches the model (the
+prompt it evaluates grows by them); the mapping of calls both ways is tested in
+``test_conversion.py``. Answers whose text is checked use ``temperature: 0``.
 """
 
 from __future__ import annotations
@@ -53,7 +54,8 @@ def test_list_then_chat_with_a_listed_name(client: ollama.Client) -> None:
         "parameter_size": "135M", "quantization_level": "Q4_1"}
     assert smol.digest and len(smol.digest) == 64 and smol.modified_at is not None
 
-    reply = client.chat(model=LISTED, messages=SAY, options={"num_predict": 3})
+    reply = client.chat(model=LISTED, messages=SAY,
+                        options={"num_predict": 3, "temperature": 0})
     assert reply.done and reply.model == LISTED and reply.message.role == "assistant"
     assert reply.message.content
     assert reply.done_reason == "length" and reply.eval_count == 3
@@ -85,10 +87,10 @@ def test_chat_streams_ndjson_lines(server: ServerProcess, client: ollama.Client)
 
 def test_generate_with_a_system_prompt_and_raw(client: ollama.Client) -> None:
     templated = client.generate(model=CHAT, prompt="The sky is", system="Be brief.",
-                                options={"num_predict": 3})
+                                options={"num_predict": 3, "temperature": 0})
     assert templated.done and templated.response and templated.eval_count == 3
     raw = client.generate(model=CHAT, prompt="The sky is", raw=True,
-                          options={"num_predict": 3})
+                          options={"num_predict": 3, "temperature": 0})
     assert raw.done and raw.response
     # raw skips the chat template: only the prompt's own tokens are evaluated
     assert raw.prompt_eval_count and templated.prompt_eval_count
@@ -116,17 +118,23 @@ def test_format_schema_constrains_the_answer(client: ollama.Client) -> None:
     assert '"n"' in reply.message.content
 
 
-def test_a_conversation_with_tools_is_answered(client: ollama.Client) -> None:
+def test_a_conversation_with_tools_reaches_the_model(client: ollama.Client) -> None:
     weather = {"type": "function", "function": {
         "name": "get_weather", "description": "The weather in a city",
         "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
                        "required": ["city"]}}}
-    reply = client.chat(model=CHAT, tools=[weather], options={"num_predict": 3}, messages=[
-        {"role": "user", "content": "Weather in Paris?"},
-        {"role": "assistant", "content": "", "tool_calls": [
-            {"function": {"name": "get_weather", "arguments": {"city": "Paris"}}}]},
-        {"role": "tool", "content": "sunny", "tool_name": "get_weather"}])
-    assert reply.done and (reply.message.content or reply.message.tool_calls)
+    ask = {"role": "user", "content": "Weather in Paris?"}
+    history = [ask, {"role": "assistant", "content": "", "tool_calls": [
+        {"function": {"name": "get_weather", "arguments": {"city": "Paris"}}}]},
+        {"role": "tool", "content": "sunny and warm", "tool_name": "get_weather"}]
+    asked = client.chat(model=CHAT, tools=[weather], messages=[ask],
+                        options={"num_predict": 1})
+    answered = client.chat(model=CHAT, tools=[weather], messages=history,
+                           options={"num_predict": 1})
+    assert asked.done and answered.done and answered.eval_count == 1
+    # the call and its result were rendered into the prompt the engine evaluated
+    assert answered.prompt_eval_count and asked.prompt_eval_count
+    assert answered.prompt_eval_count > asked.prompt_eval_count
 
 
 def test_embed_and_embeddings(client: ollama.Client) -> None:
