@@ -176,7 +176,8 @@ class ModelStore:
 
     async def pull(self, model: ModelInfo,
                    on_progress: ProgressCallback | None = None) -> Path:
-        """Make the model's file present; report (bytes done, total) four times a second."""
+        """Make the model's file present; report (bytes done, total) four times a second
+        and once at the end."""
         if (path := self.local_path(model)) is not None:
             return path
         cp = Checkpoint.parse(model.checkpoint)
@@ -256,10 +257,15 @@ class ModelStore:
 
 async def _report(progress: _Counter, done: threading.Event,
                   on_progress: ProgressCallback) -> None:
-    """Report from the event loop what the download thread counts."""
-    while not done.is_set():
+    """Report from the event loop what the download thread counts, once the first file's
+    size is known, and a last time when it ends."""
+    while True:
         await anyio.sleep(0.25)
-        on_progress(progress.done, progress.total)
+        finished = done.is_set()
+        if progress.total:
+            on_progress(progress.done, progress.total)
+        if finished:
+            return
 
 
 def _progress_tqdm(progress: _Counter) -> type[hf_tqdm]:

@@ -71,6 +71,13 @@ class Gateway:
         server = await self._core.router.load(name, options, pinned)
         return replies.LoadedModel.model_validate(server.as_health())
 
+    async def ensure_loaded(self, name: str) -> replies.LoadedModel:
+        """Load ``name`` as an inference request does: with its saved options, unless it
+        is loaded already (however it was loaded); a crash-looping backend's cool-down
+        applies."""
+        server = await self._core.router.load(name, explicit=False)
+        return replies.LoadedModel.model_validate(server.as_health())
+
     async def unload(self, name: str) -> None:
         await self._core.router.unload(name)
 

@@ -60,7 +60,10 @@ async def ready(gateway: Gateway, model: ModelInfo, options: Options, clock: Clo
     if current is not None and all(current.get(k) == v for k, v in wanted.items()):
         return
     began = time.monotonic_ns()
-    await gateway.load(model.name, {**(current or {}), **wanted} or None)
+    if wanted:
+        await gateway.load(model.name, {**(current or {}), **wanted})
+    else:
+        await gateway.ensure_loaded(model.name)
     clock.load_ns = time.monotonic_ns() - began
 
 
