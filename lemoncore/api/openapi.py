@@ -111,8 +111,14 @@ _DESCRIPTIONS = {
                             "stream ends with `data: [DONE]`, or with an error frame when "
                             "the backend fails.",
     "/v1/embeddings": "For models labelled `embeddings`.",
-    "/v1/messages": "Anthropic's Messages API, for backends that serve it (llama.cpp); "
+    "/v1/messages": "Anthropic's Messages API: passed through to backends that serve it "
+                    "(llama.cpp), translated to chat completions for the others; "
                     "lemoncore's own errors are Anthropic-shaped here.",
+    "/v1/messages/count_tokens": "Passed through, or counted with a one-token chat "
+                                 "completion on backends that serve only chat.",
+    "/v1/responses": "OpenAI's Responses API: passed through to backends that serve it, "
+                     "translated to chat completions for the others (which keep no "
+                     "responses: `previous_response_id` is refused there).",
 }
 
 
