@@ -2,6 +2,8 @@
 module builds the argparse tree from each area's ``add_*`` functions, in the order
 ``lemon --help`` lists the commands, and :func:`main` dispatches to the chosen command.
 The commands live by area: :mod:`~lemoncore.cli.serving` (serve, explain),
+:mod:`~lemoncore.cli.daemon` (stop, status, ``serve --detach``), :mod:`~lemoncore.cli.chat`
+(run), :mod:`~lemoncore.cli.control` (ps, load, unload, rm, logs),
 :mod:`~lemoncore.cli.plugins`, :mod:`~lemoncore.cli.backends` (backends, tiers),
 :mod:`~lemoncore.cli.lock` (lock, lock refresh), :mod:`~lemoncore.cli.models` (models,
 pull), :mod:`~lemoncore.cli.measure` (bench, launch), with shared helpers in
@@ -15,21 +17,23 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from lemoncore.cli import backends, lock, measure, models, plugins, serving
+from lemoncore.cli import backends, chat, control, daemon, lock, measure, models, plugins, serving
 from lemoncore.cli.common import progress_bar
+from lemoncore.cli.remote import RemoteError
 from lemoncore.cli.serving import serve_app
 
 __all__ = ["main", "parser", "progress_bar", "serve_app"]
 
-DESCRIPTION = "The ``lemon`` command line: serve, plugins, backends, models, pull."
+DESCRIPTION = "The ``lemon`` command line: serve, run, ps, load, models, backends, plugins."
 
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="lemon", description=DESCRIPTION)
     sub = p.add_subparsers(dest="command", required=True)
-    for add in (serving.add_serve, plugins.add_plugins, backends.add_tiers,
-                backends.add_backends, measure.add_bench, measure.add_launch, lock.add_lock,
-                models.add_models, models.add_pull, serving.add_explain):
+    for add in (serving.add_serve, daemon.add_stop, chat.add_run, control.add_control,
+                plugins.add_plugins, backends.add_tiers, backends.add_backends,
+                measure.add_bench, measure.add_launch, lock.add_lock, models.add_models,
+                models.add_pull, serving.add_explain):
         add(sub)
     return p
 
@@ -40,5 +44,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     cut = words.index("--") if "--" in words else len(words)
     args = parser().parse_args(words[:cut])
     args.passthrough = words[cut + 1:]
-    result: int = args.func(args)
+    args.argv = words
+    try:
+        result: int = args.func(args)
+    except RemoteError as exc:  # a running server's answer, or its absence
+        print(exc, file=sys.stderr)
+        return 1
     return result

@@ -34,6 +34,19 @@ def core_from(args: argparse.Namespace) -> Any:
     return build_core(settings_from(args))
 
 
+def parse_options(items: list[str]) -> dict[str, Any]:
+    """``-o key=value`` flags: each value as JSON when it parses (numbers, booleans),
+    else as a string."""
+    options: dict[str, Any] = {}
+    for item in items:
+        key, _, value = item.partition("=")
+        try:
+            options[key] = json.loads(value)
+        except ValueError:
+            options[key] = value
+    return options
+
+
 def print_result(data: Any, as_json: bool, table: Callable[[], None]) -> None:
     if as_json:
         print(json.dumps(data, indent=2))

@@ -10,12 +10,12 @@ import json
 import signal
 import sys
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import anyio
 import structlog
 
-from lemoncore.cli.common import STARTED, print_result, settings_from
+from lemoncore.cli.common import STARTED, parse_options, print_result, settings_from
 from lemoncore.settings import Settings
 
 if TYPE_CHECKING:
@@ -30,12 +30,20 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from lemoncore.app import create_app
     from lemoncore.logs import configure_logging
 
+    if args.detach:
+        from lemoncore.cli.daemon import detach
+
+        return detach(args, [w for w in args.argv if w != "--detach"])
+    from lemoncore.cli.daemon import recorded
+
     settings = settings_from(args)
     configure_logging(settings.log_format, settings.log_level)
     if settings.host not in {"127.0.0.1", "localhost", "::1"} and settings.api_key is None:
         log.warning("binding beyond loopback without an API key: anyone who can reach this "
                     "address can use the server; set LEMON_API_KEY", host=settings.host)
-    serve_app(create_app(settings))
+    app = create_app(settings)
+    with recorded(settings, args.log_file):
+        serve_app(app)
     return 0
 
 
@@ -81,13 +89,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
     """Ask a running server what loading a model would do, without doing it."""
     import httpx
 
-    options: dict[str, Any] = {}
-    for item in args.option:
-        key, _, value = item.partition("=")
-        try:
-            options[key] = json.loads(value)
-        except ValueError:
-            options[key] = value
+    options = parse_options(args.option)
     url = args.server or f"http://127.0.0.1:{Settings().port}"
     try:
         response = httpx.post(f"{url}/api/v1/load", timeout=30,
@@ -128,6 +130,10 @@ def add_serve(sub: Subparsers) -> None:
     serve.add_argument("--log-level", dest="log_level",
                        choices=["debug", "info", "warning", "error"])
     serve.add_argument("--offline", action="store_true", default=None)
+    serve.add_argument("--detach", action="store_true",
+                       help="run in the background (log in <cache_dir>/run/); "
+                            "stop it with 'lemon stop'")
+    serve.add_argument("--log-file", dest="log_file", help=argparse.SUPPRESS)
     serve.set_defaults(func=cmd_serve)
 
 

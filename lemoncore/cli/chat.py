@@ -1,0 +1,142 @@
+"""``lemon run MODEL [PROMPT]``: chat with a model of the running server.
+
+With a prompt it streams one answer and exits; without, it is an interactive chat:
+streamed answers, the conversation kept for the session, line editing and history
+(readline), ``\"\"\"`` to start and end a multi-line message, ``/clear`` to forget the
+conversation, ``/bye`` (or Ctrl-D) to leave. Ctrl-C stops the answer being written, not
+the session. A model that is not downloaded is pulled first, with a progress bar.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from lemoncore.cli.remote import Remote, RemoteError
+
+if TYPE_CHECKING:
+    from lemoncore.cli.common import Subparsers
+
+HELP = ('Type a message; """ starts and ends a multi-line one. /clear forgets the '
+        "conversation, /bye leaves. Ctrl-C stops an answer.")
+
+
+def _pull_if_needed(remote: Remote, model: str) -> None:
+    card = remote.get(f"/v1/models/{model}")
+    if card["downloaded"]:
+        return
+    from rich.progress import DownloadColumn, Progress, TransferSpeedColumn
+
+    with Progress(*Progress.get_default_columns(), DownloadColumn(), TransferSpeedColumn(),
+                  transient=True) as bar, \
+            remote.events("/api/v1/pull", {"model_name": model, "stream": True},
+                          admin=True) as events:
+        task = bar.add_task(f"pulling {model}", total=None)
+        for event, data in events:
+            if event == "progress":
+                bar.update(task, completed=data["bytes_downloaded"], total=data["bytes_total"])
+            elif event == "error":
+                raise RemoteError(f"pulling {model} failed: {data['error']}")
+
+
+def _answer(remote: Remote, model: str, messages: list[dict[str, Any]],
+            args: argparse.Namespace) -> str:
+    """Stream one answer to stdout; return its text (what was written of it when Ctrl-C
+    stopped it: leaving the stream closes the connection, which stops the engine)."""
+    text, usage, started, first = "", None, time.monotonic(), None
+    body: dict[str, Any] = {"model": model, "messages": messages, "stream": True,
+                            "stream_options": {"include_usage": True}}
+    if args.max_tokens is not None:
+        body["max_tokens"] = args.max_tokens
+    try:
+        with remote.events("/v1/chat/completions", body) as events:
+            for _, chunk in events:
+                if chunk is None:
+                    break
+                if "error" in chunk:
+                    raise RemoteError(f"the answer failed: {chunk['error'].get('message')}")
+                usage = chunk.get("usage") or usage
+                for choice in chunk.get("choices") or ():
+                    delta = choice.get("delta", {}).get("content") or ""
+                    first = first or (time.monotonic() if delta else None)
+                    text += delta
+                    print(delta, end="", flush=True)
+    except KeyboardInterrupt:
+        print(" [stopped]", end="")
+    print()
+    if args.verbose and usage and first:
+        seconds = max(time.monotonic() - first, 1e-6)
+        print(f"({usage['prompt_tokens']} prompt tokens, {usage['completion_tokens']} "
+              f"generated, {usage['completion_tokens'] / seconds:.1f} tokens/s, first "
+              f"token after {first - started:.2f} s)", file=sys.stderr)
+    return text
+
+
+def _messages() -> Iterator[str]:
+    """What the user types: one line, or a \"\"\"-delimited block; ends at /bye or EOF."""
+    try:
+        import readline  # noqa: F401 - line editing and history for input()
+    except ImportError:  # Windows
+        pass
+    while True:
+        try:
+            line = input(">>> ")
+        except EOFError:
+            print()
+            return
+        except KeyboardInterrupt:
+            print("\n(/bye or Ctrl-D to leave)")
+            continue
+        if line.strip().startswith('"""'):
+            lines, rest = [], line.strip()[3:]
+            while not rest.endswith('"""'):
+                lines.append(rest)
+                try:
+                    rest = input("... ")
+                except (EOFError, KeyboardInterrupt):
+                    print()
+                    rest = '"""'
+            lines.append(rest[:-3])
+            line = "\n".join(lines).strip()
+        if line.strip() == "/bye":
+            return
+        if line.strip():
+            yield line
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    remote = Remote.from_args(args)
+    _pull_if_needed(remote, args.model)
+    if args.prompt:
+        _answer(remote, args.model, [{"role": "user", "content": " ".join(args.prompt)}],
+                args)
+        return 0
+    print(HELP, file=sys.stderr)
+    history: list[dict[str, Any]] = []
+    for message in _messages():
+        if message.strip() == "/clear":
+            history.clear()
+            print("(conversation cleared)", file=sys.stderr)
+            continue
+        if message.strip() in {"/?", "/help"}:
+            print(HELP, file=sys.stderr)
+            continue
+        history.append({"role": "user", "content": message})
+        history.append({"role": "assistant",
+                        "content": _answer(remote, args.model, history, args)})
+    return 0
+
+
+def add_run(sub: Subparsers) -> None:
+    run = sub.add_parser("run", help="chat with a model (one answer with PROMPT)")
+    run.add_argument("model")
+    run.add_argument("prompt", nargs="*", help="answer this and exit")
+    run.add_argument("--verbose", action="store_true", help="tokens and speed per answer")
+    run.add_argument("--max-tokens", dest="max_tokens", type=int,
+                     help="at most this many tokens per answer (default: the engine's)")
+    run.add_argument("--server", help="server URL (default: http://<host>:<port> from "
+                     "settings)")
+    run.set_defaults(func=cmd_run)

@@ -1,0 +1,151 @@
+"""Commands that manage a running server's models: ``lemon ps``, ``load``, ``unload``,
+``rm`` and ``logs``. Each talks to the server over HTTP (:mod:`lemoncore.cli.remote`),
+and prints JSON with ``--json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from lemoncore.cli.common import parse_options, print_result, settings_from
+from lemoncore.cli.remote import Remote, RemoteError
+
+if TYPE_CHECKING:
+    from lemoncore.cli.common import Subparsers
+
+
+def _mib(value: int | None) -> str:
+    return "-" if value is None else f"{value / 2**20:.0f} MiB"
+
+
+def cmd_ps(args: argparse.Namespace) -> int:
+    loaded = Remote.from_args(args).get("/api/v1/health")["all_models_loaded"]
+
+    def table() -> None:
+        from rich.console import Console
+        from rich.table import Table
+
+        if not loaded:
+            print("no model is loaded")
+            return
+        grid = Table("MODEL", "BACKEND", "DEVICE", "STATUS", "PINNED", "PEAK MEMORY", "PID",
+                     box=None, pad_edge=False)
+        for m in loaded:
+            busy = f" ({m['in_flight']} running, {m['queued']} queued)" \
+                if m["in_flight"] or m["queued"] else ""
+            grid.add_row(m["model_name"], f"{m['recipe']}:{m['backend']}", m["device"],
+                         m["status"] + busy, "yes" if m["pinned"] else "",
+                         _mib(m["peak_memory_bytes"]), str(m["pid"] or "-"))
+        console = Console()
+        if not console.is_terminal:  # a pipe gets whole names, not a terminal's width
+            console = Console(width=500)
+        console.print(grid)
+
+    print_result(loaded, args.json, table)
+    return 0
+
+
+def cmd_load(args: argparse.Namespace) -> int:
+    body: dict[str, Any] = {"model_name": args.model, **parse_options(args.option)}
+    if args.pin:
+        body["pinned"] = True
+    loaded = Remote.from_args(args).post("/api/v1/load", body, admin=True)
+    print_result(loaded, args.json, lambda: print(
+        f"loaded {loaded['model_name']} on {loaded['recipe']}:{loaded['backend']} "
+        f"({loaded['device']}){', pinned' if loaded['pinned'] else ''}"))
+    return 0
+
+
+def cmd_unload(args: argparse.Namespace) -> int:
+    if bool(args.model) == args.all:
+        raise RemoteError("name a model, or give --all")
+    body = {"model_name": args.model} if args.model else {}
+    done = Remote.from_args(args).post("/api/v1/unload", body, admin=True)
+    print_result(done, args.json, lambda: print(done["message"]))
+    return 0
+
+
+def cmd_rm(args: argparse.Namespace) -> int:
+    done = Remote.from_args(args).post("/api/v1/delete", {"model_name": args.model},
+                                       admin=True)
+    print_result(done, args.json, lambda: print(done["message"]))
+    return 0
+
+
+def _lines(path: Path, follow: bool) -> Iterator[str]:
+    with path.open(errors="replace") as log:
+        while True:
+            line = log.readline()
+            if line:
+                yield line.rstrip("\n")
+            elif not follow:
+                return
+            else:
+                time.sleep(0.2)
+
+
+def _about(line: str, model: str) -> bool:
+    """Whether a log line (console or JSON format) is about ``model``."""
+    if line.startswith("{"):
+        try:
+            return bool(json.loads(line).get("model") == model)
+        except ValueError:
+            return False
+    return f" model={model} " in f" {line} "
+
+
+def cmd_logs(args: argparse.Namespace) -> int:
+    from lemoncore.cli.daemon import read_state
+
+    state = read_state(settings_from(args))
+    if state is None or not state.get("log"):
+        where = "no server is recorded on this port" if state is None else \
+            "the server runs in the foreground: its log is on its terminal"
+        raise RemoteError(f"{where}; 'lemon serve --detach' keeps a log file")
+    try:
+        for line in _lines(Path(state["log"]), args.follow):
+            if args.model is None or _about(line, args.model):
+                print(line, flush=True)
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+def _server_arg(p: argparse.ArgumentParser, json_flag: bool = True) -> None:
+    p.add_argument("--server", help="server URL (default: http://<host>:<port> from "
+                   "settings)")
+    if json_flag:
+        p.add_argument("--json", action="store_true")
+
+
+def add_control(sub: Subparsers) -> None:
+    ps = sub.add_parser("ps", help="loaded models: backend, device, status, memory")
+    _server_arg(ps)
+    ps.set_defaults(func=cmd_ps)
+    load = sub.add_parser("load", help="load a model (or reload it with new options)")
+    load.add_argument("model")
+    load.add_argument("-o", "--option", action="append", default=[],
+                      help="a load option, e.g. -o backend=cpu -o ctx_size=8192")
+    load.add_argument("--pin", action="store_true", help="never evict it")
+    _server_arg(load)
+    load.set_defaults(func=cmd_load)
+    unload = sub.add_parser("unload", help="unload a model, or --all")
+    unload.add_argument("model", nargs="?")
+    unload.add_argument("--all", action="store_true")
+    _server_arg(unload)
+    unload.set_defaults(func=cmd_unload)
+    rm = sub.add_parser("rm", help="delete a downloaded model")
+    rm.add_argument("model")
+    _server_arg(rm)
+    rm.set_defaults(func=cmd_rm)
+    logs = sub.add_parser("logs", help="the server's log (of a 'lemon serve --detach')")
+    logs.add_argument("-f", "--follow", action="store_true")
+    logs.add_argument("--model", help="only lines about this model (its backend's output)")
+    logs.add_argument("--port", type=int)
+    logs.set_defaults(func=cmd_logs)
+

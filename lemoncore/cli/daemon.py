@@ -1,0 +1,142 @@
+"""A server's state file, ``lemon serve --detach``, ``lemon stop`` and ``lemon status``.
+
+``lemon serve`` records itself in ``<cache_dir>/run/serve-<port>.json`` (pid, URL, log
+file) while it runs; ``stop`` and ``status`` find it there. ``--detach`` starts the same
+command in a new session with its output in ``<cache_dir>/run/serve-<port>.log`` and
+returns once the server answers ``/live``. ``stop`` sends SIGTERM, which drains requests
+and stops every backend and container (``serve_app``), and waits for the exit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from lemoncore.cli.common import print_result, settings_from
+from lemoncore.settings import Settings
+
+START_TIMEOUT_S = 120.0
+
+
+def state_file(settings: Settings) -> Path:
+    return settings.cache_dir / "run" / f"serve-{settings.port}.json"
+
+
+def read_state(settings: Settings) -> dict[str, Any] | None:
+    """The recorded server on this port, or ``None`` (a record whose process is gone is
+    removed)."""
+    path = state_file(settings)
+    try:
+        state: dict[str, Any] = json.loads(path.read_text())
+        os.kill(int(state["pid"]), 0)
+    except (OSError, ValueError, KeyError, TypeError):
+        path.unlink(missing_ok=True)
+        return None
+    return state
+
+
+@contextlib.contextmanager
+def recorded(settings: Settings, log_file: str | None) -> Iterator[None]:
+    """Record this process as the server on its port while the block runs."""
+    path = state_file(settings)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    host = "127.0.0.1" if settings.host in {"0.0.0.0", "::"} else settings.host
+    path.write_text(json.dumps({"pid": os.getpid(), "url": f"http://{host}:{settings.port}",
+                                "log": log_file, "started": time.time()}))
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError, ValueError):
+            if json.loads(path.read_text()).get("pid") == os.getpid():
+                path.unlink()
+
+
+def detach(args: argparse.Namespace, argv: list[str]) -> int:
+    """Start ``lemon serve`` (``argv`` without ``--detach``) in the background."""
+    settings = settings_from(args)
+    if (state := read_state(settings)) is not None:
+        print(f"a server already runs on port {settings.port} (pid {state['pid']})",
+              file=sys.stderr)
+        return 1
+    log = state_file(settings).with_suffix(".log")
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("ab") as out:
+        child = subprocess.Popen(
+            [sys.executable, "-m", "lemoncore.cli", *argv, "--log-file", str(log)],
+            stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True)
+    url = f"http://127.0.0.1:{settings.port}"
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if child.poll() is not None:
+            tail = log.read_text(errors="replace").splitlines()[-15:]
+            print("lemon serve exited at start:\n" + "\n".join(tail), file=sys.stderr)
+            return 1
+        with contextlib.suppress(httpx.TransportError):
+            if httpx.get(url + "/live", timeout=1).status_code == 200:
+                print(f"lemoncore is serving {url}/v1 (pid {child.pid}, log {log}); "
+                      "stop it with: lemon stop")
+                return 0
+        time.sleep(0.1)
+    print(f"lemon serve did not answer within {START_TIMEOUT_S:.0f} s; see {log}",
+          file=sys.stderr)
+    return 1
+
+
+def cmd_stop(args: argparse.Namespace) -> int:
+    settings = settings_from(args)
+    state = read_state(settings)
+    if state is None:
+        print(f"no server recorded on port {settings.port} (lemon serve writes "
+              f"{state_file(settings)})", file=sys.stderr)
+        return 1
+    pid = int(state["pid"])
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + settings.stop_grace + 15
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            print_result({"stopped": pid}, args.json,
+                         lambda: print(f"stopped the server (pid {pid})"))
+            return 0
+        time.sleep(0.05)
+    print(f"the server (pid {pid}) is still stopping; see {state.get('log')}",
+          file=sys.stderr)
+    return 1
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    settings = settings_from(args)
+    state = read_state(settings)
+    if state is None:
+        print_result({"running": False}, args.json,
+                     lambda: print(f"no server recorded on port {settings.port}"))
+        return 1
+    live = False
+    with contextlib.suppress(httpx.TransportError):
+        live = httpx.get(state["url"] + "/live", timeout=2).status_code == 200
+    result = {"running": True, "answering": live, **state}
+    print_result(result, args.json, lambda: print(
+        f"pid {state['pid']} serving {state['url']}/v1 "
+        f"({'answering' if live else 'not answering'}); log: {state['log'] or 'its terminal'}"))
+    return 0 if live else 1
+
+
+def add_stop(sub: Any) -> None:
+    for name, func, text in (("stop", cmd_stop, "stop the server: drain, stop backends"),
+                             ("status", cmd_status, "is the server running, and where")):
+        p = sub.add_parser(name, help=text)
+        p.add_argument("--port", type=int)
+        p.add_argument("--json", action="store_true")
+        p.set_defaults(func=func)
