@@ -36,8 +36,9 @@ def _routes(core: Core) -> list[BaseRoute]:
 
 def create_app(settings: Settings | None = None, *,
                plugins: Mapping[str, object] | None = None,
-               host: HostInfo | None = None) -> Starlette:
-    """Build the app. ``plugins`` adds in-process plugins beside the installed ones.
+               host: HostInfo | None = None, ui: bool = True) -> Starlette:
+    """Build the app. ``plugins`` adds in-process plugins beside the installed ones;
+    ``ui=False`` leaves out the web UI (``/ui/``).
 
     Mounted inside another Starlette app, the mounted app's lifespan does not run by
     itself: enter :func:`lifespan` from the outer app's lifespan so backends start and
@@ -63,7 +64,12 @@ def create_app(settings: Settings | None = None, *,
     middleware.insert(0, Middleware(BrowserBoundary, allowed_hosts=settings.allowed_hosts,
                                     cors_origins=settings.cors_origins,
                                     machine_names=not loopback_name(settings.host)))
-    app = Starlette(routes=_routes(core), lifespan=run, exception_handlers=EXCEPTION_HANDLERS,
+    routes = _routes(core)
+    if ui:
+        from lemoncore import ui as web_ui
+
+        routes += web_ui.routes()
+    app = Starlette(routes=routes, lifespan=run, exception_handlers=EXCEPTION_HANDLERS,
                     middleware=middleware)
     app.state.core, app.state.gateway = core, Gateway(core)
     return app
