@@ -14,7 +14,8 @@ your backend serves)::
                 yield ConformanceTarget(server, model="my-model", backend="mine:cpu")
 
 The suite checks what clients and lemoncore rely on: OpenAI shapes for chat and
-completions (streaming and not), usage arithmetic, ``include_usage``, OpenAI-shaped
+completions (streaming and not), the served model's name in every answer, usage
+arithmetic, ``include_usage``, OpenAI-shaped
 errors, readiness (lemoncore reports a model ready only when its engine answers health),
 a clean shutdown within the grace period, every endpoint the backend declares (and
 Anthropic's and the Responses API, translated for a chat-only engine) answering, a
@@ -170,6 +171,20 @@ class BackendConformance:
         last = json.loads(data[-2])
         assert last["choices"] == []
         _usage_adds_up(last["usage"])
+
+    def test_answers_name_the_served_model(self, conformance_target: ConformanceTarget
+                                           ) -> None:
+        """lemoncore passes the engine's answers through: their ``model`` must be the
+        name the client asked for, which the launch must give the engine (llama-server:
+        ``--alias <model.name>``)."""
+        name = conformance_target.model
+        fix = ("the engine reports model {!r}, not the served name {!r}: make the launch "
+               "give the engine the model's name (llama-server: --alias model.name)")
+        answered = self._chat(conformance_target).json()["model"]
+        assert answered == name, fix.format(answered, name)
+        data = self._stream(conformance_target, stream_options={"include_usage": True})
+        streamed = {json.loads(d).get("model") for d in data[:-1]}
+        assert streamed == {name}, fix.format(sorted(map(str, streamed - {name})), name)
 
     def test_completions_shape(self, conformance_target: ConformanceTarget) -> None:
         if not conformance_target.completions:

@@ -53,8 +53,9 @@ RECIPE = Recipe(
 class TinyPlugin:
     """The ``tiny`` recipe and its catalogue; its engine runs ``tinyserver.py``."""
 
-    def __init__(self, weights: Path, registry: Path) -> None:
+    def __init__(self, weights: Path, registry: Path, engine_name: str | None = None) -> None:
         self.weights, self.registry = weights, registry
+        self.engine_name = engine_name  # what the engine calls its model: default its name
 
     @hookimpl
     def register_recipes(self) -> Sequence[Recipe]:
@@ -71,7 +72,8 @@ class TinyPlugin:
     @hookimpl
     def launch(self, model: ModelInfo, context: LaunchContext) -> LaunchSpec:
         return LaunchSpec(argv=(sys.executable, str(TINY), "--port", str(context.port),
-                                "--name", model.name, "--model", str(context.model_path),
+                                "--name", self.engine_name or model.name,
+                                "--model", str(context.model_path),
                                 "--ctx-size", str(context.options["ctx_size"]),
                                 "--registry", str(self.registry)))
 
@@ -90,6 +92,9 @@ if __name__ == "__main__":
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--engine-name", help="the name the engine reports for its model")
     args = parser.parse_args()
     settings = Settings(port=args.port, plugins_allow="")
-    serve_app(create_app(settings, plugins={"tiny": tiny_plugin(settings.cache_dir)}))
+    plugin = tiny_plugin(settings.cache_dir)
+    plugin.engine_name = args.engine_name
+    serve_app(create_app(settings, plugins={"tiny": plugin}))

@@ -58,10 +58,11 @@ def install() -> InstallPlan:
 
 
 @hookimpl
-def launch(context: LaunchContext) -> LaunchSpec:
+def launch(model: ModelInfo, context: LaunchContext) -> LaunchSpec:
+    # lemoncore passes answers through: --alias makes them name the model as served.
     return LaunchSpec(
         argv=(str(context.install_dir / "llama-server"), "-m", str(context.model_path),
-              "--host", context.host, "--port", str(context.port),
+              "--host", context.host, "--port", str(context.port), "--alias", model.name,
               "--ctx-size", str(context.options["ctx_size"]), "--jinja"),
         # The key lemoncore sends: nothing else on this machine may use the engine's port.
         env={"LD_LIBRARY_PATH": str(context.install_dir), "LLAMA_API_KEY": context.backend_key},
