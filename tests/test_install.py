@@ -206,3 +206,14 @@ async def test_entries_escaping_the_target_are_refused(
     with pytest.raises(InstallError, match=r"escapes|refused"):
         await install_plan(plan("1", mirror.add(name, data)), tmp_path / "t", tmp_path / "dl")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["dl"]
+
+
+def test_an_install_says_what_it_checked() -> None:
+    sha = "ab" * 32
+    assert engine.provenance(InstallPlan("1", artifacts=(
+        Artifact("https://h/a.zip", sha),))) == f"verified SHA-256 {sha[:12]}…"
+    assert engine.provenance(InstallPlan("1", location=Path("/usr/bin"))) == \
+        "located at /usr/bin, not verified (the plugin points to it)"
+    assert engine.provenance(InstallPlan("1", artifacts=(
+        Artifact("https://h/a.zip", sha), Artifact("https://h/b.zip", None)))).startswith(
+        "NOT verified")

@@ -208,3 +208,11 @@ def test_offline_pull_fails_with_a_clear_message(tmp_path: Path, hub: str) -> No
             "recipe": "tiny"})
     assert response.status_code == 400
     assert "offline" in response.json()["error"]["message"]
+
+
+def test_a_pkg_checkpoint_naming_a_distribution_says_which_import_name_to_use(
+        server: ServerProcess) -> None:
+    refused = httpx.post(server.url + "/api/v1/pull", json={
+        "model_name": "by-dist", "recipe": "tiny", "checkpoint": "pkg:pydantic-settings/py.typed"})
+    assert refused.status_code in {400, 404}, refused.text
+    assert "use pkg:pydantic_settings/py.typed" in refused.json()["error"]["message"]

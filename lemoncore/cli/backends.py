@@ -112,6 +112,7 @@ def _install(core: Any, target: str, yes: bool, trust_download: bool = False) ->
     from lemoncore.api.manage import tier_notice
     from lemoncore.errors import InstallError
     from lemoncore.installs.backends import THEROCK, BackendError
+    from lemoncore.installs.install import provenance
 
     try:
         if trust_download:
@@ -144,7 +145,8 @@ def _install(core: Any, target: str, yes: bool, trust_download: bool = False) ->
     except (BackendError, InstallError) as exc:
         print(f"\n{exc}", file=sys.stderr)
         return 1
-    print(f"\n{target}: installed {status.version} (verified) in {status.install_dir}",
+    how = provenance(status.install_plan) if status.install_plan else "installed"
+    print(f"\n{target}: installed {status.version} in {status.install_dir}; {how}",
           file=sys.stderr)
     return 0
 

@@ -138,7 +138,8 @@ def add_serve(sub: Subparsers) -> None:
 
 
 def add_explain(sub: Subparsers) -> None:
-    explain = sub.add_parser("explain", help="what loading MODEL would evict, and why")
+    explain = sub.add_parser("explain", help="what loading MODEL would evict, and why (asks "
+                             "the running server: the plan depends on what it has loaded)")
     explain.add_argument("model")
     explain.add_argument("-o", "--option", action="append", default=[],
                          help="a load option, e.g. -o backend=cpu -o ctx_size=8192")

@@ -61,6 +61,18 @@ def uninstall(target: Path) -> bool:
     return True
 
 
+def provenance(plan: InstallPlan) -> str:
+    """What an install of ``plan`` checked, in words that are true of it."""
+    if plan.location is not None:
+        return f"located at {plan.location}, not verified (the plugin points to it)"
+    if plan.installer is not None:
+        return "installed by its plugin's installer (images are pulled by their pinned digest)"
+    if plan.artifacts and all(a.sha256 for a in plan.artifacts):
+        return "verified SHA-256 " + ", ".join(f"{a.sha256[:12]}…" for a in plan.artifacts
+                                               if a.sha256)
+    return "NOT verified: an artifact has no pinned SHA-256 (allow_unverified)"
+
+
 async def install_plan(plan: InstallPlan, target: Path, downloads: Path,
                        on_progress: ProgressCallback | None = None,
                        allow_unverified: bool = False) -> None:

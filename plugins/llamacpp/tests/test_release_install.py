@@ -100,7 +100,8 @@ def test_cli_install_shows_progress_and_ends_verified(tmp_path: Path,
     result = subprocess.run([*lemon, "install", "llamacpp:cpu"], env=env, capture_output=True,
                             text=True, check=True)
     assert "[##############################] 100.0%" in result.stderr
-    assert "llamacpp:cpu: installed test-1 (verified)" in result.stderr
+    assert f"installed test-1 in {tmp_path / 'bin/llamacpp/cpu'}; verified SHA-256 " \
+        f"{mirror[1][:12]}" in result.stderr
     listing = json.loads(subprocess.run([*lemon, "--json"], env=env, capture_output=True,
                                         text=True, check=True).stdout)
     assert {"backend": "cpu", "state": "installed"}.items() <= next(
@@ -128,7 +129,8 @@ def test_trust_on_first_use_pins_an_unhashed_asset_then_verifies_it(
                              env=env, capture_output=True, text=True, check=True)
     assert f"SHA-256 {sha}" in trusted.stderr
     assert f"{Path(url).name}" in trusted.stderr and "bytes" in trusted.stderr
-    assert "llamacpp:cpu: installed test-1 (verified)" in trusted.stderr
+    assert f"llamacpp:cpu: installed test-1 in {tmp_path / 'bin/llamacpp/cpu'}; verified " \
+        f"SHA-256 {sha[:12]}" in trusted.stderr
     [entry] = json.loads((tmp_path / "trusted-lock.json").read_text())["trusted"]
     assert (entry["name"], entry["url"], entry["sha256"]) == ("llamacpp:cpu", url, sha)
     listed = subprocess.run([sys.executable, "-m", "lemoncore.cli", "lock", "--json"], env=env,
