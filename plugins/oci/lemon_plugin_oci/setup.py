@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import grp
 import os
-import resource
 import shutil
 import subprocess
 import time
@@ -113,6 +111,8 @@ def gather() -> Facts:
             remap = engine.kind == "docker" and "name=userns" in out.stdout
         except (OSError, subprocess.SubprocessError):
             pass
+    import grp  # POSIX only: imported here, so the plugin loads (and says unsupported) on Windows
+
     groups = frozenset(grp.getgrgid(g).gr_name for g in os.getgroups())
     devices = frozenset(d for d in ("/dev/kfd", "/dev/dri") if Path(d).exists())
     enforcing = Path("/sys/fs/selinux/enforce").exists() and \
@@ -129,6 +129,8 @@ def gather() -> Facts:
 
 
 def gpu_group_ids() -> tuple[int, ...]:
+    import grp
+
     ids = []
     for name in ("render", "video"):
         try:
@@ -143,6 +145,8 @@ def memlock_grantable(engine: Engine | None) -> bool:
     tool's privileges: a rootless tool cannot exceed the user's hard limit (rootless podman
     clamps it, silently); a rootful one (podman as root, the docker daemon) can when
     CAP_SYS_RESOURCE is in the bounding set it runs under, which this process shares."""
+    import resource  # POSIX only
+
     if resource.getrlimit(resource.RLIMIT_MEMLOCK)[1] == resource.RLIM_INFINITY:
         return True
     if engine is None or engine.rootless:
