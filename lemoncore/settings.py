@@ -55,7 +55,6 @@ class Settings(BaseSettings):
     port: int = Field(13305, ge=0, le=65535)
     cache_dir: Path = Field(default_factory=lambda: _dirs()[1],
                             description="Installed backends, user models, downloads.")
-    default_model: str = "SmolLM2-135M-Instruct-GGUF"
     max_loaded_models: int = Field(1, ge=-1, description="Per model type; -1 = unlimited.")
     log_format: Literal["console", "json"] = "console"
     log_level: Literal["debug", "info", "warning", "error"] = "info"
