@@ -1,5 +1,7 @@
-"""What plugins hand the core to install and start a backend: plain data, and the
-lifecycle every started server follows (:class:`Lifecycle`, :class:`ServerState`)."""
+"""What plugins hand the core to install and start a backend (plans and specs, plain
+data), the objects with behaviour a plugin may return for the core to await
+(:class:`Installer`, :class:`Runner`), and the lifecycle every started server follows
+(:class:`Lifecycle`, :class:`ServerState`)."""
 
 from __future__ import annotations
 

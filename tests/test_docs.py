@@ -79,3 +79,10 @@ def test_the_page_keeps_examples_as_python_and_no_rest_markup() -> None:
 @pytest.mark.parametrize("name", sorted(HOOKS))
 def test_hook_is_implemented_by_some_tested_plugin(name: str) -> None:
     assert re.search(rf"def {name}\(", PLUGIN_TEXT), f"no plugin or test implements {name}"
+
+
+def test_the_changelog_has_the_current_release() -> None:
+    from lemoncore import __version__
+
+    changelog = (ROOT / "CHANGELOG.md").read_text()
+    assert f"## {__version__}" in changelog or f"## Unreleased ({__version__[:3]}" in changelog

@@ -11,12 +11,21 @@ Plugins implement hooks as plain functions (or methods) decorated with
 ``docs/writing-a-plugin.md``). An implementation takes only the arguments it needs: any
 subset of the hook's parameters, by name.
 
-**Synchronous.** Every hook is synchronous: registration hooks return plain data,
-decision hooks answer a question about that data, and the core performs all I/O. Return
-data, never a coroutine: an ``async def`` implementation (or an async generator) is
-rejected when the plugin loads, because pluggy would take its coroutine as the answer of
-a first-result hook. What must be awaited goes in an object the hook returns and the core
-awaits (``startup_tasks``, ``refresher``, an ``InstallPlan.installer``).
+**Synchronous.** Every hook is synchronous. Return data, never a coroutine: an ``async
+def`` implementation (or an async generator) is rejected when the plugin loads, because
+pluggy would take its coroutine as the answer of a first-result hook. What a hook may do
+itself depends on where the core calls it:
+
+* registration hooks, at load: read the plugin's own package files;
+* decision hooks and ``launch``, ``normalize_request``, on the event loop: no I/O at all
+  (they answer from their arguments);
+* ``install``, ``refresher`` and ``preflight``, in a worker thread: read local files and
+  run quick local probes (the OCI plugin runs ``podman info``, cached for 30 s), never
+  downloads.
+
+What takes time or waits (downloads, image pulls, a process's life, network checks) goes
+in an object the hook returns and the core awaits: an ``InstallPlan.installer``, a
+``Runner`` from ``launch``, what ``refresher`` returns, ``startup_tasks``.
 
 **Registration hooks** (``register_recipes``, ``register_backends``, ``register_models``,
 ``register_lock``, ``register_endpoints``, ``register_routes``) are called once per
