@@ -1,10 +1,12 @@
 """Who may call what, and how big a request may be: an ASGI middleware.
 
 With ``api_key`` set, every API route needs it (``Authorization: Bearer …`` or
-``x-api-key``); management routes (load, unload, pull, delete, install, uninstall) need
+``x-api-key``); management routes (load, unload, pull, delete, install, uninstall, logs) need
 ``admin_api_key``, which defaults to ``api_key``. With no admin key, management routes
 answer only requests from this machine itself (:func:`is_local`) unless
-``allow_remote_admin`` is set. ``/live`` stays open.
+``allow_remote_admin`` is set. ``/live``, ``/openapi.json`` and the web UI's static
+pages (``/``, ``/ui/…``: they hold no data; the API calls they make need the keys) stay
+open.
 Keys are compared in constant time and never logged. Bodies over ``max_body_bytes`` get
 a 413.
 """
@@ -20,12 +22,12 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from lemoncore.api.hostname import loopback_address, loopback_name
 from lemoncore.errors import error_body
 
-ADMIN_ENDPOINTS = {"load", "unload", "pull", "delete", "install", "uninstall"}
+ADMIN_ENDPOINTS = {"load", "unload", "pull", "delete", "install", "uninstall", "logs"}
 
 
 def required_key(path: str) -> str | None:
     """``admin``, ``api`` or ``None`` (open) for a request path."""
-    if path in {"/live", "/openapi.json"}:
+    if path in {"/live", "/openapi.json", "/", "/ui"} or path.startswith("/ui/"):
         return None
     return "admin" if path.rstrip("/").rsplit("/", 1)[-1] in ADMIN_ENDPOINTS else "api"
 

@@ -20,7 +20,7 @@ from pydantic.json_schema import JsonSchemaMode, models_json_schema
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from lemoncore.api import bodies, inference, manage, replies
+from lemoncore.api import bodies, inference, logs, manage, replies
 from lemoncore.api.guard import required_key
 from lemoncore.recipes import Endpoint
 
@@ -206,6 +206,10 @@ OPERATIONS: tuple[Operation, ...] = (
               prefix=LEMONADE, ok={"application/json": replies.SystemInfo},
               description="Devices, recipes with each backend's state, message and fix and "
                           "the options loads may set, and every plugin's load status."),
+    Operation("GET", "/logs", logs.logs, "The server's recent log lines", prefix=LEMONADE,
+              description=logs.DESCRIPTION, parameters=logs.PARAMETERS, errors=(400,),
+              ok={"application/json": replies.LogEntries},
+              events={"line": replies.LogEntry}),
 )
 
 DESCRIPTION = (

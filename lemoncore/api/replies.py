@@ -264,3 +264,26 @@ class SystemInfo(Reply):
     devices: dict[DeviceKind, list[HostDeviceInfo]]
     recipes: dict[str, RecipeInfo]
     plugins: list[PluginInfo]
+
+
+class LogEntry(Reply):
+    """A line of the server's log (`GET /api/v1/logs`), as printed without colour."""
+
+    seq: int = Field(description="Increases by one per line; `after` resumes from it")
+    time: str
+    level: str
+    event: str
+    model: str | None = Field(description="The model a line is about, if any")
+    source: Literal["backend", "lemoncore"] = Field(
+        description="`backend`: an engine's own output")
+    line: str
+    fields: dict[str, str] = Field(description="The event's other values, as in `line`")
+
+
+class LogEntries(Reply):
+    object: Literal["list"] = "list"
+    data: list[LogEntry] = Field(description="Oldest first")
+    last: int = Field(description="The `seq` of the newest line logged (any model); 0 if "
+                      "none")
+    live: bool = Field(description="Whether new lines arrive (the server configured its "
+                       "logging); `follow` streams them")
