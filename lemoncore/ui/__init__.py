@@ -1,10 +1,58 @@
-"""The web UI: static pages served at ``/ui/`` (``GET /`` redirects there)."""
+"""The web UI: static pages served at ``/ui/`` (``GET /`` redirects there).
+
+The pages are plain HTML, CSS and JavaScript in ``static/`` (no build step). They call
+the API same-origin with relative URLs, so the browser boundary
+(:mod:`lemoncore.api.boundary`) lets them through; a key the server asks for is kept in
+a JavaScript variable only. Every answer carries a Content-Security-Policy that allows
+nothing but this server's own scripts, styles and connections, and no framing.
+"""
 
 from __future__ import annotations
 
-from starlette.routing import BaseRoute
+import mimetypes
+from pathlib import Path
+
+from starlette.requests import Request
+from starlette.responses import FileResponse, RedirectResponse, Response
+from starlette.routing import BaseRoute, Route
+
+STATIC = Path(__file__).parent / "static"
+SECURITY_HEADERS = {
+    "Content-Security-Policy": "default-src 'self'; style-src 'self'; script-src 'self'; "
+                               "connect-src 'self'; img-src 'self' data:; "
+                               "frame-ancestors 'none'; base-uri 'none'; form-action 'self'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "X-Frame-Options": "DENY",
+    "Cache-Control": "no-cache",
+}
+MEDIA_TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8",
+               ".css": "text/css; charset=utf-8", ".png": "image/png",
+               ".svg": "image/svg+xml"}
+
+
+def _files() -> dict[str, Path]:
+    """The files that may be served: those of ``static/`` itself, by name."""
+    return {p.name: p for p in STATIC.iterdir() if p.is_file() and p.suffix in MEDIA_TYPES}
+
+
+async def _file(request: Request) -> Response:
+    name = request.path_params.get("name") or "index.html"
+    path = _files().get(name)
+    if path is None:
+        return Response("not found", 404, media_type="text/plain", headers=SECURITY_HEADERS)
+    media = MEDIA_TYPES.get(path.suffix) or mimetypes.guess_type(path.name)[0]
+    return FileResponse(path, media_type=media, headers=SECURITY_HEADERS)
+
+
+async def _to_ui(request: Request) -> Response:
+    return RedirectResponse("/ui/", 307)
 
 
 def routes() -> list[BaseRoute]:
-    """The UI's routes, served after lemoncore's and the plugins' own."""
-    return []
+    """The UI's routes, served after lemoncore's and the plugins' own (a plugin that
+    answers ``GET /`` itself, such as the Ollama API, keeps it)."""
+    return [Route("/", _to_ui, methods=["GET", "HEAD"]),
+            Route("/ui", _to_ui, methods=["GET", "HEAD"]),
+            Route("/ui/", _file, methods=["GET", "HEAD"]),
+            Route("/ui/{name}", _file, methods=["GET", "HEAD"])]
