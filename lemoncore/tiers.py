@@ -11,6 +11,9 @@ Rules (``assess``), over the evidence in lemoncore's tier registry
 - **demote one tier** when the kit fails on a declared platform it used to pass, or the
   pin can no longer be refreshed; an experimental backend that would be demoted is
   proposed for removal.
+
+A plugin may state its own evidence in its package metadata (:func:`claims`); it is shown
+as the plugin's claim, beside the registry's evidence, and never changes a verdict.
 """
 
 from __future__ import annotations
@@ -98,3 +101,30 @@ def evidence_for(backend: str) -> Evidence | None:
                     bool(raw.get("ci_row")), str(raw.get("maintainer", "")),
                     int(raw.get("open_critical", 0)), int(raw.get("releases_clean", 0)),
                     bool(raw.get("pin_refreshable")))
+
+
+# Project-URL labels a plugin's package uses to state its evidence (case-insensitive).
+CLAIM_LABELS = {"conformance": "conformance", "ci": "ci"}
+
+
+def claims(distribution: str) -> dict[str, str]:
+    """What a plugin's distribution says of itself: ``Project-URL`` entries labelled
+    ``Conformance`` (a conformance run's result) and ``CI`` (the CI that runs the kit),
+    and its maintainer (``Maintainer-email``, ``Maintainer``, else ``Author-email``).
+    Empty when the distribution is not installed or says nothing."""
+    from importlib.metadata import PackageNotFoundError, metadata
+
+    try:
+        meta = metadata(distribution)
+    except PackageNotFoundError:
+        return {}
+    found: dict[str, str] = {}
+    for entry in meta.get_all("Project-URL") or []:
+        label, _, url = entry.partition(",")
+        if (key := CLAIM_LABELS.get(label.strip().lower())) is not None:
+            found[key] = url.strip()
+    maintainer = next((v for k in ("Maintainer-email", "Maintainer", "Author-email")
+                       for v in meta.get_all(k) or () if v), None)
+    if maintainer:
+        found["maintainer"] = maintainer
+    return found

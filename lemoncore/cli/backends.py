@@ -21,21 +21,27 @@ if TYPE_CHECKING:
 
 def cmd_tiers(args: argparse.Namespace) -> int:
     """Per backend: its tier, which promotion criteria it meets, and the verdict."""
-    from lemoncore.tiers import CRITERIA, assess, evidence_for
+    from lemoncore.tiers import CRITERIA, assess, claims, evidence_for
 
     core = core_from(args)
+    distributions = {r.name: r.distribution for r in core.plugins.records}
     rows = []
     for recipe in core.plugins.registry.recipes.values():
         for backend in recipe.backends:
             name = f"{recipe.name}:{backend.name}"
             result = assess(backend.tier, evidence_for(name))
+            owner = core.plugins.owner(recipe, backend) or ""
             rows.append({"backend": name, "tier": backend.tier.value,
-                         "criteria": result.criteria, "verdict": result.verdict})
+                         "criteria": result.criteria, "verdict": result.verdict,
+                         "claims": claims(distributions.get(owner, "") or owner)})
 
     def table() -> None:
         for r in rows:
             met = " ".join(("+" if r["criteria"][c] else "-") + c for c in CRITERIA)
             print(f"{r['backend']:<22} {r['tier']:<12} {r['verdict']:<36} {met}")
+            if r["claims"]:
+                said = ", ".join(f"{k} {v}" for k, v in r["claims"].items())
+                print(f"{'':<22} the plugin claims (not evidence): {said}")
 
     print_result(rows, args.json, table)
     return 0
