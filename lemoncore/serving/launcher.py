@@ -26,6 +26,7 @@ from lemoncore.plugins import PluginHost
 from lemoncore.recipes import Backend, Device, ModelInfo, Recipe, SlotPolicy
 from lemoncore.serving.eviction import Resident
 from lemoncore.serving.planner import LoadPlan
+from lemoncore.serving.transport import backend_transport
 from lemoncore.settings import Settings
 from lemoncore.supervisor import BackendProcess, free_port
 
@@ -70,7 +71,8 @@ class LoadedServer:
                 "recipe": self.recipe.name, "backend": self.backend.name,
                 "type": self.model.model_type.value, "device": self.device.value,
                 "is_amd_gpu": self.is_amd_gpu, "slot_policy": self.policy.value,
-                "backend_url": self.process.base_url, "pid": self.process.pid,
+                "backend_url": f"unix:{uds}" if (uds := getattr(self.process, "uds", None))
+                else self.process.base_url, "pid": self.process.pid,
                 "status": "busy" if self.in_flight else "ready", "pinned": self.pinned,
                 "in_flight": self.in_flight, "queued": self.queued,
                 "recipe_options": self.options,
@@ -110,7 +112,9 @@ class Launcher:
         log.info("model loaded", model=model.name, backend=f"{recipe.name}:{backend.name}",
                  device=plan.device.value, amd_gpu=plan.is_amd_gpu, policy=plan.policy.value,
                  seconds=round(time.monotonic() - started, 3))
-        client = httpx.AsyncClient(base_url=process.base_url, transport=process.transport,
+        client = httpx.AsyncClient(base_url=process.base_url,
+                                   transport=process.transport or backend_transport(
+                                       BACKEND_LIMITS, uds=getattr(process, "uds", None)),
                                    timeout=BACKEND_TIMEOUT, limits=BACKEND_LIMITS,
                                    headers={"Authorization": f"Bearer {key}"})
         server = LoadedServer(model, recipe, backend, plan.options, plan.device,

@@ -20,6 +20,7 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from lemoncore.errors import LemonError, error_body
+from lemoncore.serving.transport import relay_stream
 
 PING = b": ping\n\n"
 DONE = b"data: [DONE]\n\n"
@@ -89,7 +90,7 @@ class Passthrough:
         self.tail = b""
 
     def chunk(self, data: bytes) -> bytes:
-        self.tail = (self.tail + data)[-64:]
+        self.tail = data[-64:] if len(data) >= 64 else (self.tail + data)[-64:]
         return data
 
     def end(self) -> bytes:
@@ -108,16 +109,17 @@ USAGE_BYTES = 1 << 16  # at most this much of a stream's end is kept to read its
 class SSERelay(Response):
     """Relay a backend's SSE response to the client, chunk by chunk.
 
-    The hot path is one ``send`` per backend chunk, with no task switch between the
-    backend and the client. A heartbeat task adds ``: ping`` when the backend has been
-    silent for ``heartbeat`` seconds; a disconnect watcher cancels the relay (closing the
-    backend connection stops its generation). The relay runs inside ``cut_scope()``; when
-    that scope expires (a shutdown's drain deadline), the stream ends with a
-    ``shutting_down`` error frame. ``resources`` (the router's hold on the server, the
-    backend response) are released however the relay ends. ``on_usage`` gets the
-    stream's last ``usage``; ``on_outcome`` whether the backend's stream broke (not
-    called when the client left or a shutdown cut it). ``framing`` decides what the
-    client receives (default: the backend's bytes as they came).
+    The hot path is one ``send`` per backend read (the chunks that arrived together,
+    over a :class:`~lemoncore.serving.transport.RelayStream`; else one per chunk), with
+    no task switch between the backend and the client. A heartbeat task adds ``: ping``
+    when the backend has been silent for ``heartbeat`` seconds; a disconnect watcher
+    cancels the relay (closing the backend connection stops its generation). The relay
+    runs inside ``cut_scope()``; when that scope expires (a shutdown's drain deadline),
+    the stream ends with a ``shutting_down`` error frame. ``resources`` (the router's
+    hold on the server, the backend response) are released however the relay ends.
+    ``on_usage`` gets the stream's last ``usage``; ``on_outcome`` whether the backend's
+    stream broke (not called when the client left or a shutdown cut it). ``framing``
+    decides what the client receives (default: the backend's bytes as they came).
     """
 
     def __init__(self, upstream: httpx.Response, heartbeat: float,
@@ -179,11 +181,25 @@ class SSERelay(Response):
 
         usage = b""
         framing = self.framing
+        pending: list[bytes] = []  # framed bytes not sent yet
+
+        async def flush() -> None:
+            if pending:
+                data = pending[0] if len(pending) == 1 else b"".join(pending)
+                pending.clear()
+                await body(data)
+
+        # Over a RelayStream, chunks that arrived together are sent together: the flush
+        # runs when the backend connection is about to wait for more. Otherwise, one send
+        # per chunk.
+        stream = relay_stream(self.upstream)
         broke: bool | None = None  # how the backend's stream ended, if it did
         with self.cut_scope() as deadline:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(heartbeat)
                 tg.start_soon(disconnect)
+                if stream is not None:
+                    stream.before_read = flush
                 try:
                     async for chunk in self.upstream.aiter_raw():
                         # the stream's last events carry usage: keep the bytes from the
@@ -191,21 +207,28 @@ class SSERelay(Response):
                         if (usage or b'"usage"' in chunk) and len(usage) < USAGE_BYTES:
                             usage += chunk
                         if data := framing.chunk(chunk):
-                            await body(data)
+                            pending.append(data)
+                            if stream is None:
+                                await flush()
                     broke = False
                     if data := framing.end():
-                        await body(data)
+                        pending.append(data)
                 except httpx.TransportError as exc:
                     broke = True
-                    await body(framing.fail(f"backend stream broke: {exc!r}"))
+                    pending.append(framing.fail(f"backend stream broke: {exc!r}"))
+                finally:
+                    if stream is not None:
+                        stream.before_read = None
+                await flush()
                 tg.cancel_scope.cancel()
         if usage and self.on_usage is not None:
             self.on_usage(_usage(usage))
         if broke is not None and self.on_outcome is not None:  # not when the client left
             self.on_outcome(broke)
         if deadline.cancelled_caught:  # a cancelled send has handed its bytes over already
-            frame = framing.fail(CUT_AT_SHUTDOWN, 503, "server_error", "shutting_down")
-            await send({"type": "http.response.body", "body": frame, "more_body": True})
+            pending.append(framing.fail(CUT_AT_SHUTDOWN, 503, "server_error", "shutting_down"))
+            await send({"type": "http.response.body", "body": b"".join(pending),
+                        "more_body": True})
 
 
 def _usage(events: bytes) -> Any:
