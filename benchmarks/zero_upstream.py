@@ -1,8 +1,9 @@
 """A zero-work OpenAI-shaped upstream: answers health, chat completions (streaming and
 not) instantly with fixed-size output, so a proxy's own overhead is all that is measured.
 
-It accepts llama-server's command line (only --host and --port matter), so lemoncore can
-launch it as the llama.cpp plugin's ``system`` backend.
+It accepts llama-server's command line (only --host and --port matter; a --host ending in
+``.sock`` is a unix socket, as for llama-server), so lemoncore can launch it as the
+llama.cpp plugin's ``system`` backend.
 """
 
 from __future__ import annotations
@@ -60,10 +61,13 @@ async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> 
 
 async def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--host", default="127.0.0.1",
+                        help="IP address, or UNIX socket path ending in .sock")
     parser.add_argument("--port", type=int, required=True)
     args, _ = parser.parse_known_args()
-    server = await asyncio.start_server(handle, args.host, args.port, backlog=1024)
+    server = await (asyncio.start_unix_server(handle, args.host, backlog=1024)
+                    if args.host.endswith(".sock") else
+                    asyncio.start_server(handle, args.host, args.port, backlog=1024))
     async with server:
         await server.serve_forever()
 

@@ -13,6 +13,7 @@ lemoncore runs on the asyncio backend.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import socket
 from pathlib import Path
@@ -71,11 +72,17 @@ async def wait_healthy(client: httpx.AsyncClient, url: str, exited: anyio.Event,
 
 
 class BackendProcess(Lifecycle):
-    """A started backend: ``base_url`` serves the OpenAI API once :meth:`start` returns."""
+    """A started backend: ``base_url`` serves the OpenAI API once :meth:`start` returns.
 
-    def __init__(self, name: str, spec: LaunchSpec, host: str, port: int) -> None:
+    With ``uds``, the backend listens on that unix socket (its argv says so) instead of
+    ``host:port``: readiness is probed there, the core's client connects there, and the
+    socket file is removed once the process has ended.
+    """
+
+    def __init__(self, name: str, spec: LaunchSpec, host: str, port: int,
+                 uds: str | None = None) -> None:
         super().__init__()
-        self.name, self.spec = name, spec
+        self.name, self.spec, self.uds = name, spec, uds
         self.base_url = f"http://{host}:{port}"
         self.transport: httpx.AsyncBaseTransport | None = None
         self._proc: asyncio.subprocess.Process | None = None
@@ -137,7 +144,8 @@ class BackendProcess(Lifecycle):
             raise
 
     async def _wait_ready(self, ready_within: float) -> None:
-        async with httpx.AsyncClient(timeout=2) as client:
+        transport = httpx.AsyncHTTPTransport(uds=self.uds) if self.uds else None
+        async with httpx.AsyncClient(timeout=2, transport=transport) as client:
             ready = await wait_healthy(client, self.base_url + self.spec.health_path,
                                        self.exited, ready_within)
         if ready and not self.exited.is_set():
@@ -165,6 +173,9 @@ class BackendProcess(Lifecycle):
         assert self._proc is not None
         code = await self._proc.wait()
         PLATFORM.release(self._proc.pid)
+        if self.uds:
+            with contextlib.suppress(OSError):
+                os.unlink(self.uds)
         self.mark_exited(pid=self._proc.pid, code=code)
 
     async def stop(self, grace: float) -> None:

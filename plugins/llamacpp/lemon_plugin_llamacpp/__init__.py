@@ -14,12 +14,12 @@ from typing import Any
 
 from lemoncore import hookimpl
 from lemoncore.hosts import HostInfo
-from lemoncore.launch import InstallPlan, LaunchContext, LaunchSpec
+from lemoncore.launch import InstallPlan, LaunchContext, LaunchSpec, Runner
 from lemoncore.lock import Pin
 from lemoncore.recipes import Backend, ModelInfo, Recipe
 
 from lemon_plugin_llamacpp.install import pypi_plan, release_plan, system_plan
-from lemon_plugin_llamacpp.launch import build_launch
+from lemon_plugin_llamacpp.launch import build_launch, on_unix_socket
 from lemon_plugin_llamacpp.recipe import RECIPE
 
 
@@ -51,5 +51,6 @@ def install(backend: Backend, host: HostInfo, config: Mapping[str, Any],
 
 
 @hookimpl
-def launch(model: ModelInfo, context: LaunchContext) -> LaunchSpec:
-    return build_launch(model, context)
+def launch(model: ModelInfo, context: LaunchContext) -> LaunchSpec | Runner:
+    spec = build_launch(model, context)
+    return on_unix_socket(model, spec, context) or spec

@@ -7,13 +7,18 @@ sets itself are refused here too, so no widening can break routing.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import os
 import shlex
+import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from lemoncore.launch import LaunchContext, LaunchRefused, LaunchSpec
 from lemoncore.recipes import ModelInfo, ModelType
+from lemoncore.supervisor import BackendProcess
 
 from lemon_plugin_llamacpp.install import find_executable
 
@@ -65,3 +70,46 @@ def build_launch(model: ModelInfo, context: LaunchContext) -> LaunchSpec:
     # stays open for the readiness probe. The environment, not argv: /health shows argv.
     return LaunchSpec(argv=tuple(argv), env={**context.runtime_env, lib_var: search,
                                               "LLAMA_API_KEY": context.backend_key})
+
+
+# A private directory (mode 0700) for this lemoncore process's engine sockets.
+_SOCKET_DIR: list[Path] = []
+
+
+def _socket_dir() -> Path:
+    if not _SOCKET_DIR:
+        _SOCKET_DIR.append(Path(tempfile.mkdtemp(prefix="lemon-")))
+    return _SOCKET_DIR[0]
+
+
+@functools.lru_cache(maxsize=16)
+def _serves_unix_sockets(exe: str, mtime: float) -> bool:
+    """Whether this llama-server listens on a unix socket given as ``--host x.sock``
+    (its ``--help`` says so; older builds do not)."""
+    try:
+        text = subprocess.run([exe, "--help"], capture_output=True, timeout=10,
+                              check=False).stdout
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return b"UNIX socket" in text
+
+
+def on_unix_socket(model: ModelInfo, spec: LaunchSpec, context: LaunchContext
+                   ) -> BackendProcess | None:
+    """``spec`` listening on a unix socket instead of its loopback port (no TCP on the
+    hot path: a streamed token costs lemoncore less), when the platform and the binary
+    support it; ``None`` (stay on TCP) otherwise."""
+    if sys.platform == "win32" or os.environ.get("LEMON_LLAMACPP_TCP") == "1":
+        return None
+    exe = spec.argv[0]
+    try:
+        mtime = os.stat(exe).st_mtime
+    except OSError:
+        return None
+    if not _serves_unix_sockets(exe, mtime):
+        return None
+    path = str(_socket_dir() / f"{context.port}.sock")
+    argv = list(spec.argv)
+    argv[argv.index("--host") + 1] = path
+    return BackendProcess(model.name, dataclasses.replace(spec, argv=tuple(argv)),
+                          context.host, context.port, uds=path)

@@ -98,18 +98,24 @@ def test_a_refused_load_writes_nothing_and_evicts_nothing(server: ServerProcess,
 
 
 def test_the_engine_port_answers_only_lemoncore(server: ServerProcess) -> None:
-    """Every local program and web page can reach the engine's loopback port; without the
-    launch's key (sent only by lemoncore, never shown) it gets nothing but /health."""
+    """Every local program and web page can reach the engine's loopback port (or, same
+    user, its unix socket); without the launch's key (sent only by lemoncore, never shown)
+    it gets nothing but /health."""
     httpx.post(server.url + "/api/v1/load", json={"model_name": DEFAULT},
                timeout=120).raise_for_status()
     [engine] = httpx.get(server.url + "/api/v1/health").json()["all_models_loaded"]
+    url = str(engine["backend_url"])
+    uds = url.removeprefix("unix:") if url.startswith("unix:") else None
     chat = {"model": DEFAULT, "max_tokens": 2, "messages": [{"role": "user", "content": "Hi"}]}
-    for method, path, body in (("POST", "/v1/chat/completions", chat), ("GET", "/slots", None),
-                               ("GET", "/props", None), ("GET", "/metrics", None)):
-        direct = httpx.request(method, engine["backend_url"] + path, json=body, timeout=30,
-                               headers={"Origin": "http://evil.example"})
-        assert direct.status_code == 401, (path, direct.status_code)
-    assert httpx.get(engine["backend_url"] + "/health").status_code == 200
+    with httpx.Client(base_url="http://localhost" if uds else url, timeout=30,
+                      transport=httpx.HTTPTransport(uds=uds) if uds else None) as direct:
+        for method, path, body in (("POST", "/v1/chat/completions", chat),
+                                   ("GET", "/slots", None), ("GET", "/props", None),
+                                   ("GET", "/metrics", None)):
+            answer = direct.request(method, path, json=body,
+                                    headers={"Origin": "http://evil.example"})
+            assert answer.status_code == 401, (path, answer.status_code)
+        assert direct.get("/health").status_code == 200
     assert not any("key" in arg.lower() for arg in engine["launch_command"])
     assert httpx.post(server.api + "/chat/completions", json=chat,
                       timeout=60).status_code == 200

@@ -73,7 +73,9 @@ def stream(server: ServerProcess, model: str, tokens: int,
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[ServerProcess]:
-    with running_server(tmp_path, {"LEMON_MAX_LOADED_MODELS": "1",
+    # TCP to the engine: these tests read its connections' states in /proc/net/tcp (the
+    # unix-socket path has its own disconnect test, test_unix_socket.py)
+    with running_server(tmp_path, {"LEMON_MAX_LOADED_MODELS": "1", "LEMON_LLAMACPP_TCP": "1",
                                    "LEMON_LOG_LEVEL": "warning"}) as s:
         yield s
 

@@ -135,6 +135,14 @@ def test_killed_backend_is_replaced_on_the_next_request(
     assert pid_of(server, "m1") != old
 
 
+def engine_get(backend_url: str, path: str, headers: dict[str, str]) -> httpx.Response:
+    """GET from an engine at its ``backend_url``: ``http://host:port`` or ``unix:/path``."""
+    uds = backend_url.removeprefix("unix:") if backend_url.startswith("unix:") else None
+    with httpx.Client(base_url="http://localhost" if uds else backend_url, headers=headers,
+                      transport=httpx.HTTPTransport(uds=uds) if uds else None) as engine:
+        return engine.get(path)
+
+
 def generating(server: ServerProcess, name: str) -> Callable[[], bool]:
     """Whether ``name``'s engine is generating now, by its own ``/metrics`` (with the
     launch's key, as only the engine's user can read it: its environment)."""
@@ -143,8 +151,8 @@ def generating(server: ServerProcess, name: str) -> Callable[[], bool]:
     key = next(v for k, _, v in (e.partition(b"=") for e in environ) if k == b"LLAMA_API_KEY")
 
     def now() -> bool:
-        metrics = httpx.get(f"{model['backend_url']}/metrics",
-                            headers={"Authorization": f"Bearer {key.decode()}"}).text
+        metrics = engine_get(str(model["backend_url"]), "/metrics",
+                             {"Authorization": f"Bearer {key.decode()}"}).text
         return next(line for line in metrics.splitlines()
                     if line.startswith("llamacpp:requests_processing")).split()[1] != "0"
 
