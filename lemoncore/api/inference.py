@@ -45,12 +45,19 @@ async def list_models(request: Request) -> Response:
     an experimental backend that is not installed yet."""
     core: Core = request.app.state.core
     show_all = _flag(request, "show_all")
-    hidden = await anyio.to_thread.run_sync(_experimental_only_recipes, core)
-    cards = [model_card(core, m) for m in core.models.all().values()
-             if m.recipe in core.plugins.registry.recipes and m.recipe not in hidden]
+    models = list(core.models.all().values())
+    # a card looks for the model's files: thousands of them are seconds of file system
+    # calls, which must not stall the event loop's streams
+    cards = await anyio.to_thread.run_sync(_cards, core, models)
     # size_bytes is absent, not null, when unknown (nothing else in a card is None)
     return reply(replies.ModelList(data=[c for c in cards if show_all or c.downloaded]),
                  exclude_none=True)
+
+
+def _cards(core: Core, models: list[ModelInfo]) -> list[replies.ModelCard]:
+    hidden = _experimental_only_recipes(core)
+    return [model_card(core, m) for m in models
+            if m.recipe in core.plugins.registry.recipes and m.recipe not in hidden]
 
 
 FLAG = {"": False, "0": False, "false": False, "no": False,  # a query flag's spellings
