@@ -6,13 +6,10 @@ and prints JSON with ``--json``.
 from __future__ import annotations
 
 import argparse
-import json
-import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlencode
 
-from lemoncore.cli.common import parse_options, print_result, settings_from
+from lemoncore.cli.common import parse_options, print_result
 from lemoncore.cli.remote import Remote, RemoteError
 
 if TYPE_CHECKING:
@@ -77,40 +74,21 @@ def cmd_rm(args: argparse.Namespace) -> int:
     return 0
 
 
-def _lines(path: Path, follow: bool) -> Iterator[str]:
-    with path.open(errors="replace") as log:
-        while True:
-            line = log.readline()
-            if line:
-                yield line.rstrip("\n")
-            elif not follow:
-                return
-            else:
-                time.sleep(0.2)
-
-
-def _about(line: str, model: str) -> bool:
-    """Whether a log line (console or JSON format) is about ``model``."""
-    if line.startswith("{"):
-        try:
-            return bool(json.loads(line).get("model") == model)
-        except ValueError:
-            return False
-    return f" model={model} " in f" {line} "
-
-
 def cmd_logs(args: argparse.Namespace) -> int:
-    from lemoncore.cli.daemon import read_state
-
-    state = read_state(settings_from(args))
-    if state is None or not state.get("log"):
-        where = "no server is recorded on this port" if state is None else \
-            "the server runs in the foreground: its log is on its terminal"
-        raise RemoteError(f"{where}; 'lemon serve --detach' keeps a log file")
+    """The running server's recent log lines (``GET /api/v1/logs``, admin), and with
+    ``--follow`` each new one until Ctrl-C."""
+    query = urlencode({k: v for k, v in (("model", args.model), ("limit", args.lines))
+                       if v is not None})
+    remote = Remote.from_args(args)
     try:
-        for line in _lines(Path(state["log"]), args.follow):
-            if args.model is None or _about(line, args.model):
-                print(line, flush=True)
+        if not args.follow:
+            for entry in remote.get(f"/api/v1/logs?{query}", admin=True)["data"]:
+                print(entry["line"])
+            return 0
+        with remote.stream_get(f"/api/v1/logs?{query}&follow=true", admin=True) as events:
+            for event, entry in events:
+                if event == "line":
+                    print(entry["line"], flush=True)
     except KeyboardInterrupt:
         pass
     return 0
@@ -143,9 +121,10 @@ def add_control(sub: Subparsers) -> None:
     rm.add_argument("model")
     _server_arg(rm)
     rm.set_defaults(func=cmd_rm)
-    logs = sub.add_parser("logs", help="the server's log (of a 'lemon serve --detach')")
+    logs = sub.add_parser("logs", help="the server's recent log lines (-f: and new ones)")
     logs.add_argument("-f", "--follow", action="store_true")
     logs.add_argument("--model", help="only lines about this model (its backend's output)")
-    logs.add_argument("--port", type=int)
+    logs.add_argument("-n", "--lines", type=int, help="at most this many recent lines")
+    _server_arg(logs, json_flag=False)
     logs.set_defaults(func=cmd_logs)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 import httpx
@@ -75,13 +75,22 @@ class Remote:
         except httpx.TransportError as exc:
             raise self._unreachable(exc) from exc
 
-    @contextmanager
     def events(self, path: str, body: dict[str, Any], admin: bool = False
-               ) -> Iterator[Iterator[tuple[str, Any]]]:
+               ) -> AbstractContextManager[Iterator[tuple[str, Any]]]:
         """POST ``body`` and iterate its SSE events as ``(event, data)``: ``data`` parsed
         as JSON, ``[DONE]`` as ``None``; an unnamed event is ``message``."""
+        return self._stream("POST", path, body, admin)
+
+    def stream_get(self, path: str, admin: bool = False
+                   ) -> AbstractContextManager[Iterator[tuple[str, Any]]]:
+        """GET ``path`` and iterate its SSE events, as :meth:`events` does."""
+        return self._stream("GET", path, None, admin)
+
+    @contextmanager
+    def _stream(self, method: str, path: str, body: dict[str, Any] | None, admin: bool
+                ) -> Iterator[Iterator[tuple[str, Any]]]:
         try:
-            with httpx.stream("POST", self.url + path, json=body, timeout=STREAM_TIMEOUT,
+            with httpx.stream(method, self.url + path, json=body, timeout=STREAM_TIMEOUT,
                               headers=self._headers(admin)) as response:
                 if response.status_code >= 400:
                     response.read()
