@@ -21,6 +21,7 @@ import httpx
 from starlette.requests import Request
 
 from lemoncore.api import bodies, replies
+from lemoncore.api.disconnect import until_disconnect
 from lemoncore.api.inference import backend_error, check_request
 from lemoncore.core import Core
 from lemoncore.errors import LemonError
@@ -36,6 +37,9 @@ class Gateway:
 
     def __init__(self, core: Core) -> None:
         self._core = core
+
+    until_disconnect = staticmethod(until_disconnect)
+    """Await work for a request, cancelled (``None``) if its client disconnects first."""
 
     @staticmethod
     def of(request: Request) -> Gateway:

@@ -17,6 +17,7 @@ from starlette.responses import JSONResponse, Response
 
 from lemoncore.api import bodies, replies
 from lemoncore.api.bodies import parse
+from lemoncore.api.disconnect import until_disconnect
 from lemoncore.api.errors import ApiError, json_object
 from lemoncore.api.replies import reply
 from lemoncore.core import Core
@@ -234,28 +235,7 @@ def anthropic_error(exc: LemonError) -> Response:
 
 
 async def _until_disconnect(request: Request, work: Awaitable[Response]) -> Response:
-    """Await ``work`` (a request waiting for a load, a queue slot or a backend's answer);
-    cancel it if the client disconnects first, which closes the backend connection.
-
-    Streams skip this (a task per request costs ~0.2 ms of time to first token): their
-    relay watches for the disconnect from the moment the backend answers.
-    """
-    result: Response | Exception = Response(status_code=499)  # for a client that left
-    async with anyio.create_task_group() as tg:
-        async def watch() -> None:
-            while (await request.receive())["type"] != "http.disconnect":
-                pass
-            tg.cancel_scope.cancel()
-
-        tg.start_soon(watch)
-        try:
-            result = await work
-        except Exception as exc:  # noqa: BLE001 - re-raised below, outside the task group
-            result = exc
-        tg.cancel_scope.cancel()
-    if isinstance(result, Exception):
-        raise result
-    return result
+    return await until_disconnect(request, work) or Response(status_code=499)  # client left
 
 
 async def _complete(core: Core, model: ModelInfo, endpoint: Endpoint, body: Body

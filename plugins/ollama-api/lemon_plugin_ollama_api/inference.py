@@ -40,7 +40,6 @@ from lemon_plugin_ollama_api.responses import (
     last,
     ollama_errors,
     started,
-    until_disconnect,
 )
 
 CHAT, COMPLETIONS, EMBEDDINGS = "/v1/chat/completions", "/v1/completions", "/v1/embeddings"
@@ -126,7 +125,7 @@ async def answer(kind: Kind, request: Request, model: ModelInfo, name: str,
 
     if body.stream:
         return NDJSONResponse(await started(lines()))
-    final = await until_disconnect(request, last(lines()))
+    final = await Gateway.until_disconnect(request, last(lines()))
     return JSONResponse(final) if final is not None else Response(status_code=499)
 
 
@@ -205,7 +204,7 @@ async def embeddings_of(request: Request, body: EmbedBody | EmbeddingsBody,
         return [], {}, clock
     await ready(gateway, model, body.options, clock)
     clock.mark_sent()
-    reply = await until_disconnect(request, gateway.complete(
+    reply = await Gateway.until_disconnect(request, gateway.complete(
         EMBEDDINGS, {"model": model.name, "input": inputs}))
     clock.mark_end()
     if reply is None:  # the client left

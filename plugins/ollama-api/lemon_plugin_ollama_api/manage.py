@@ -29,7 +29,6 @@ from lemon_plugin_ollama_api.responses import (
     Line,
     NDJSONResponse,
     ollama_errors,
-    until_disconnect,
 )
 
 DISTRIBUTION = "lemon-plugin-ollama-api"
@@ -150,7 +149,7 @@ async def pull(request: Request) -> Response:
     model = find(gateway, body.target)
     if body.stream:
         return NDJSONResponse(pulling(gateway, model))
-    if await until_disconnect(request, gateway.pull(model.name)) is None:
+    if await Gateway.until_disconnect(request, gateway.pull(model.name)) is None:
         return Response(status_code=499)
     return JSONResponse({"status": "success"})
 

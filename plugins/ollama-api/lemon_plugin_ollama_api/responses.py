@@ -132,24 +132,3 @@ class NDJSONResponse(Response):
             group.cancel_scope.cancel()
         if not left:
             await send({"type": "http.response.body", "body": b"", "more_body": False})
-
-
-async def until_disconnect(request: Request, work: Awaitable[T]) -> T | None:
-    """Await ``work``, cancelling it if the client disconnects first (``None`` then: an
-    answer nobody waits for stops generating); the request body must be read already."""
-    result: T | Exception | None = None
-    async with anyio.create_task_group() as group:
-        async def watch() -> None:
-            while (await request.receive())["type"] != "http.disconnect":
-                pass
-            group.cancel_scope.cancel()
-
-        group.start_soon(watch)
-        try:
-            result = await work
-        except Exception as exc:  # noqa: BLE001 - re-raised below, outside the task group
-            result = exc
-        group.cancel_scope.cancel()
-    if isinstance(result, Exception):
-        raise result
-    return result
