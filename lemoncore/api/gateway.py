@@ -106,6 +106,8 @@ class Gateway:
     # Inference -----------------------------------------------------------------------
 
     def _endpoint(self, path: str, body: dict[str, Any]) -> tuple[ModelInfo, Endpoint]:
+        """The model and endpoint of a request; ``body`` gets the model's canonical name
+        (and ``max_tokens`` for ``max_completion_tokens``), as ``/v1`` requests do."""
         endpoint = self._core.plugins.registry.endpoints.get(path)
         if endpoint is None:
             raise LemonError(f"no routed endpoint {path}", 404)
@@ -116,9 +118,10 @@ class Gateway:
         """Send ``body`` (an OpenAI-shaped request naming its ``model``) to a routed
         endpoint (``/v1/chat/completions``) and return the engine's JSON answer; the
         engine's error answer is raised (a 5xx as 502)."""
-        model, _ = self._endpoint(path, {**body, "stream": False})
-        answer = await exchange(self._core.router, model, path,
-                                {**body, "model": model.name, "stream": False}, stream=False)
+        body = {**body, "stream": False}
+        model, endpoint = self._endpoint(path, body)
+        answer = await exchange(self._core.router, model, path, body, stream=False,
+                                retry=endpoint.retried)
         async with answer.resources:
             if answer.upstream.status_code != 200:
                 raise backend_error(answer.upstream)
@@ -131,9 +134,10 @@ class Gateway:
         iterator (or cancelling its consumer) closes the engine's connection, which stops
         its generation."""
         body = {**body, "stream": True}
-        model, _ = self._endpoint(path, body)
+        model, endpoint = self._endpoint(path, body)
         fleet = self._core.router.fleet
-        answer = await exchange(self._core.router, model, path, body, stream=True)
+        answer = await exchange(self._core.router, model, path, body, stream=True,
+                                retry=endpoint.retried)
         async with answer.resources:
             if answer.upstream.status_code != 200:
                 raise backend_error(answer.upstream)

@@ -16,13 +16,14 @@ from typing import Any
 
 import httpx
 
+from lemoncore.errors import LemonError
 from lemoncore.settings import Settings
 
 # A stream may wait long for a load, then for each token; only connecting is bounded.
 STREAM_TIMEOUT = httpx.Timeout(None, connect=10)
 
 
-class RemoteError(Exception):
+class RemoteError(LemonError):
     """The server is not there, or refused; the message says what to do."""
 
 
