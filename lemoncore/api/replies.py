@@ -101,6 +101,7 @@ class LoadedModel(Reply):
     recipe_options: dict[str, Any]
     launch_command: list[str]
     peak_memory_bytes: int | None
+    idle_seconds: float = Field(description="Since its last request ended (0 while busy)")
 
 
 class Health(Reply):

@@ -20,6 +20,11 @@ def _mib(value: int | None) -> str:
     return "-" if value is None else f"{value / 2**20:.0f} MiB"
 
 
+def _idle(seconds: float) -> str:
+    return "-" if not seconds else f"{seconds:.0f} s" if seconds < 120 else \
+        f"{seconds / 60:.0f} min"
+
+
 def cmd_ps(args: argparse.Namespace) -> int:
     loaded = Remote.from_args(args).get("/api/v1/health")["all_models_loaded"]
 
@@ -30,13 +35,14 @@ def cmd_ps(args: argparse.Namespace) -> int:
         if not loaded:
             print("no model is loaded")
             return
-        grid = Table("MODEL", "BACKEND", "DEVICE", "STATUS", "PINNED", "PEAK MEMORY", "PID",
-                     box=None, pad_edge=False)
+        grid = Table("MODEL", "BACKEND", "DEVICE", "STATUS", "IDLE", "PINNED", "PEAK MEMORY",
+                     "PID", box=None, pad_edge=False)
         for m in loaded:
             busy = f" ({m['in_flight']} running, {m['queued']} queued)" \
                 if m["in_flight"] or m["queued"] else ""
             grid.add_row(m["model_name"], f"{m['recipe']}:{m['backend']}", m["device"],
-                         m["status"] + busy, "yes" if m["pinned"] else "",
+                         m["status"] + busy, _idle(m["idle_seconds"]),
+                         "yes" if m["pinned"] else "",
                          _mib(m["peak_memory_bytes"]), str(m["pid"] or "-"))
         console = Console()
         if not console.is_terminal:  # a pipe gets whole names, not a terminal's width

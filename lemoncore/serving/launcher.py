@@ -77,7 +77,9 @@ class LoadedServer:
                 "in_flight": self.in_flight, "queued": self.queued,
                 "recipe_options": self.options,
                 "launch_command": list(self.process.argv),
-                "peak_memory_bytes": self.process.peak_memory()}
+                "peak_memory_bytes": self.process.peak_memory(),
+                "idle_seconds": 0.0 if self.in_flight else
+                round(time.monotonic() - self.last_used, 1)}
 
 
 class Launcher:

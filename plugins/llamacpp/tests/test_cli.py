@@ -61,8 +61,9 @@ def test_run_ps_load_unload_rm_and_logs(env: dict[str, str]) -> None:
     assert answer.stdout.strip() and "tokens/s" in answer.stderr
     [server] = loaded(env)
     assert server["model_name"] == MODEL and server["backend"] == "pypi"
+    assert isinstance(server["idle_seconds"], float) and server["idle_seconds"] > 0
     table = lemon(env, "ps").stdout
-    assert MODEL in table and "llamacpp:pypi" in table and "MiB" in table
+    assert MODEL in table and "llamacpp:pypi" in table and "MiB" in table and "IDLE" in table
     pinned = json.loads(lemon(env, "load", MODEL, "--pin", "-o", "ctx_size=1024",
                               "--json").stdout)
     assert pinned["pinned"] and loaded(env)[0]["recipe_options"]["ctx_size"] == 1024
