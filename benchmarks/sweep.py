@@ -22,7 +22,6 @@ import asyncio
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -32,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from compare import Procs  # a sibling script: the benchmarks' process list
 
 from lemoncore.supervisor import free_port
 
@@ -137,27 +137,6 @@ async def ttft(port: int, path: str, model: str, pid: int, n: int
     finally:
         writer.close()
     return out, (cpu_seconds(pid) - cpu) / n
-
-
-class Procs:
-    def __init__(self) -> None:
-        self.procs: list[subprocess.Popen[bytes]] = []
-
-    def start(self, argv: list[str], env: dict[str, str] | None = None
-              ) -> subprocess.Popen[bytes]:
-        proc = subprocess.Popen(argv, env={**os.environ, **(env or {})},
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        self.procs.append(proc)
-        return proc
-
-    def stop_all(self) -> None:
-        for proc in self.procs:
-            if proc.poll() is None:
-                proc.terminate()
-                try:
-                    proc.wait(15)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
 
 
 def wait_ready(url: str, limit: float = 120) -> None:
