@@ -129,8 +129,11 @@ class Handler(BaseHTTPRequestHandler):
             "usage": {"prompt_tokens": 1, "completion_tokens": 3, "total_tokens": 4}})
 
     def transcribe(self, raw: bytes) -> None:
-        """An upload, as whisper.cpp's server takes ``/v1/audio/transcriptions``: say what
-        arrived (each form field, and the file's name and size)."""
+        """An upload, as whisper.cpp's server takes one (``examples/server/server.cpp``:
+        the inference handler, mounted at ``/v1/audio/transcriptions`` with
+        ``--inference-path``, reads the form's ``file`` part and its other fields): say
+        what arrived (each form field, and the file's name and size), so a test sees that
+        the upload reached the engine whole. Not a transcriber."""
         head = f"Content-Type: {self.headers['Content-Type']}\r\n\r\n".encode()
         form = BytesParser(policy=default).parsebytes(head + raw)
         fields = {}
