@@ -17,6 +17,7 @@ import pytest
 from lemoncore.testing import ServerProcess, running_server
 
 MODEL = "example-smollm2"
+LONG_ANSWER = "Write a long story about a dragon who learns to bake bread."
 WEATHER = {"name": "get_weather", "description": "The weather in a city",
            "input_schema": {"type": "object", "properties": {"city": {"type": "string"}},
                             "required": ["city"]}}
@@ -57,7 +58,8 @@ def test_messages_with_a_system_prompt_stop_sequences_and_usage(
 
 
 def test_messages_stream_and_token_counting(claude: anthropic.Anthropic) -> None:
-    question = [{"role": "user", "content": "Count to five."}]
+    # an answer that cannot fit in 8 tokens, so the cut is certain
+    question = [{"role": "user", "content": LONG_ANSWER}]
     with claude.messages.stream(model=MODEL, max_tokens=8, messages=question) as stream:
         kinds = []
         for event in stream:
@@ -111,8 +113,8 @@ def test_responses_streaming_and_not(gpt: openai.OpenAI) -> None:
     assert answer.usage is not None and answer.usage.output_tokens <= 8
     assert answer.status in {"completed", "incomplete"}
     kinds, text = [], ""
-    with gpt.responses.stream(model=MODEL, max_output_tokens=8, input=[
-            {"role": "user", "content": [{"type": "input_text", "text": "Count to five."}]}]
+    with gpt.responses.stream(model=MODEL, max_output_tokens=8, temperature=0, input=[
+            {"role": "user", "content": [{"type": "input_text", "text": LONG_ANSWER}]}]
             ) as stream:
         for event in stream:
             kinds.append(event.type)
