@@ -22,21 +22,33 @@ Anthropic's and the Responses API, translated for a chat-only engine) answering,
 device and policy consistent with the backend's declared support rows, and owner
 dispatch (a backend another plugin adds to your recipe is answered by that plugin, never
 by yours, and yours never by it).
+
+``lemon validate`` runs the same checks on a user's machine (:func:`field_checks`), without
+pytest; plugins add checks only real hardware can answer through
+``register_field_checks`` (:class:`~lemoncore.fieldchecks.FieldCheck`,
+re-exported here). See ``docs/validation.md``.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 import httpx
-import pytest
 
 from lemoncore.defaults import backend_device_kinds
+from lemoncore.fieldchecks import (
+    CheckSkipped,
+    FieldCheck,
+    FieldContext,
+    FieldResult,
+)
 from lemoncore.hookspecs import hookimpl
 from lemoncore.hosts import detect_host
 from lemoncore.launch import InstallPlan, LaunchContext, LaunchSpec
@@ -49,8 +61,28 @@ from lemoncore.recipes import (
     Recipe,
     SupportRow,
 )
-from lemoncore.testing import ServerProcess
 from lemoncore.translation import TRANSLATIONS
+
+__all__ = ["SAMPLES", "BackendConformance", "CheckSkipped", "ConformanceTarget",
+           "FieldCheck", "FieldContext", "FieldResult", "Served", "field_checks"]
+
+
+class Served(Protocol):
+    """A running lemoncore server (``lemoncore.testing.ServerProcess`` is one)."""
+
+    @property
+    def url(self) -> str: ...
+
+    @property
+    def api(self) -> str: ...
+
+
+def _skip(reason: str) -> None:
+    """Skip the check: pytest's skip under pytest, :class:`CheckSkipped` elsewhere."""
+    pytest = sys.modules.get("pytest")
+    if pytest is not None:
+        pytest.skip(reason)
+    raise CheckSkipped(reason)
 
 
 @dataclass
@@ -59,12 +91,14 @@ class ConformanceTarget:
     own (``register_endpoints``), as ``httpx.post`` keyword arguments without the model
     (``{"json": {...}}``, or ``{"data": {...}, "files": {...}}`` for an upload)."""
 
-    server: ServerProcess
+    server: Served
     model: str
     backend: str  # recipe:backend
     completions: bool = True  # the engine serves /v1/completions (non-streaming)
     stop_grace: float = 5.0
     samples: dict[str, dict[str, Any]] = field(default_factory=dict)
+    plugins: dict[str, object] = field(default_factory=dict)  # in-process, as the server's
+    plugins_allow: list[str] | None = None  # installed plugins the server loads (None: all)
 
 
 _HELLO = [{"role": "user", "content": "Say hello."}]
@@ -188,7 +222,7 @@ class BackendConformance:
 
     def test_completions_shape(self, conformance_target: ConformanceTarget) -> None:
         if not conformance_target.completions:
-            pytest.skip("the backend declares no /v1/completions")
+            _skip("the backend declares no /v1/completions")
         body = httpx.post(conformance_target.server.api + "/completions", timeout=120, json={
             "model": conformance_target.model, "prompt": "One, two,",
             "max_tokens": 8}).json()
@@ -262,7 +296,7 @@ class BackendConformance:
         translates for it answers 200 with a request for the target's model type."""
         target, url = conformance_target, conformance_target.server.url
         recipe_name, backend_name = target.backend.split(":")
-        registry = load_plugins(None, ()).registry
+        registry = load_plugins(target.plugins_allow, (), target.plugins).registry
         backend = registry.recipes[recipe_name].backend(backend_name)
         assert backend is not None
         httpx.post(url + "/api/v1/load", json={"model_name": target.model},
@@ -301,5 +335,22 @@ class BackendConformance:
                    timeout=60).raise_for_status()
         assert time.monotonic() - started <= conformance_target.stop_grace + 1
         if pid:
-            with pytest.raises(ProcessLookupError):
+            try:
                 os.kill(pid, 0)
+            except ProcessLookupError:
+                return
+            raise AssertionError(f"the engine (pid {pid}) still runs after the unload")
+
+
+# Checks of the plugin's code rather than of this machine: the plugin's CI runs them.
+NOT_IN_THE_FIELD = {"test_owner_hooks_reach_only_the_backend_owner":
+                    "owner dispatch is a property of the plugin's code, checked by its CI"}
+
+
+def field_checks() -> list[tuple[str, str, Callable[[BackendConformance, ConformanceTarget],
+                                                     None]]]:
+    """The kit's checks ``lemon validate`` runs: (name, description, unbound method), in
+    the class's order; the description is the method's name in words."""
+    return [(name.removeprefix("test_"), name.removeprefix("test_").replace("_", " "), method)
+            for name, method in vars(BackendConformance).items()
+            if name.startswith("test_") and name not in NOT_IN_THE_FIELD]

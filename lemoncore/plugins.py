@@ -24,6 +24,7 @@ from starlette.routing import BaseRoute
 from lemoncore import defaults, hookspecs
 from lemoncore.errors import LemonError
 from lemoncore.errors import PluginError as PluginError  # re-exported
+from lemoncore.fieldchecks import FieldCheck
 from lemoncore.hosts import HostInfo
 from lemoncore.launch import (
     InstallPlan,
@@ -85,6 +86,8 @@ class Registry:
     endpoints: dict[str, Endpoint] = field(
         default_factory=lambda: {e.path: e for e in core_endpoints()})
     routes: list[BaseRoute] = field(default_factory=list)  # plugins' own API surfaces
+    # (plugin, check) for lemon validate; a plugin's checks run only for its backends
+    field_checks: list[tuple[str, FieldCheck]] = field(default_factory=list)
 
     def endpoints_tuple(self) -> tuple[Endpoint, ...]:
         return tuple(self.endpoints.values())
@@ -98,6 +101,7 @@ class _Contributions:
     locks: list[Mapping[str, Any]]
     endpoints: list[Endpoint]
     routes: list[BaseRoute]
+    field_checks: list[FieldCheck]
 
 
 class PluginHost:
@@ -183,11 +187,15 @@ class PluginHost:
                                       "mapping")
                 Lock().merge(data, "this plugin")  # validate now: a bad lock fails the plugin
                 locks.append(data)
+        checks: list[FieldCheck] = own("register_field_checks", FieldCheck)
+        names = [c.name for c in checks]
+        if len(set(names)) != len(names):
+            raise PluginError(f"register_field_checks returned a name twice: {names}")
         return _Contributions(own("register_recipes", Recipe),
                               own("register_backends", BackendContribution),
                               own("register_models", ModelInfo), locks,
                               own("register_endpoints", Endpoint),
-                              own("register_routes", BaseRoute))
+                              own("register_routes", BaseRoute), checks)
 
     def _merge_recipes(self, record: PluginRecord, recipes: Iterable[Recipe]) -> None:
         for recipe in recipes:
@@ -230,6 +238,7 @@ class PluginHost:
                     record.warnings.append(f"endpoint {endpoint.path} skipped: already routed")
                 else:
                     reg.endpoints[endpoint.path] = endpoint
+            reg.field_checks += [(record.name, check) for check in contrib.field_checks]
             for route in contrib.routes:
                 path = getattr(route, "path", "")
                 if _reserved(path, reg):
@@ -310,6 +319,12 @@ class PluginHost:
                           body: dict[str, Any]) -> None:
         self._ask_owner("normalize_request", recipe=recipe, backend=backend,
                         endpoint=endpoint, body=body)
+
+    def field_checks(self, recipe: Recipe, backend: Backend) -> list[FieldCheck]:
+        """The field checks the backend's owner declares for it (``lemon validate``)."""
+        owner, name = self.owner(recipe, backend), f"{recipe.name}:{backend.name}"
+        return [check for plugin, check in self.registry.field_checks
+                if plugin == owner and check.applies_to(name)]
 
     def owner(self, recipe: Recipe, backend: Backend) -> str | None:
         """The plugin that registered ``recipe``'s ``backend``."""

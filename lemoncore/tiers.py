@@ -128,3 +128,54 @@ def claims(distribution: str) -> dict[str, str]:
     if maintainer:
         found["maintainer"] = maintainer
     return found
+
+
+@dataclass(frozen=True)
+class ReportEvidence:
+    """What a ``lemon validate`` report shows toward the criteria for its backend: per
+    criterion, what it shows (or why it cannot). It is shown beside the verdict, for
+    whoever updates lemoncore's registry; it never changes a verdict by itself."""
+
+    backend: str
+    date: str
+    platform: str  # e.g. linux-x86_64
+    families: tuple[str, ...]  # GPU families (or names) of the host
+    hardware: bool  # every check passed, none on a stand-in
+    versions: dict[str, str]
+    shows: dict[str, str]
+
+
+_ARCH = {"amd64": "x86_64", "x86_64": "x86_64", "arm64": "arm64", "aarch64": "arm64"}
+_KIT_GROUP = "conformance"
+
+
+def evidence_from_report(data: Mapping[str, Any]) -> ReportEvidence:
+    """Read a validation report (``lemoncore.validation.report.from_json``'s data)."""
+    host, versions = data.get("host") or {}, data.get("versions") or {}
+    backend = str(data.get("backend", ""))
+    machine = str(host.get("machine", "")).lower()
+    platform = f"{host.get('os', '?')}-{_ARCH.get(machine, machine or '?')}"
+    gpus = [d for d in host.get("devices") or () if d.get("kind") != "cpu"]
+    families = tuple(sorted({str(d.get("family") or d.get("name")) for d in gpus})) or ("cpu",)
+    hardware = bool(data.get("hardware_evidence"))
+    kit = [c for c in data.get("checks") or () if c.get("group") == _KIT_GROUP]
+    failed = [c["name"] for c in kit if c.get("status") == "failed"]
+    standin = list(data.get("standin") or ())
+    if standin:
+        conformance = "not evidence: it ran against a stand-in (" + "; ".join(standin) + ")"
+    elif failed or not kit:
+        conformance = f"the kit failed on {platform}: {', '.join(failed) or 'not run'}"
+    else:
+        conformance = (f"the kit passed on {platform} hardware ({', '.join(families)}) on "
+                       f"{data.get('created', '?')}" + ("" if hardware else
+                                                        ", but other checks failed"))
+    owner = str((data.get("backend_info") or {}).get("owner plugin", ""))
+    plugin = (versions.get("plugins") or {}).get(owner, {})
+    return ReportEvidence(
+        backend, str(data.get("created", "")), platform, families, hardware,
+        {"lemoncore": str(versions.get("lemoncore", "")),
+         "plugin": f"{owner} {plugin.get('version', '')}".strip(),
+         "backend": str((data.get("backend_info") or {}).get("version", ""))},
+        {"conformance": conformance,
+         **dict.fromkeys(("ci_row", "maintainer", "stable", "pin"),
+                         "a validation report cannot show this")})

@@ -129,6 +129,11 @@ class Recorder:
         return []
 
     @hookimpl
+    def register_field_checks(self) -> Sequence[Any]:
+        self._called("register_field_checks")
+        return []
+
+    @hookimpl
     def register_lock(self) -> Mapping[str, Any]:
         self._called("register_lock")
         if self.root is None:

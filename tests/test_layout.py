@@ -15,7 +15,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1] / "lemoncore"
 PLUGIN_FACING = {"errors", "recipes", "launch", "hookspecs", "hosts", "gpus", "lock", "trust",
-                 "jsonfile", "options", "platforms", "supervisor", "tiers", "defaults"}
+                 "jsonfile", "options", "platforms", "supervisor", "tiers", "defaults",
+                 "durations", "fieldchecks", "rpc"}
 ALLOWED = {
     "plugin-facing": PLUGIN_FACING,
     "installs": PLUGIN_FACING | {"installs", "plugins", "settings"},

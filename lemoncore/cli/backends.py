@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -20,9 +21,12 @@ if TYPE_CHECKING:
 
 
 def cmd_tiers(args: argparse.Namespace) -> int:
-    """Per backend: its tier, which promotion criteria it meets, and the verdict."""
+    """Per backend: its tier, which promotion criteria it meets, and the verdict; with
+    ``--evidence FILE``, what a validation report shows toward them (never a verdict)."""
     from lemoncore.tiers import CRITERIA, assess, claims, evidence_for
 
+    if args.evidence is not None:
+        return _report_evidence(args)
     core = core_from(args)
     distributions = {r.name: r.distribution for r in core.plugins.records}
     rows = []
@@ -44,6 +48,43 @@ def cmd_tiers(args: argparse.Namespace) -> int:
                 print(f"{'':<22} the plugin claims (not evidence): {said}")
 
     print_result(rows, args.json, table)
+    return 0
+
+
+def _report_evidence(args: argparse.Namespace) -> int:
+    """What a ``lemon validate`` report shows toward the criteria, beside the backend's
+    verdict, which stays the registry's."""
+    from dataclasses import asdict
+
+    from lemoncore.tiers import CRITERIA, assess, evidence_for, evidence_from_report
+    from lemoncore.validation.report import from_json
+
+    try:
+        found = evidence_from_report(from_json(args.evidence.read_text()))
+    except (OSError, ValueError) as exc:
+        print(f"lemon tiers --evidence {args.evidence}: {exc}", file=sys.stderr)
+        return 2
+    core = core_from(args)
+    recipe_name, _, name = found.backend.partition(":")
+    recipe = core.plugins.registry.recipes.get(recipe_name)
+    backend = recipe.backend(name) if recipe is not None else None
+    tier = backend.tier if backend is not None else None
+    verdict = assess(tier, evidence_for(found.backend)).verdict if tier else \
+        "unknown backend here"
+    row = {**asdict(found), "tier": tier.value if tier else "", "verdict": verdict,
+           "note": "a report is evidence for review; verdicts change only through "
+                   "lemoncore's registry (lemoncore/data/tiers.json)"}
+
+    def table() -> None:
+        kind = "hardware evidence" if found.hardware else "NOT hardware evidence"
+        print(f"{found.backend}: {kind}, {found.platform} ({', '.join(found.families)}), "
+              f"{found.date}")
+        print("  versions: " + ", ".join(f"{k} {v}" for k, v in found.versions.items()))
+        for criterion in CRITERIA:
+            print(f"  {criterion:<12} {found.shows[criterion]}")
+        print(f"  verdict      {verdict} ({row['note']})")
+
+    print_result(row, args.json, table)
     return 0
 
 
@@ -166,6 +207,9 @@ def _uninstall(core: Any, target: str) -> int:
 
 def add_tiers(sub: Subparsers) -> None:
     tiers = sub.add_parser("tiers", help="promotion criteria per backend")
+    tiers.add_argument("--evidence", type=Path, metavar="FILE",
+                       help="a lemon validate report.json: what it shows toward the "
+                            "criteria (it never changes a verdict)")
     tiers.add_argument("--json", action="store_true")
     tiers.set_defaults(func=cmd_tiers)
 

@@ -17,6 +17,8 @@ from lemoncore.recipes import (
 if TYPE_CHECKING:
     from starlette.routing import BaseRoute
 
+    from lemoncore.fieldchecks import FieldCheck
+
 
 @hookspec
 def register_recipes() -> Sequence[Recipe]:
@@ -175,6 +177,41 @@ def register_routes() -> Sequence[BaseRoute]:
             async def version(request: Request) -> Response:
                 return JSONResponse({"version": "1.0"})
             return [Route("/api/version", version)]
+
+    .. versionadded:: 0.3
+    """
+    raise NotImplementedError
+
+
+@hookspec
+def register_field_checks() -> Sequence[FieldCheck]:
+    """Return the checks ``lemon validate`` runs on a user's machine for this plugin's
+    backends, beyond the conformance kit: what only real hardware shows (the device the
+    engine ended up on, the container it runs in, the build it reports).
+
+    Registration: called once, when the plugin loads; not an owner hook. Each
+    ``lemoncore.fieldchecks.FieldCheck`` has a ``name`` (unique in the plugin),
+    a one-line ``description``, a ``function`` and ``backends`` (``recipe:backend`` names;
+    empty: all). A plugin's checks run only for backends it registered (like owner
+    hooks), in the validating process once the model has answered. The function takes a
+    ``FieldContext`` (the validation's server and client, the model's ``/api/v1/health``
+    entry, ``engine_log()``) and returns a ``FieldResult`` (facts for the report, and
+    ``standin``: why what it saw is not the real engine or hardware); it fails by raising
+    ``AssertionError`` with what was wrong, and skips with ``CheckSkipped``. See
+    ``docs/validation.md``.
+
+    :returns: a sequence of ``FieldCheck``; empty (or ``None``) when there are none.
+
+    Example::
+
+        @hookimpl
+        def register_field_checks() -> list[FieldCheck]:
+            def served_name(context: FieldContext) -> FieldResult:
+                argv = context.loaded["launch_command"]
+                assert context.model in argv, f"{context.model} is not in {argv}"
+                return FieldResult({"engine": argv[0]})
+            return [FieldCheck("served-name", "the engine is given the model's name",
+                               served_name)]
 
     .. versionadded:: 0.3
     """

@@ -13,6 +13,7 @@ from importlib.resources import files
 from typing import Any
 
 from lemoncore import hookimpl
+from lemoncore.fieldchecks import FieldCheck
 from lemoncore.hosts import HostInfo
 from lemoncore.launch import InstallPlan, LaunchContext, LaunchSpec, Runner
 from lemoncore.lock import Pin
@@ -21,6 +22,7 @@ from lemoncore.recipes import Backend, ModelInfo, Recipe
 from lemon_plugin_llamacpp.install import pypi_plan, release_plan, system_plan
 from lemon_plugin_llamacpp.launch import build_launch, on_unix_socket
 from lemon_plugin_llamacpp.recipe import RECIPE
+from lemon_plugin_llamacpp.validate import FIELD_CHECKS
 
 
 @hookimpl
@@ -32,6 +34,11 @@ def register_recipes() -> Sequence[Recipe]:
 def register_models() -> Sequence[ModelInfo]:
     raw = json.loads(files(__package__).joinpath("catalogue.json").read_text())
     return [ModelInfo.model_validate(m) for m in raw]
+
+
+@hookimpl
+def register_field_checks() -> Sequence[FieldCheck]:
+    return FIELD_CHECKS
 
 
 @hookimpl

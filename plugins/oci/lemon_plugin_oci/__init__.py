@@ -18,6 +18,7 @@ from typing import Any
 import structlog
 
 from lemoncore import hookimpl
+from lemoncore.fieldchecks import FieldCheck
 from lemoncore.hosts import HostDevice, HostInfo
 from lemoncore.launch import (
     InstallPlan,
@@ -30,7 +31,7 @@ from lemoncore.lock import Pin
 from lemoncore.models import Checkpoint
 from lemoncore.recipes import Backend, BackendContribution, DeviceKind, ModelInfo, Recipe
 
-from lemon_plugin_oci import memory, migration
+from lemon_plugin_oci import memory, migration, validate
 from lemon_plugin_oci.contracts import CONTRACTS, SOCKET, LaunchContract
 from lemon_plugin_oci.engine import identity
 from lemon_plugin_oci.installer import ImageInstaller
@@ -136,7 +137,7 @@ class OciPlugin:
                             context.model_dir, context.model_roots, context.model_owned)
         who = identity(facts.engine, os.geteuid(), os.getegid(), facts.gpu_group_ids)
         sockets = SocketDirs(runtime_base(context.install_dir.parent), who.uid)
-        values = {"socket": SOCKET, "port": str(contract.tcp_port or ""),
+        values = {"socket": SOCKET, "served": model.name, "port": str(contract.tcp_port or ""),
                   "ctx_size": str(context.options.get("ctx_size", "")),
                   "expert_cache": expert_cache(gpu)}
         inputs = Inputs(
@@ -153,6 +154,10 @@ class OciPlugin:
                                str(context.installed.get("result", "")), contract, inputs,
                                sockets, facts.present_devices,
                                None if check_gib is None else float(check_gib))
+
+    @hookimpl
+    def register_field_checks(self) -> Sequence[FieldCheck]:
+        return validate.field_checks(self.contracts)
 
     @hookimpl
     def migrations(self) -> Sequence[Migration]:

@@ -8,8 +8,9 @@ TB kyuz0/amd-strix-halo-toolboxes, DT kyuz0/strix-halo-ds4-toolbox, CP
 kyuz0/ai-toolbox-cockpit, AZ antirez/ds4, RF charlie12345/ROCmFPX, HG
 peonist-ai/halogen-flash-server, LT/LX lemonade-sdk/lemonade (spec, descriptors).
 
-Command templates take ``{model}`` (the model's path inside the container), ``{socket}``,
-``{port}`` and any option name (``{ctx_size}``). A tuple inside ``command`` is a group of
+Command templates take ``{model}`` (the model's path inside the container), ``{served}``
+(the name lemoncore serves it as: answers must carry it), ``{socket}``, ``{port}`` and any
+option name (``{ctx_size}``). A tuple inside ``command`` is a group of
 arguments dropped when one of its values is empty.
 """
 
@@ -108,8 +109,9 @@ LLAMA_SOURCES = {
 }
 
 NATHANW = LaunchContract(
-    command=("llama-server", "-m", "{model}", "--host", "{socket}", "--ctx-size", "{ctx_size}",
-             "--jinja", "-ngl", "999", "-fa", "on", "--load-mode", "none"),
+    command=("llama-server", "-m", "{model}", "--alias", "{served}", "--host", "{socket}",
+             "--ctx-size", "{ctx_size}", "--jinja", "-ngl", "999", "-fa", "on",
+             "--load-mode", "none"),
     devices=VULKAN,
     sources={
         **LLAMA_SOURCES,
@@ -128,8 +130,9 @@ NATHANW = LaunchContract(
     })
 
 ROCMFPX = LaunchContract(
-    command=("llama-server", "-m", "{model}", "--host", "{socket}", "--ctx-size", "{ctx_size}",
-             "--jinja", "-ngl", "999", "-fa", "on", "--no-mmap", "-b", "2048", "-ub", "2048"),
+    command=("llama-server", "-m", "{model}", "--alias", "{served}", "--host", "{socket}",
+             "--ctx-size", "{ctx_size}", "--jinja", "-ngl", "999", "-fa", "on", "--no-mmap",
+             "-b", "2048", "-ub", "2048"),
     devices=ROCM,
     env={"HSA_OVERRIDE_GFX_VERSION": "11.5.1", "GGML_HIP_ENABLE_UNIFIED_MEMORY": "1"},
     sources={

@@ -270,8 +270,9 @@ def test_each_contract_s_command_and_files(tmp_path: Path) -> None:
     assert any("target=/models/tokenizer/tokenizer.json" in m for m in mounts)
     assert halogen[-2:] == [f"docker.io/kyuz0/x@sha256:{DIGEST}", "all"]  # entrypoint mode
     nathanw = launched_argv(tmp_path, "llamacpp", "nathanw")
-    assert nathanw[nathanw.index("llama-server"):][:5] == [
-        "llama-server", "-m", "/models/m.gguf", "--host", "/run/lemon/engine.sock"]
+    assert nathanw[nathanw.index("llama-server"):][:7] == [  # answers name the served model
+        "llama-server", "-m", "/models/m.gguf", "--alias", "m", "--host",
+        "/run/lemon/engine.sock"]
 
 
 def test_memlock_is_asked_for_only_where_the_host_can_grant_it(tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from lemoncore import hookimpl
+from lemoncore.fieldchecks import FieldCheck
 from lemoncore.hosts import HostInfo
 from lemoncore.launch import (
     InstallPlan,
@@ -29,6 +30,7 @@ from lemon_plugin_vte.devices import assess
 from lemon_plugin_vte.gguf_check import check_gguf
 from lemon_plugin_vte.launch import build_launch
 from lemon_plugin_vte.recipe import MODELS, RECIPE
+from lemon_plugin_vte.validate import FIELD_CHECKS
 
 
 @hookimpl
@@ -65,6 +67,11 @@ def preflight(model_path: Path, config: Mapping[str, Any], host: HostInfo) -> No
     verdict = assess(host, config.get("device_index"))
     if not verdict.supported:
         raise LaunchRefused(verdict.message)
+
+
+@hookimpl
+def register_field_checks() -> Sequence[FieldCheck]:
+    return FIELD_CHECKS
 
 
 @hookimpl
