@@ -51,11 +51,11 @@ class InstallPlan:
     why), for what support rows cannot express (a GPU model the engine lacks).
     """
 
-    version: str
+    version: str  # shown to users and recorded in install.json
     artifacts: tuple[Artifact, ...] = ()
-    location: Path | None = None
+    location: Path | None = None  # becomes LaunchContext.install_dir
     action: str | None = None
-    message: str = ""
+    message: str = ""  # shown beside the backend's state
     runtime: str | None = None  # e.g. "rocm": the core decides and records the runtime
     installer: Installer | None = None  # fetches ``artifacts`` itself (container images)
     unsupported: bool = False
@@ -121,30 +121,35 @@ class LaunchContext:
     each resolves inside ``model_roots``.
     """
 
-    model_path: Path
-    options: Mapping[str, Any]
-    install_dir: Path
-    host: str
-    port: int
-    server_pid: int
-    runtime_env: Mapping[str, str] = field(default_factory=dict)
+    model_path: Path  # the checkpoint's file, resolved
+    options: Mapping[str, Any]  # request-scope options, validated, defaults filled in
+    install_dir: Path  # where the install plan put (or found) the engine
+    host: str  # the address the engine must listen on (loopback)
+    port: int  # the free port the engine must listen on
+    server_pid: int  # lemoncore's own process id
+    runtime_env: Mapping[str, str] = field(default_factory=dict)  # a runtime's (ROCm) env
     installed: Mapping[str, Any] = field(default_factory=dict)  # the install record
     instance: str = ""  # identifies this lemoncore installation (ownership labels)
-    config: Mapping[str, Any] = field(default_factory=dict)
+    config: Mapping[str, Any] = field(default_factory=dict)  # admin-scope option values
     model_owned: bool = False
-    backend_key: str = ""
+    backend_key: str = ""  # require it as the engine's API key; never put it in argv
     model_dir: Path | None = None  # the checkpoint's directory as named (ModelStore)
     model_roots: tuple[Path, ...] = ()  # resolved; files beside the model must lie here
+    rpc_workers: tuple[str, ...] = ()  # llama.cpp RPC workers (host:port) to place layers on
 
 
 @dataclass(frozen=True)
 class LaunchSpec:
-    """A native process to start. ``env`` is added to lemoncore's own environment."""
+    """A process for the core to start: a native binary, or a Python-hosted engine as
+    ``(sys.executable, "-m", module, ...)``. The core polls ``health_path`` every 10 ms
+    until it answers 200 (the model is then ready), proxies requests to
+    ``http://host:port``, and stops it with SIGTERM, then SIGKILL after the stop grace
+    period; on Linux the process also dies with lemoncore (parent-death signal)."""
 
-    argv: tuple[str, ...]
-    env: Mapping[str, str] = field(default_factory=dict)
-    health_path: str = "/health"
-    cwd: Path | None = None
+    argv: tuple[str, ...]  # the program and its arguments; shown by /health, so no secrets
+    env: Mapping[str, str] = field(default_factory=dict)  # added to lemoncore's environment
+    health_path: str = "/health"  # answers 200 once the engine can serve
+    cwd: Path | None = None  # the working directory (None: lemoncore's)
 
 
 class Runner(Protocol):

@@ -49,12 +49,25 @@ class SlotPolicy(StrEnum):
 
 
 class Tier(StrEnum):
+    """How far lemoncore vouches for a backend; it decides consent and listing, nothing
+    about how the backend runs. ``core``: granted only by lemoncore's registry
+    (``lemoncore/data/tiers.json``); a plugin claiming it is listed as ``community``.
+    ``community``: installs with a notice. ``experimental``: needs the user's consent
+    before its first install, and its models are hidden from ``/v1/models`` until it is
+    installed. ``lemon tiers`` shows each backend's evidence."""
+
     CORE = "core"
     COMMUNITY = "community"
     EXPERIMENTAL = "experimental"
 
 
 class Format(StrEnum):
+    """How a backend's engine is packaged: a label shown in ``/v1/models``,
+    ``/api/v1/system-info`` and ``lemon backends``, so users know what they run. The core
+    does nothing else with it: what runs is what the ``launch`` hook returns (a
+    :class:`~lemoncore.launch.LaunchSpec` the core spawns, or a
+    :class:`~lemoncore.launch.Runner`)."""
+
     NATIVE = "native"
     PYTHON = "python"
     CONTAINER = "container"
@@ -150,12 +163,13 @@ def core_endpoints() -> tuple[Endpoint, ...]:
 class Backend(_Frozen):
     """One way to run a recipe (a build flavour, a container, a system binary)."""
 
-    name: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]*$")
-    support: tuple[SupportRow, ...] = Field(min_length=1)
-    description: str = ""
-    tier: Tier = Tier.COMMUNITY
-    format: Format = Format.NATIVE
-    slot_policy: SlotPolicy | None = None
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]*$")  # users write it as recipe:name
+    support: tuple[SupportRow, ...] = Field(min_length=1)  # where it runs, preferred first
+    description: str = ""  # one line, shown by lemon backends
+    tier: Tier = Tier.COMMUNITY  # claimed; core only by lemoncore's registry
+    format: Format = Format.NATIVE  # a label for users
+    slot_policy: SlotPolicy | None = None  # None: the recipe's
+    rpc_workers: bool = False  # its engine can place layers on llama.cpp RPC workers
     max_concurrency: int | None = Field(
         None, ge=1, description="Requests one server handles at once; the core queues the "
                                 "rest (None: no limit).")
@@ -210,11 +224,11 @@ class OptionSpec(_Frozen):
     ``<name>_allow`` (a list of extra flags) to widen it.
     """
 
-    name: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
+    name: str = Field(pattern=r"^[a-z][a-z0-9_]*$")  # a launch reads context.options[name]
     default: Any = None
-    help: str = ""
+    help: str = ""  # one line, shown to users
     type: OptionType = "str"
-    scope: OptionScope = OptionScope.REQUEST
+    scope: OptionScope = OptionScope.REQUEST  # admin: paths, binaries, trust settings
     minimum: float | None = None
     maximum: float | None = None
     choices: tuple[Any, ...] = ()
@@ -235,7 +249,7 @@ _DEFAULT_TYPES: tuple[tuple[type, OptionType], ...] = (
     (bool, "bool"), (int, "int"), (float, "float"), (list, "list"), (tuple, "list"))
 # Names that select or steer a load rather than configure the engine.
 RESERVED_OPTION_NAMES = frozenset({"backend", "model", "model_name", "pinned", "dry_run",
-                                   "save_options", "stream"})
+                                   "save_options", "stream", "keep_alive"})
 
 
 def _unreserved(options: tuple[OptionSpec, ...]) -> tuple[OptionSpec, ...]:
@@ -247,14 +261,15 @@ def _unreserved(options: tuple[OptionSpec, ...]) -> tuple[OptionSpec, ...]:
 
 
 class Recipe(_Frozen):
-    """A family of backends that run the same kind of model files."""
+    """A family of backends that run the same kind of model files. Its name is what
+    models name in ``recipe``; its options apply to every backend."""
 
     name: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]*$")
-    display_name: str
-    backends: tuple[Backend, ...] = ()
-    default_device: Device = Device.GPU
-    slot_policy: SlotPolicy = SlotPolicy.STANDARD
-    options: tuple[OptionSpec, ...] = ()
+    display_name: str  # for people: lemon backends, the web UI
+    backends: tuple[Backend, ...] = ()  # others may be added by other plugins
+    default_device: Device = Device.GPU  # the device shown before a backend is chosen
+    slot_policy: SlotPolicy = SlotPolicy.STANDARD  # how its servers count against slots
+    options: tuple[OptionSpec, ...] = ()  # the engine settings a load may choose
 
     @field_validator("options")
     @classmethod
@@ -262,6 +277,7 @@ class Recipe(_Frozen):
         return _unreserved(value)
 
     def backend(self, name: str) -> Backend | None:
+        """The backend called ``name``, or ``None``."""
         return next((b for b in self.backends if b.name == name), None)
 
 
@@ -281,12 +297,12 @@ class ModelInfo(_Frozen):
 
     # Names appear in URLs, logs, container names and files: keep them plain.
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,127}$")
-    recipe: str
-    checkpoint: str = Field(min_length=1)
-    labels: tuple[str, ...] = ()
-    aliases: tuple[str, ...] = ()
-    recipe_options: Mapping[str, Any] = Field(default_factory=dict)
-    suggested: bool = False
+    recipe: str  # the recipe that runs it
+    checkpoint: str = Field(min_length=1)  # see above; pkg: takes the import name
+    labels: tuple[str, ...] = ()  # e.g. embeddings, reranking: they set model_type
+    aliases: tuple[str, ...] = ()  # other names requests may use
+    recipe_options: Mapping[str, Any] = Field(default_factory=dict)  # request-scope only
+    suggested: bool = False  # listed first by UIs
     description: str = ""
     # Other files of the checkpoint's repository (or folder) the engine needs: split GGUF
     # shards, an mmproj, a tokenizer; downloaded beside the checkpoint, one model.

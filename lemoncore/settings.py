@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -19,8 +19,11 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from lemoncore.durations import KeepAlive
 from lemoncore.hosts import current_os
 from lemoncore.platforms import default_dirs
+from lemoncore.recipes import ModelInfo
+from lemoncore.rpc import parse_workers
 
 
 def _dirs() -> tuple[Path, Path]:
@@ -71,6 +74,16 @@ class Settings(BaseSettings):
                                                       "(0: no limit beyond the backend's).")
     max_queue: int = Field(16, ge=0, description="Requests that may wait for a backend with "
                                                  "limited concurrency before 503s.")
+    keep_alive: KeepAlive = Field(
+        -1, description="How long a model stays loaded with no request: seconds or a "
+        "duration ('10m', '1h'); 0 unloads it after each answer; -1 (default) keeps it until "
+        "it is evicted or unloaded. A request's or load's `keep_alive` overrides it.")
+    model_keep_alive: dict[str, KeepAlive] = Field(
+        default_factory=dict, description="`keep_alive` per model name, over `keep_alive`.")
+    rpc_workers: dict[str, list[str]] = Field(
+        default_factory=dict, description="llama.cpp RPC workers (`host:port`, started with "
+        "`lemon worker`) by model name or recipe name (a model's entry wins): a load "
+        "places layers on them with `--rpc`.")
     recipes: dict[str, dict[str, Any]] = Field(
         default_factory=dict, description="Per-recipe configuration sections.")
     lock_files: list[Path] = Field(
@@ -105,6 +118,29 @@ class Settings(BaseSettings):
     @property
     def denied_plugins(self) -> list[str]:
         return self._names(self.plugins_deny)
+
+    def keep_alive_for(self, model: ModelInfo) -> float:
+        """``model``'s idle seconds before unload (``math.inf``: forever), by name or
+        alias."""
+        for name in (model.name, *model.aliases):
+            if name in self.model_keep_alive:
+                return self.model_keep_alive[name]
+        return self.keep_alive
+
+    def workers_for(self, model: ModelInfo) -> tuple[str, ...]:
+        """The RPC workers ``model`` runs with: its entry in ``rpc_workers`` (by name or
+        alias), else its recipe's; checked ``host:port`` strings."""
+        for name in (model.name, *model.aliases, model.recipe):
+            if name in self.rpc_workers:
+                return tuple(str(w) for w in parse_workers(self.rpc_workers[name]))
+        return ()
+
+    @field_validator("rpc_workers")
+    @classmethod
+    def _workers_parse(cls, value: dict[str, list[str]]) -> dict[str, list[str]]:
+        for workers in value.values():
+            parse_workers(workers)  # an AddressError says what is wrong
+        return value
 
     @property
     def unverified_allowed(self) -> list[str]:

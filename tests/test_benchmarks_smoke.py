@@ -36,3 +36,18 @@ def test_the_scale_benchmark_times_the_catalogue_and_the_fleet(tmp_path: Path) -
                for cell in result["models_ms"].values())
     assert all(cell["plan_us"] > 0 and cell["decide_us"] > 0
                for cell in result["decision_us"].values())
+
+
+def test_the_rpc_benchmark_measures_local_and_split_models(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, str(BENCHMARKS / "rpc.py"), "--quick", "--out",
+                           str(tmp_path)], capture_output=True, text=True, timeout=300,
+                          check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    result = json.loads((tmp_path / "rpc-quick.json").read_text())
+    assert list(result["configs"]) == ["local", "rpc1", "rpc2"]
+    assert [len(c["workers"]) for c in result["configs"].values()] == [0, 1, 2]
+    for cell in result["configs"].values():
+        assert cell["decode_tps"]["p50"] > 0 and cell["ttft_ms"]["p50"] > 0
+    assert "overhead, not a speed-up" in done.stdout
+    for name in ("local", "rpc1", "rpc2"):
+        assert f"| {name}: " in (tmp_path / "rpc-quick.md").read_text()

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
+from lemoncore.durations import describe, keep_alive_seconds
 from lemoncore.recipes import Device, ModelType, SlotPolicy
-from lemoncore.serving.eviction import Incoming, Resident, decide
+from lemoncore.serving.eviction import Incoming, Resident, decide, idle, next_idle
 
 LLM, EMB = ModelType.LLM, ModelType.EMBEDDING
 STD, XGPU, XNPU, COEX, UNMET = (SlotPolicy.STANDARD, SlotPolicy.EXCLUSIVE_GPU,
@@ -18,8 +21,8 @@ CPU, AMD, NVIDIA, NPU = (Device.CPU, False), (Device.GPU, True), (Device.GPU, Fa
 
 def resident(name: str, last_used: float = 0, *, on: tuple[Device, bool] = CPU,
              type_: ModelType = LLM, policy: SlotPolicy = STD, pinned: bool = False,
-             busy: bool = False) -> Resident:
-    return Resident(name, type_, on[0], on[1], policy, pinned, busy, last_used)
+             busy: bool = False, keep_alive: float = math.inf) -> Resident:
+    return Resident(name, type_, on[0], on[1], policy, pinned, busy, last_used, keep_alive)
 
 
 def incoming(name: str = "new", *, on: tuple[Device, bool] = CPU, type_: ModelType = LLM,
@@ -113,3 +116,49 @@ def test_pinned_models_block_instead_of_being_evicted() -> None:
     assert exclusive.evict == ()
     assert exclusive.refused is not None
     assert "rocm is pinned" in exclusive.refused and "AMD GPU" in exclusive.refused
+
+
+@pytest.mark.parametrize(
+    ("residents", "now", "unloaded", "next_at"),
+    [
+        ([resident("a", 10)], 1e9, [], None),  # keep_alive forever (the default)
+        ([resident("a", 10, keep_alive=5)], 14.9, [], 15),
+        ([resident("a", 10, keep_alive=5)], 15, ["a"], 15),
+        ([resident("a", 10, keep_alive=0)], 10, ["a"], 10),  # 0: as its last request ends
+        ([resident("a", 10, keep_alive=5, busy=True)], 100, [], None),  # never while busy
+        ([resident("a", 10, keep_alive=5, pinned=True)], 100, [], None),  # nor pinned
+        ([resident("a", 10, keep_alive=5), resident("b", 0, keep_alive=30)], 16, ["a"], 15),
+        ([resident("a", 10, keep_alive=5), resident("b", 0, keep_alive=3)], 16, ["a", "b"], 3),
+    ])
+def test_idle_servers_are_unloaded_after_their_keep_alive(
+        residents: list[Resident], now: float, unloaded: list[str],
+        next_at: float | None) -> None:
+    decision = idle(residents, now)
+    assert [e.name for e in decision.evict] == unloaded
+    assert {e.kind for e in decision.evict} <= {"idle"}
+    assert next_idle(residents) == next_at
+
+
+def test_an_idle_eviction_says_how_long_and_why() -> None:
+    [why] = idle([resident("a", 0, keep_alive=300)], 301).evict
+    assert why.reason == "idle for 301 s; its keep_alive is 5 min"
+
+
+@pytest.mark.parametrize(("given", "seconds"), [
+    (None, None), ("", None), (0, 0.0), ("0", 0.0), (300, 300.0), ("90s", 90.0),
+    ("5m", 300.0), ("1h30m", 5400.0), ("-1", math.inf), (-1, math.inf), ("-5m", math.inf)])
+def test_keep_alive_durations(given: object, seconds: float | None) -> None:
+    assert keep_alive_seconds(given) == seconds
+
+
+@pytest.mark.parametrize("given", ["soon", "5 m", "m", True, [1], "nan", float("nan")])
+def test_keep_alive_refuses_what_is_no_duration(given: object) -> None:
+    with pytest.raises(ValueError, match=r"duration|number of seconds"):
+        keep_alive_seconds(given)
+
+
+@pytest.mark.parametrize(("seconds", "text"), [
+    (math.inf, "forever"), (0, "0 s"), (90, "90 s"), (300, "5 min"), (150, "150 s"),
+    (7200, "2 h"), (5400, "90 min")])
+def test_keep_alive_for_people(seconds: float, text: str) -> None:
+    assert describe(seconds) == text

@@ -25,6 +25,7 @@ from pydantic import (
 from pydantic.json_schema import SkipJsonSchema
 
 from lemoncore.api.errors import ApiError
+from lemoncore.durations import keep_alive_seconds
 from lemoncore.recipes import Endpoint
 
 
@@ -34,6 +35,8 @@ def _integral(value: Any) -> Any:
 
 # A JSON integer: 1.0 is one too (JSON Schema's `integer`); "1" and true are not.
 JsonInt = Annotated[int, BeforeValidator(_integral)]
+# Seconds (math.inf: forever) from a number or a duration string ("10m").
+KeepAliveSeconds = Annotated[float | None, BeforeValidator(keep_alive_seconds)]
 
 
 class Body(BaseModel):
@@ -65,6 +68,9 @@ class LoadBody(Body):
                                 "it (409 when every slot is pinned)")
     backend: str | None = Field(None, description="The recipe's backend to run it on; "
                                 "default: the first installed, else installable, one")
+    keep_alive: KeepAliveSeconds = Field(
+        None, description="How long it stays loaded with no request: "
+        "seconds or a duration (`10m`); `-1` until evicted; default: the server's setting")
     dry_run: bool = Field(False, description="Answer the plan (backend, device, options, "
                           "what would be evicted and why) and change nothing")
     save_options: bool = Field(False, description="Remember this request's recipe "
@@ -141,6 +147,11 @@ class InferenceBody(Body):
                                 "`data: [DONE]`; `: ping` comments while the engine is "
                                 "silent")
     max_tokens: JsonInt | None = None
+    keep_alive: KeepAliveSeconds = Field(
+        None, description="How long the model stays loaded after this "
+        "request: seconds or a duration (`10m`); `0` unloads it after the answer, `-1` "
+        "keeps it until evicted; default: unchanged. lemoncore's own, not sent to the "
+        "engine")
 
 
 class ChatBody(InferenceBody):

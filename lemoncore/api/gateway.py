@@ -69,17 +69,20 @@ class Gateway:
                 for s in self._core.router.servers.values()]
 
     async def load(self, name: str, options: Mapping[str, Any] | None = None,
-                   pinned: bool | None = None) -> replies.LoadedModel:
+                   pinned: bool | None = None, keep_alive: float | None = None
+                   ) -> replies.LoadedModel:
         """Load ``name`` as ``POST /api/v1/load`` does: ``options`` are request-scope
-        recipe options (checked; new ones reload a loaded model)."""
-        server = await self._core.router.load(name, options, pinned)
+        recipe options (checked; new ones reload a loaded model); ``keep_alive``
+        (seconds, ``math.inf`` forever) replaces the model's idle time before unload."""
+        server = await self._core.router.load(name, options, pinned, keep_alive=keep_alive)
         return replies.LoadedModel.model_validate(server.as_health())
 
-    async def ensure_loaded(self, name: str) -> replies.LoadedModel:
+    async def ensure_loaded(self, name: str, keep_alive: float | None = None
+                            ) -> replies.LoadedModel:
         """Load ``name`` as an inference request does: with its saved options, unless it
         is loaded already (however it was loaded); a crash-looping backend's cool-down
-        applies."""
-        server = await self._core.router.load(name, explicit=False)
+        applies. ``keep_alive`` as for :meth:`load`."""
+        server = await self._core.router.load(name, explicit=False, keep_alive=keep_alive)
         return replies.LoadedModel.model_validate(server.as_health())
 
     async def unload(self, name: str) -> None:
@@ -105,23 +108,26 @@ class Gateway:
 
     # Inference -----------------------------------------------------------------------
 
-    def _endpoint(self, path: str, body: dict[str, Any]) -> tuple[ModelInfo, Endpoint]:
-        """The model and endpoint of a request; ``body`` gets the model's canonical name
-        (and ``max_tokens`` for ``max_completion_tokens``), as ``/v1`` requests do."""
+    def _endpoint(self, path: str, body: dict[str, Any]
+                  ) -> tuple[ModelInfo, Endpoint, float | None]:
+        """The model, endpoint and ``keep_alive`` of a request; ``body`` gets the model's
+        canonical name (and ``max_tokens`` for ``max_completion_tokens``), as ``/v1``
+        requests do."""
         endpoint = self._core.plugins.registry.endpoints.get(path)
         if endpoint is None:
             raise LemonError(f"no routed endpoint {path}", 404)
-        model, _ = check_request(self._core, endpoint, bodies.body_of(endpoint), body)
-        return model, endpoint
+        model, checked = check_request(self._core, endpoint, bodies.body_of(endpoint), body)
+        return model, endpoint, checked.keep_alive
 
     async def complete(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         """Send ``body`` (an OpenAI-shaped request naming its ``model``) to a routed
         endpoint (``/v1/chat/completions``) and return the engine's JSON answer; the
-        engine's error answer is raised (a 5xx as 502)."""
+        engine's error answer is raised (a 5xx as 502). The body's ``keep_alive`` (seconds
+        or a duration) works as on ``/v1`` and is not sent to the engine."""
         body = {**body, "stream": False}
-        model, endpoint = self._endpoint(path, body)
+        model, endpoint, keep_alive = self._endpoint(path, body)
         answer = await exchange(self._core.router, model, path, body, stream=False,
-                                retry=endpoint.retried)
+                                retry=endpoint.retried, keep_alive=keep_alive)
         async with answer.resources:
             if answer.upstream.status_code != 200:
                 raise backend_error(answer.upstream)
@@ -134,10 +140,10 @@ class Gateway:
         iterator (or cancelling its consumer) closes the engine's connection, which stops
         its generation."""
         body = {**body, "stream": True}
-        model, endpoint = self._endpoint(path, body)
+        model, endpoint, keep_alive = self._endpoint(path, body)
         fleet = self._core.router.fleet
         answer = await exchange(self._core.router, model, path, body, stream=True,
-                                retry=endpoint.retried)
+                                retry=endpoint.retried, keep_alive=keep_alive)
         async with answer.resources:
             if answer.upstream.status_code != 200:
                 raise backend_error(answer.upstream)

@@ -119,14 +119,14 @@ async def _infer(request: Request, endpoint: Endpoint,
         return await _forward(request, core, endpoint, model, upload, stream)
     body = await json_object(request)
     model, checked = check_request(core, endpoint, schema, body)
-    stream = bool(checked.stream) and endpoint.streams
+    stream, keep_alive = bool(checked.stream) and endpoint.streams, checked.keep_alive
     translation = await _translation(core, endpoint, model)
     if translation is None:
-        return await _forward(request, core, endpoint, model, body, stream)
+        return await _forward(request, core, endpoint, model, body, stream, keep_alive)
     if stream and translation.stream is not None:
-        return await _translated_stream(core, model, endpoint, translation, body)
+        return await _translated_stream(core, model, endpoint, translation, body, keep_alive)
     return await _until_disconnect(request, _translated(core, model, endpoint, translation,
-                                                        body))
+                                                        body, keep_alive))
 
 
 async def _translation(core: Core, endpoint: Endpoint, model: ModelInfo
@@ -146,10 +146,11 @@ async def _translation(core: Core, endpoint: Endpoint, model: ModelInfo
 
 
 async def _translated(core: Core, model: ModelInfo, endpoint: Endpoint,
-                      translation: Translation, body: dict[str, Any]) -> Response:
+                      translation: Translation, body: dict[str, Any],
+                      keep_alive: float | None) -> Response:
     answer = await exchange(core.router, model, translation.target,
                             {**translation.request(body), "stream": False}, stream=False,
-                            retry=endpoint.retried)
+                            retry=endpoint.retried, keep_alive=keep_alive)
     async with answer.resources:
         if answer.upstream.status_code != 200:
             raise backend_error(answer.upstream)
@@ -157,11 +158,12 @@ async def _translated(core: Core, model: ModelInfo, endpoint: Endpoint,
 
 
 async def _translated_stream(core: Core, model: ModelInfo, endpoint: Endpoint,
-                             translation: Translation, body: dict[str, Any]) -> Response:
+                             translation: Translation, body: dict[str, Any],
+                             keep_alive: float | None) -> Response:
     assert translation.stream is not None
     framing = TranslatedFraming(translation.stream(body))
     answer = await exchange(core.router, model, translation.target, translation.request(body),
-                            stream=True, retry=endpoint.retried)
+                            stream=True, retry=endpoint.retried, keep_alive=keep_alive)
     if answer.upstream.status_code != 200:
         async with answer.resources:
             raise backend_error(answer.upstream)
@@ -169,10 +171,11 @@ async def _translated_stream(core: Core, model: ModelInfo, endpoint: Endpoint,
 
 
 async def _forward(request: Request, core: Core, endpoint: Endpoint, model: ModelInfo,
-                   body: Body, stream: bool) -> Response:
+                   body: Body, stream: bool, keep_alive: float | None = None) -> Response:
     if stream and endpoint.streams:
-        return await _stream(core, model, endpoint, body)
-    return await _until_disconnect(request, _complete(core, model, endpoint, body))
+        return await _stream(core, model, endpoint, body, keep_alive)
+    return await _until_disconnect(request, _complete(core, model, endpoint, body,
+                                                      keep_alive))
 
 
 async def check_upload(core: Core, endpoint: Endpoint, request: Request
@@ -210,9 +213,11 @@ def _serving(core: Core, endpoint: Endpoint, name: str) -> ModelInfo:
 def check_request(core: Core, endpoint: Endpoint, schema: type[bodies.InferenceBody],
                   body: dict[str, Any]) -> tuple[ModelInfo, bodies.InferenceBody]:
     """Check what lemoncore reads of ``body`` and that its model serves ``endpoint``; put
-    the model's canonical name (and ``max_tokens`` for ``max_completion_tokens``) in it."""
+    the model's canonical name (and ``max_tokens`` for ``max_completion_tokens``) in it
+    and take lemoncore's own ``keep_alive`` out."""
     checked = parse(schema, body)
     model = _serving(core, endpoint, checked.model)
+    body.pop("keep_alive", None)
     body["model"] = model.name
     if body.get("max_tokens") is None and body.get("max_completion_tokens") is not None:
         body["max_tokens"] = body["max_completion_tokens"]
@@ -238,17 +243,18 @@ async def _until_disconnect(request: Request, work: Awaitable[Response]) -> Resp
     return await until_disconnect(request, work) or Response(status_code=499)  # client left
 
 
-async def _complete(core: Core, model: ModelInfo, endpoint: Endpoint, body: Body
-                    ) -> Response:
+async def _complete(core: Core, model: ModelInfo, endpoint: Endpoint, body: Body,
+                    keep_alive: float | None) -> Response:
     answer = await exchange(core.router, model, endpoint.path, body, stream=False,
-                            retry=endpoint.retried)
+                            retry=endpoint.retried, keep_alive=keep_alive)
     async with answer.resources:
         return backend_response(answer.upstream)
 
 
-async def _stream(core: Core, model: ModelInfo, endpoint: Endpoint, body: Body) -> Response:
+async def _stream(core: Core, model: ModelInfo, endpoint: Endpoint, body: Body,
+                  keep_alive: float | None) -> Response:
     answer = await exchange(core.router, model, endpoint.path, body, stream=True,
-                            retry=endpoint.retried)
+                            retry=endpoint.retried, keep_alive=keep_alive)
     if answer.upstream.status_code != 200:
         async with answer.resources:
             return backend_response(answer.upstream)
@@ -261,7 +267,19 @@ def _relay(core: Core, model: ModelInfo, answer: Exchange,
                     core.router.admission.cut_at_drain_deadline,
                     functools.partial(core.router.fleet.count_usage, model.name),
                     functools.partial(core.router.fleet.record_outcome, answer.server),
-                    framing)
+                    framing, _suspects(answer.server.workers))
+
+
+def _suspects(workers: tuple[str, ...]) -> str:
+    """What a broken stream's error frame adds for a server on RPC workers: llama-server
+    aborts when one drops, without saying which."""
+    if not workers:
+        return ""
+    which = f"the RPC worker {workers[0]}" if len(workers) == 1 else \
+        f"one of its RPC workers ({', '.join(workers)})"
+    return (f"; the model runs on {which}, which may have stopped or dropped off the "
+            "network: check 'lemon worker' there; the next request reloads the model once "
+            "every worker answers")
 
 
 def backend_response(upstream: httpx.Response) -> Response:

@@ -48,7 +48,8 @@ async def load(request: Request) -> Response:
     if body.dry_run:
         plan = await core.router.plan(body.model_name, options)
         return reply(replies.LoadPlanReply.model_validate(plan.explain()))
-    server = await core.router.load(body.model_name, options, body.pinned)
+    server = await core.router.load(body.model_name, options, body.pinned,
+                                    keep_alive=body.keep_alive)
     if body.save_options and options:
         core.models.save_options(server.model.name, options)
     return reply(replies.Loaded(

@@ -100,8 +100,15 @@ class LoadedModel(Reply):
     queued: int
     recipe_options: dict[str, Any]
     launch_command: list[str]
+    rpc_workers: list[str] = Field(description="The llama.cpp RPC workers it placed "
+                                   "layers on (host:port)")
     peak_memory_bytes: int | None
     idle_seconds: float = Field(description="Since its last request ended (0 while busy)")
+    keep_alive: float | None = Field(description="Idle seconds before it is unloaded; "
+                                     "null: kept until evicted or unloaded")
+    unload_in_seconds: float | None = Field(
+        description="When it will be unloaded for idleness; null while busy or pinned, or "
+                    "when its keep_alive is forever")
 
 
 class Health(Reply):
@@ -141,6 +148,7 @@ class LoadPlanReply(Reply):
     options: dict[str, Any]
     refused: str | None = Field(description="Why the load would be refused, if it would")
     already_loaded: bool
+    rpc_workers: list[str] = Field(description="The RPC workers it would place layers on")
     evict: list[Eviction]
     dry_run: Literal[True] = True
 

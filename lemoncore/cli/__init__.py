@@ -4,7 +4,8 @@ module builds the argparse tree from each area's ``add_*`` functions, in the ord
 The commands live by area: :mod:`~lemoncore.cli.serving` (serve, explain),
 :mod:`~lemoncore.cli.daemon` (stop, status, ``serve --detach``), :mod:`~lemoncore.cli.chat`
 (run), :mod:`~lemoncore.cli.control` (ps, load, unload, rm, logs),
-:mod:`~lemoncore.cli.plugins`, :mod:`~lemoncore.cli.backends` (backends, tiers),
+:mod:`~lemoncore.cli.plugins` (plugins, plugins new), :mod:`~lemoncore.cli.backends`
+(backends, tiers), :mod:`~lemoncore.cli.validate`, :mod:`~lemoncore.cli.worker`,
 :mod:`~lemoncore.cli.lock` (lock, lock refresh), :mod:`~lemoncore.cli.models` (models,
 pull), :mod:`~lemoncore.cli.measure` (bench, launch), with shared helpers in
 :mod:`~lemoncore.cli.common`. Each command imports what it needs when it runs, so
@@ -17,14 +18,27 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from lemoncore.cli import backends, chat, control, daemon, lock, measure, models, plugins, serving
+from lemoncore.cli import (
+    backends,
+    chat,
+    control,
+    daemon,
+    lock,
+    measure,
+    models,
+    plugins,
+    serving,
+    validate,
+    worker,
+)
 from lemoncore.cli.common import progress_bar
 from lemoncore.cli.remote import RemoteError
 from lemoncore.cli.serving import serve_app
 
 __all__ = ["main", "parser", "progress_bar", "serve_app"]
 
-DESCRIPTION = "The ``lemon`` command line: serve, run, ps, load, models, backends, plugins."
+DESCRIPTION = ("The ``lemon`` command line: serve, run, ps, load, models, backends, plugins, "
+               "validate, worker.")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -32,8 +46,9 @@ def parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
     for add in (serving.add_serve, daemon.add_stop, chat.add_run, control.add_control,
                 plugins.add_plugins, backends.add_tiers, backends.add_backends,
-                measure.add_bench, measure.add_launch, lock.add_lock, models.add_models,
-                models.add_pull, serving.add_explain):
+                validate.add_validate, worker.add_worker, measure.add_bench,
+                measure.add_launch, lock.add_lock, models.add_models, models.add_pull,
+                serving.add_explain):
         add(sub)
     return p
 

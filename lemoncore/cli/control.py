@@ -25,6 +25,16 @@ def _idle(seconds: float) -> str:
         f"{seconds / 60:.0f} min"
 
 
+def _unloads(m: dict[str, Any]) -> str:
+    """When idleness unloads it: ``in 4 min``, ``5 min after use`` while busy, ``-`` when
+    it is kept (pinned, or keep_alive forever)."""
+    if m["unload_in_seconds"] is not None:
+        return "now" if m["unload_in_seconds"] < 1 else f"in {_idle(m['unload_in_seconds'])}"
+    if m["keep_alive"] is None or m["pinned"]:
+        return "-"
+    return f"{_idle(m['keep_alive']) if m['keep_alive'] else '0 s'} after use"
+
+
 def cmd_ps(args: argparse.Namespace) -> int:
     loaded = Remote.from_args(args).get("/api/v1/health")["all_models_loaded"]
 
@@ -35,13 +45,15 @@ def cmd_ps(args: argparse.Namespace) -> int:
         if not loaded:
             print("no model is loaded")
             return
-        grid = Table("MODEL", "BACKEND", "DEVICE", "STATUS", "IDLE", "PINNED", "PEAK MEMORY",
-                     "PID", box=None, pad_edge=False)
+        grid = Table("MODEL", "BACKEND", "DEVICE", "STATUS", "IDLE", "UNLOADS", "PINNED",
+                     "PEAK MEMORY", "PID", box=None, pad_edge=False)
         for m in loaded:
             busy = f" ({m['in_flight']} running, {m['queued']} queued)" \
                 if m["in_flight"] or m["queued"] else ""
-            grid.add_row(m["model_name"], f"{m['recipe']}:{m['backend']}", m["device"],
-                         m["status"] + busy, _idle(m["idle_seconds"]),
+            device = m["device"] + (f" + RPC {', '.join(m['rpc_workers'])}"
+                                    if m["rpc_workers"] else "")
+            grid.add_row(m["model_name"], f"{m['recipe']}:{m['backend']}", device,
+                         m["status"] + busy, _idle(m["idle_seconds"]), _unloads(m),
                          "yes" if m["pinned"] else "",
                          _mib(m["peak_memory_bytes"]), str(m["pid"] or "-"))
         console = Console()
@@ -57,6 +69,8 @@ def cmd_load(args: argparse.Namespace) -> int:
     body: dict[str, Any] = {"model_name": args.model, **parse_options(args.option)}
     if args.pin:
         body["pinned"] = True
+    if args.keep_alive is not None:
+        body["keep_alive"] = args.keep_alive
     loaded = Remote.from_args(args).post("/api/v1/load", body, admin=True)
     print_result(loaded, args.json, lambda: print(
         f"loaded {loaded['model_name']} on {loaded['recipe']}:{loaded['backend']} "
@@ -108,7 +122,8 @@ def _server_arg(p: argparse.ArgumentParser, json_flag: bool = True) -> None:
 
 
 def add_control(sub: Subparsers) -> None:
-    ps = sub.add_parser("ps", help="loaded models: backend, device, status, memory")
+    ps = sub.add_parser("ps", help="loaded models: backend, device, status, idle time, "
+                        "when idleness unloads them, memory")
     _server_arg(ps)
     ps.set_defaults(func=cmd_ps)
     load = sub.add_parser("load", help="load a model (or reload it with new options)")
@@ -116,6 +131,9 @@ def add_control(sub: Subparsers) -> None:
     load.add_argument("-o", "--option", action="append", default=[],
                       help="a load option, e.g. -o backend=cpu -o ctx_size=8192")
     load.add_argument("--pin", action="store_true", help="never evict it")
+    load.add_argument("--keep-alive", metavar="DURATION",
+                      help="unload it after this long with no request: seconds or '10m'; "
+                      "0: after its next answer; -1: never (default: the server's setting)")
     _server_arg(load)
     load.set_defaults(func=cmd_load)
     unload = sub.add_parser("unload", help="unload a model, or --all")

@@ -93,49 +93,83 @@ def detach(args: argparse.Namespace, argv: list[str]) -> int:
     return 1
 
 
-def cmd_stop(args: argparse.Namespace) -> int:
-    settings = settings_from(args)
-    state = read_state(settings)
-    if state is None:
-        print(f"no server recorded on port {settings.port} (lemon serve writes "
-              f"{state_file(settings)})", file=sys.stderr)
-        return 1
-    pid = int(state["pid"])
-    os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + settings.stop_grace + 15
+def _stopped(pid: int, within: float) -> bool:
+    """Send SIGTERM to ``pid`` and wait up to ``within`` seconds for it to exit."""
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + within
     while time.monotonic() < deadline:
         try:
             os.kill(pid, 0)
         except ProcessLookupError:
-            print_result({"stopped": pid}, args.json,
-                         lambda: print(f"stopped the server (pid {pid})"))
-            return 0
+            return True
         time.sleep(0.05)
-    print(f"the server (pid {pid}) is still stopping; see {state.get('log')}",
-          file=sys.stderr)
-    return 1
+    return False
+
+
+def cmd_stop(args: argparse.Namespace) -> int:
+    """Stop the server recorded on this port and the RPC workers (``lemon worker``)
+    recorded on this machine."""
+    from lemoncore.cli.worker import read_worker_states
+
+    settings = settings_from(args)
+    state, workers = read_state(settings), read_worker_states(settings.cache_dir)
+    if state is None and not workers:
+        print(f"no server recorded on port {settings.port} (lemon serve writes "
+              f"{state_file(settings)}), and no lemon worker", file=sys.stderr)
+        return 1
+    stopped: dict[str, Any] = {"workers": []}
+    for worker in workers:
+        if _stopped(int(worker["pid"]), settings.stop_grace + 15):
+            stopped["workers"].append(worker["endpoint"])
+            if not args.json:
+                print(f"stopped the RPC worker {worker['endpoint']} (pid {worker['pid']})")
+    if state is not None:
+        pid = int(state["pid"])
+        if not _stopped(pid, settings.stop_grace + 15):
+            print(f"the server (pid {pid}) is still stopping; see {state.get('log')}",
+                  file=sys.stderr)
+            return 1
+        stopped["stopped"] = pid
+        if not args.json:
+            print(f"stopped the server (pid {pid})")
+    if args.json:
+        print(json.dumps(stopped))
+    return 0 if len(stopped["workers"]) == len(workers) else 1
 
 
 def cmd_status(args: argparse.Namespace) -> int:
+    """The server recorded on this port, and this machine's RPC workers."""
+    from lemoncore.cli.worker import describe, read_worker_states
+
     settings = settings_from(args)
-    state = read_state(settings)
-    if state is None:
-        print_result({"running": False}, args.json,
-                     lambda: print(f"no server recorded on port {settings.port}"))
-        return 1
+    state, workers = read_state(settings), read_worker_states(settings.cache_dir)
+
+    def show() -> None:
+        if state is None:
+            print(f"no server recorded on port {settings.port}")
+        else:
+            print(f"pid {state['pid']} serving {state['url']}/v1 "
+                  f"({'answering' if live else 'not answering'}); "
+                  f"log: {state['log'] or 'its terminal'}")
+        for worker in workers:
+            print(describe(worker))
+
     live = False
-    with contextlib.suppress(httpx.TransportError):
-        live = httpx.get(state["url"] + "/live", timeout=2).status_code == 200
-    result = {"running": True, "answering": live, **state}
-    print_result(result, args.json, lambda: print(
-        f"pid {state['pid']} serving {state['url']}/v1 "
-        f"({'answering' if live else 'not answering'}); log: {state['log'] or 'its terminal'}"))
+    if state is not None:
+        with contextlib.suppress(httpx.TransportError):
+            live = httpx.get(state["url"] + "/live", timeout=2).status_code == 200
+    result = {"running": state is not None, "answering": live, **(state or {}),
+              "workers": workers}
+    print_result(result, args.json, show)
     return 0 if live else 1
 
 
 def add_stop(sub: Any) -> None:
-    for name, func, text in (("stop", cmd_stop, "stop the server: drain, stop backends"),
-                             ("status", cmd_status, "is the server running, and where")):
+    for name, func, text in (("stop", cmd_stop, "stop the server (drain, stop backends) "
+                              "and this machine's RPC workers"),
+                             ("status", cmd_status, "is the server running, and where; "
+                              "this machine's RPC workers")):
         p = sub.add_parser(name, help=text)
         p.add_argument("--port", type=int)
         p.add_argument("--json", action="store_true")

@@ -1,27 +1,34 @@
 """What to evict before a load: one pure function over plain data.
 
 The router gathers the loaded servers and the incoming load, calls :func:`decide` (or,
-after a failed start, :func:`after_failed_start`; for a wedged server, :func:`wedged`),
-and executes the answer; it never makes an eviction choice of its own.
+after a failed start, :func:`after_failed_start`; for a wedged server, :func:`wedged`;
+for servers left idle, :func:`idle`), and executes the answer; it never makes an eviction
+choice of its own.
 
 Rules, in order:
 
 1. Exclusivity. ``exclusive_gpu``: loading it evicts every server on an AMD GPU, and
    loading any AMD-GPU server evicts it; CPU servers and other vendors' GPUs coexist.
    ``exclusive_npu``: the same for NPU servers. ``coexist_by_type``: one such server per
-   model type (a new one replaces the old).
+   model type (a new one replaces the old). ``workers``: two servers never share a
+   llama.cpp RPC worker (it serves one client at a time).
 2. Capacity. Every policy but ``unmetered`` and ``coexist_by_type`` counts toward
    ``max_loaded`` servers per model type; when full, the least recently used idle server
    goes first, busy ones after (the router waits for them to drain; it never kills them).
 3. ``unmetered`` servers are never evicted; pinned servers are never evicted, and a load
    that needs a pinned server gone is refused.
+4. Idleness. A server idle (no request in flight or queued) for longer than its
+   ``keep_alive`` is unloaded, unless it is pinned; ``keep_alive`` 0 unloads it as soon
+   as its last request ends, ``math.inf`` never.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from lemoncore.durations import describe
 from lemoncore.recipes import Device, ModelType, SlotPolicy
 
 _UNCOUNTED = {SlotPolicy.UNMETERED, SlotPolicy.COEXIST_BY_TYPE}
@@ -39,6 +46,14 @@ class Resident:
     pinned: bool
     busy: bool
     last_used: float
+    keep_alive: float = math.inf  # seconds idle before it is unloaded
+    workers: tuple[str, ...] = ()  # RPC workers it holds (host:port)
+
+    def idle_until(self) -> float | None:
+        """When it is unloaded for idleness (``last_used``'s clock), if it ever is."""
+        if self.pinned or self.busy or math.isinf(self.keep_alive):
+            return None
+        return self.last_used + self.keep_alive
 
 
 @dataclass(frozen=True)
@@ -52,6 +67,7 @@ class Incoming:
     is_amd_gpu: bool
     policy: SlotPolicy
     reload: bool = False
+    workers: tuple[str, ...] = ()  # RPC workers it needs (host:port)
 
 
 @dataclass(frozen=True)
@@ -74,6 +90,9 @@ class Decision:
 def conflict(resident: Resident, incoming: Incoming) -> Eviction | None:
     """Why ``resident`` cannot stay beside ``incoming``, if it cannot."""
     r, i = resident, incoming
+    if shared := [w for w in i.workers if w in r.workers]:
+        return Eviction(r.name, "worker_busy", f"{i.name} needs the RPC worker "
+                        f"{', '.join(shared)} and {r.name} holds it")
     if r.policy is SlotPolicy.UNMETERED or i.policy is SlotPolicy.UNMETERED:
         return None
     if i.policy is SlotPolicy.EXCLUSIVE_GPU and r.is_amd_gpu:
@@ -120,6 +139,20 @@ def wedged(resident: Resident, failures: int) -> Decision:
     pinned or not: the next request gets a fresh process."""
     return Decision(evict=(Eviction(resident.name, "wedged", f"{failures} consecutive "
                                     "failed requests while its health was fine"),))
+
+
+def idle(residents: Sequence[Resident], now: float) -> Decision:
+    """Unload what has been idle past its ``keep_alive`` (``now`` on ``last_used``'s
+    clock); busy and pinned servers stay."""
+    return Decision(evict=tuple(
+        Eviction(r.name, "idle", f"idle for {now - r.last_used:.0f} s; its keep_alive is "
+                                 f"{describe(r.keep_alive)}")
+        for r in residents if (until := r.idle_until()) is not None and until <= now))
+
+
+def next_idle(residents: Sequence[Resident]) -> float | None:
+    """When the next server will have been idle past its ``keep_alive``, if any will."""
+    return min((u for r in residents if (u := r.idle_until()) is not None), default=None)
 
 
 def _make_room(residents: Sequence[Resident], incoming: Incoming,

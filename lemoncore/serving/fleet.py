@@ -18,7 +18,7 @@ from lemoncore.serving.launcher import LoadedServer
 log = structlog.get_logger("lemoncore.serving.fleet")
 
 EVICTION_KINDS = ("lru", "exclusive_gpu", "exclusive_npu", "coexist_by_type", "reload",
-                  "load_failure", "wedged", "unload")
+                  "load_failure", "wedged", "idle", "worker_busy", "unload")
 
 
 class Fleet:

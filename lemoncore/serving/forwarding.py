@@ -34,15 +34,18 @@ class Exchange:
 
 
 async def exchange(router: Router, model: ModelInfo, path: str, body: Body,
-                   stream: bool, retry: bool = True) -> Exchange:
+                   stream: bool, retry: bool = True, keep_alive: float | None = None
+                   ) -> Exchange:
     """Send ``body`` to ``model``'s server; with ``retry``, once more to a fresh server
-    when the backend died before answering. A complete answer (or a stream's failed
+    when the backend died before answering. A ``keep_alive`` (seconds) replaces the
+    server's (:meth:`Router.acquire`). A complete answer (or a stream's failed
     start) counts toward wedge detection now; a stream that starts counts when it ends.
     A non-streaming request still waiting at a shutdown's drain deadline is cut (503)."""
     for attempt in (1, 2) if retry else (2,):  # only a first attempt is retried
         resources = AsyncExitStack()
         try:
-            server = await resources.enter_async_context(router.acquire(model.name))
+            server = await resources.enter_async_context(
+                router.acquire(model.name, keep_alive))
             if path not in server.backend.endpoints:
                 raise not_served(server.recipe, server.backend, path)
             if isinstance(body, dict):

@@ -4,6 +4,7 @@ server (:class:`LoadedServer`)."""
 
 from __future__ import annotations
 
+import math
 import os
 import secrets
 import time
@@ -59,12 +60,15 @@ class LoadedServer:
     queued: int = 0
     failures: int = 0  # consecutive failed requests
     last_used: float = field(default_factory=time.monotonic)
+    keep_alive: float = math.inf  # idle seconds before it is unloaded
+    workers: tuple[str, ...] = ()  # the RPC workers it placed layers on
     drained: anyio.Event = field(default_factory=anyio.Event)
     gate: anyio.Semaphore | None = None  # the backend's max_concurrency, when it has one
 
     def resident(self) -> Resident:
         return Resident(self.model.name, self.model.model_type, self.device, self.is_amd_gpu,
-                        self.policy, self.pinned, self.in_flight > 0, self.last_used)
+                        self.policy, self.pinned, self.in_flight > 0, self.last_used,
+                        self.keep_alive, self.workers)
 
     def as_health(self) -> dict[str, Any]:
         return {"model_name": self.model.name, "checkpoint": self.model.checkpoint,
@@ -76,10 +80,13 @@ class LoadedServer:
                 "status": "busy" if self.in_flight else "ready", "pinned": self.pinned,
                 "in_flight": self.in_flight, "queued": self.queued,
                 "recipe_options": self.options,
-                "launch_command": list(self.process.argv),
+                "launch_command": list(self.process.argv), "rpc_workers": list(self.workers),
                 "peak_memory_bytes": self.process.peak_memory(),
                 "idle_seconds": 0.0 if self.in_flight else
-                round(time.monotonic() - self.last_used, 1)}
+                round(time.monotonic() - self.last_used, 1),
+                "keep_alive": None if math.isinf(self.keep_alive) else self.keep_alive,
+                "unload_in_seconds": None if (until := self.resident().idle_until()) is None
+                else round(max(0.0, until - time.monotonic()), 1)}
 
 
 class Launcher:
@@ -102,7 +109,7 @@ class Launcher:
                                 config=plan.config,
                                 model_owned=self.models.owns(model_path),
                                 backend_key=key, model_dir=model_dir,
-                                model_roots=model_roots)
+                                model_roots=model_roots, rpc_workers=plan.workers)
         spec = self.plugins.launch_spec(recipe, backend, model, context, self.host)
         if spec is None:
             raise LemonError(f"no plugin launches {recipe.name}:{backend.name}",
@@ -120,7 +127,9 @@ class Launcher:
                                    timeout=BACKEND_TIMEOUT, limits=BACKEND_LIMITS,
                                    headers={"Authorization": f"Bearer {key}"})
         server = LoadedServer(model, recipe, backend, plan.options, plan.device,
-                              plan.is_amd_gpu, plan.policy, process, client, pinned)
+                              plan.is_amd_gpu, plan.policy, process, client, pinned,
+                              keep_alive=self.settings.keep_alive_for(model),
+                              workers=plan.workers)
         server.drained.set()
         limits = [n for n in (backend.max_concurrency, self.settings.max_concurrency) if n]
         if limits:

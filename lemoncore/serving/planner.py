@@ -56,6 +56,7 @@ class Facts:
     loaded: Loaded | None
     model_path: Path | None  # the model's file, when every file it needs is present
     max_loaded: int
+    workers: tuple[str, ...] = ()  # the RPC workers configured for it (host:port)
 
 
 @dataclass(frozen=True)
@@ -74,7 +75,8 @@ class LoadPlan:
     model_path: Path | None = None
     already_loaded: bool = False  # the model runs on this backend with these options
     reload: bool = False  # it runs otherwise, and this explicit load replaces it
-    refusal: str = ""  # the backend's owner refuses the load (preflight of model_path)
+    refusal: str = ""  # why it cannot load (its owner's preflight, or workers it cannot use)
+    workers: tuple[str, ...] = ()  # RPC workers it places layers on
 
     def explain(self) -> dict[str, Any]:
         return {"model_name": self.model.name, "recipe": self.recipe.name,
@@ -82,7 +84,7 @@ class LoadPlan:
                 "backend_state": self.backend.state.value, "device": self.device.value,
                 "is_amd_gpu": self.is_amd_gpu, "slot_policy": self.policy.value,
                 "options": self.options, "refused": self.refusal or self.decision.refused,
-                "already_loaded": self.already_loaded,
+                "already_loaded": self.already_loaded, "rpc_workers": list(self.workers),
                 "evict": [{"model_name": e.name, "kind": e.kind, "reason": e.reason}
                           for e in self.decision.evict]}
 
@@ -110,7 +112,12 @@ def plan(facts: Facts, request: Mapping[str, Any] | None, hooks: DecisionHooks,
     already = loaded is not None and loaded.backend == backend.name and \
         dict(loaded.options) == options
     reload = explicit and loaded is not None and not already
-    incoming = Incoming(model.name, model.model_type, device, is_amd, policy, reload)
+    incoming = Incoming(model.name, model.model_type, device, is_amd, policy, reload,
+                        facts.workers)
+    refusal = "" if backend.rpc_workers or not facts.workers else (
+        f"{recipe.name}:{backend.name} cannot use RPC workers, and rpc_workers names "
+        f"{', '.join(facts.workers)} for {model.name}: remove that entry, or load it on a "
+        "llama.cpp backend")
     return LoadPlan(model, recipe, status, options, admin, device, is_amd, policy,
                     decide(facts.residents, incoming, facts.max_loaded), facts.model_path,
-                    already, reload)
+                    already, reload, refusal, facts.workers)

@@ -119,7 +119,9 @@ class SSERelay(Response):
     hold on the server, the backend response) are released however the relay ends.
     ``on_usage`` gets the stream's last ``usage``; ``on_outcome`` whether the backend's
     stream broke (not called when the client left or a shutdown cut it). ``framing``
-    decides what the client receives (default: the backend's bytes as they came).
+    decides what the client receives (default: the backend's bytes as they came);
+    ``suspects`` is added to the error frame of a stream that broke (what may have
+    failed besides the backend itself).
     """
 
     def __init__(self, upstream: httpx.Response, heartbeat: float,
@@ -128,14 +130,14 @@ class SSERelay(Response):
                  = anyio.CancelScope,
                  on_usage: Callable[[Any], None] | None = None,
                  on_outcome: Callable[[bool], None] | None = None,
-                 framing: Framing | None = None) -> None:
+                 framing: Framing | None = None, suspects: str = "") -> None:
         # No Response.__init__: it would add "content-length: 0" for an empty body.
         self.status_code, self.background = 200, None
         self.raw_headers = [(b"content-type", b"text/event-stream; charset=utf-8"),
                             *((k.lower().encode(), v.encode()) for k, v in SSE_HEADERS.items())]
         self.upstream, self.heartbeat, self.resources = upstream, heartbeat, resources
         self.cut_scope, self.on_usage, self.on_outcome = cut_scope, on_usage, on_outcome
-        self.framing = framing or Passthrough()
+        self.framing, self.suspects = framing or Passthrough(), suspects
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
@@ -215,7 +217,8 @@ class SSERelay(Response):
                         pending.append(data)
                 except httpx.TransportError as exc:
                     broke = True
-                    pending.append(framing.fail(f"backend stream broke: {exc!r}"))
+                    pending.append(framing.fail(f"backend stream broke: {exc!r}"
+                                                f"{self.suspects}"))
                 finally:
                     if stream is not None:
                         stream.before_read = None

@@ -3,11 +3,13 @@ admit (:mod:`~lemoncore.serving.admission`), make room as
 :mod:`~lemoncore.serving.eviction` decides (:mod:`~lemoncore.serving.fleet` evicts),
 start (:mod:`~lemoncore.serving.launcher`). Loads are serialised by one lock (so
 concurrent first requests for a model spawn it once); requests for loaded models never
-take it.
+take it. A background task unloads servers left idle past their ``keep_alive``
+(:func:`~lemoncore.serving.eviction.idle`).
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
@@ -25,8 +27,9 @@ from lemoncore.installs.backends import Backends
 from lemoncore.models import ModelError, ModelStore
 from lemoncore.plugins import PluginHost
 from lemoncore.recipes import Backend, ModelInfo, Recipe
+from lemoncore.rpc import WorkerProbe, probe_worker
 from lemoncore.serving.admission import Admission, Refused
-from lemoncore.serving.eviction import Eviction, Incoming, after_failed_start
+from lemoncore.serving.eviction import Eviction, Incoming, after_failed_start, idle, next_idle
 from lemoncore.serving.fleet import Fleet
 from lemoncore.serving.launcher import Launcher, LoadedServer
 from lemoncore.serving.planner import Facts, Loaded, LoadPlan, plan
@@ -34,6 +37,8 @@ from lemoncore.settings import Settings
 from lemoncore.supervisor import StartError
 
 log = structlog.get_logger("lemoncore.serving.router")
+
+WORKER_PROBE_TIMEOUT = 2.0  # seconds for an RPC worker's TCP connect and handshake
 
 class RouterError(LemonError):
     """A model cannot be found, loaded or unloaded."""
@@ -64,10 +69,12 @@ class Router:
         self.loads = 0
         self._lock = anyio.Lock()
         self._tg: anyio.abc.TaskGroup | None = None
+        self._idle_changed = anyio.Event()
 
     async def __aenter__(self) -> Router:
         self._tg = self.fleet.task_group = anyio.create_task_group()
         await self._tg.__aenter__()
+        self._tg.start_soon(self._unload_idle)
         return self
 
     async def __aexit__(self, exc_type: type[BaseException] | None,
@@ -111,9 +118,9 @@ class Router:
                       None if current is None else Loaded(current.backend.name,
                                                           current.options),
                       await anyio.to_thread.run_sync(self.models.local_path, model),
-                      self.settings.max_loaded_models)
+                      self.settings.max_loaded_models, self.settings.workers_for(model))
         found = plan(facts, request, self.plugins, self.host, explicit)
-        if found.model_path is None or found.already_loaded:
+        if found.model_path is None or found.already_loaded or found.refusal:
             return found
         refusal = await anyio.to_thread.run_sync(
             self.plugins.preflight, recipe, found.backend.backend, model, found.model_path,
@@ -130,27 +137,33 @@ class Router:
         return found.recipe, found.backend.backend
 
     @asynccontextmanager
-    async def acquire(self, name: str) -> AsyncIterator[LoadedServer]:
+    async def acquire(self, name: str, keep_alive: float | None = None
+                      ) -> AsyncIterator[LoadedServer]:
         """Yield a ready server for ``name``, loading it if needed, counted busy meanwhile
-        and within its concurrency limit (:meth:`Admission.turn`)."""
+        and within its concurrency limit (:meth:`Admission.turn`). A ``keep_alive``
+        (seconds) replaces the server's from now on."""
         self.admission.refuse_if_closing()
         server = self.loaded(name)
         if server is None:
             server = await self.load(name, explicit=False, hold=True)
         else:
             self.admission.hold(server)
+        if keep_alive is not None:
+            server.keep_alive = keep_alive
         try:
             async with self.admission.turn(server):
                 yield server
         finally:
             self.admission.release(server)
+            self._idle_changed.set()
 
     async def load(self, name: str, request: Mapping[str, Any] | None = None,
                    pinned: bool | None = None, explicit: bool = True,
-                   hold: bool = False) -> LoadedServer:
+                   hold: bool = False, keep_alive: float | None = None) -> LoadedServer:
         """Load ``name`` (or return it when loaded); an explicit load with new options
         reloads it. With ``hold`` the server comes back counted busy, so no other load
-        evicts it before the caller uses it. The load runs in the router's own task: a
+        evicts it before the caller uses it; a ``keep_alive`` (seconds) replaces the
+        server's. The load runs in the router's own task: a
         caller that gives up does not cancel it, and one that waits ``load_timeout``
         seconds gets 503 ``model_loading`` with ``Retry-After`` while it goes on."""
         self.model(name)  # an unknown name fails now, without waiting for other loads
@@ -172,6 +185,9 @@ class Router:
             raise Refused(f"{name} is still loading after {self.settings.load_timeout:.0f} s "
                           "(a large download or a slow start); the load goes on, retry "
                           "shortly", code="model_loading", retry_after=5)
+        if keep_alive is not None:
+            pending.server.keep_alive = keep_alive
+        self._idle_changed.set()
         return pending.server
 
     async def _run(self, pending: _PendingLoad, name: str, request: Mapping[str, Any] | None,
@@ -226,6 +242,7 @@ class Router:
                 self.plugins.preflight, found.recipe, found.backend.backend, found.model,
                 model_path, found.config, self.host)):
             raise LaunchRefused(refusal)  # a download just arrived: checked before evicting
+        await self._check_workers(found)  # before evicting anything
         await self.fleet.carry_out(found.decision)
         assert status.install_dir is not None and self._tg is not None
         try:
@@ -243,6 +260,44 @@ class Router:
             server = await self.launcher.start(found, status.install_dir, model_path, pinned,
                                                self._tg)
         return server
+
+    async def _check_workers(self, found: LoadPlan) -> None:
+        """Refuse the load (503, ``Retry-After``), naming each worker, when an RPC worker it
+        needs does not answer the RPC handshake. A worker a loaded server holds is not
+        probed: it is in use (it serves one client at a time), and the plan evicts that
+        server (``worker_busy``)."""
+        held = {w for s in self.servers.values() for w in s.workers}
+        probes: list[WorkerProbe] = []
+
+        async def probe(worker: str) -> None:
+            probes.append(await probe_worker(worker, WORKER_PROBE_TIMEOUT))
+
+        async with anyio.create_task_group() as tg:
+            for worker in found.workers:
+                if worker not in held:
+                    tg.start_soon(probe, worker)
+        if failed := [p.error for p in probes if not p.ok]:
+            raise RouterError(f"cannot load {found.model.name!r}: {'; '.join(map(str, failed))}",
+                              503, "server_error", "worker_unavailable", retry_after=5)
+
+    async def _unload_idle(self) -> None:
+        """Unload servers idle past their ``keep_alive``, one at a time, deciding again
+        under the load lock (a request may have arrived meanwhile); sleep until the next
+        may be, or until a request ends or a load changes the picture."""
+        while True:
+            self._idle_changed = anyio.Event()
+            residents = [s.resident() for s in self.servers.values()]
+            if idle(residents, time.monotonic()).evict:
+                async with self._lock:
+                    due = idle([s.resident() for s in self.servers.values()],
+                               time.monotonic()).evict
+                    if due and (server := self.servers.get(due[0].name)) is not None:
+                        await self.fleet.evict(server, due[0])
+                continue
+            until = next_idle(residents)
+            with anyio.move_on_after(math.inf if until is None
+                                     else max(0.0, until - time.monotonic())):
+                await self._idle_changed.wait()
 
     async def unload(self, name: str) -> None:
         model = self.models.get(name)

@@ -39,6 +39,7 @@ TUNING_FLAGS: tuple[ArgFlag, ...] = (
     _switch("-cb", "--cont-batching"), _switch("-nocb", "--no-cont-batching"),
     _int("--prio"), _int("--poll"), _int("--cache-reuse"), _int("-to", "--timeout"),
     _int("-n", "--n-predict", "--predict"), _int("--keep"),
+    _int("-lv", "--verbosity", "--log-verbosity"),  # 4: device placement, per-slot lines
     # Offload and memory
     _int("-ngl", "--gpu-layers", "--n-gpu-layers", words=("auto", "all")),
     _choice("-sm", "--split-mode", words=("none", "layer", "row", "tensor")),

@@ -28,7 +28,7 @@ RESERVED_FLAGS = frozenset({
     "--embedding", "--embeddings", "--reranking", "--rerank", "--jinja", "--no-jinja", "-hf",
     "-hfr", "--hf-repo",
     "-mu", "--model-url", "--api-key", "--api-key-file", "--path", "--models-dir",
-    "--models-preset", "--models-max", "--ssl-key-file", "--ssl-cert-file",
+    "--models-preset", "--models-max", "--ssl-key-file", "--ssl-cert-file", "--rpc",
 })
 
 
@@ -61,6 +61,8 @@ def build_launch(model: ModelInfo, context: LaunchContext) -> LaunchSpec:
         argv.append("--embeddings")
     elif model.model_type is ModelType.RERANKING:
         argv.append("--reranking")
+    if context.rpc_workers:  # the administrator's rpc_workers: layers go to them too
+        argv += ["--rpc", ",".join(context.rpc_workers)]
     argv += user_args(str(opts.get("llamacpp_args") or ""))
     # The binary's own directory first, then the runtime lemoncore decided (ROCm), if any.
     lib_var = "PATH" if sys.platform == "win32" else "LD_LIBRARY_PATH"

@@ -40,6 +40,18 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
         yield s
 
 
+@pytest.fixture(scope="module")
+def idle_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    """A server that unloads models idle for 2 s (``keep_alive``), except ``kept`` (its
+    model setting keeps it), with four copies of SmolLM2: ``a``, ``b``, ``c``, ``kept``."""
+    env = {"LEMON_KEEP_ALIVE": "2", "LEMON_MAX_LOADED_MODELS": "-1",
+           "LEMON_MODEL_KEEP_ALIVE": '{"kept": "-1"}'}
+    with running_server(tmp_path_factory.mktemp("idle"), env) as s:
+        for name in ("a", "b", "c", "kept"):
+            _register(s, name)
+        yield s
+
+
 @pytest.fixture
 def register() -> Register:
     return _register

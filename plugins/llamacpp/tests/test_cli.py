@@ -135,7 +135,8 @@ def test_stop_drains_and_stops_the_backends(env: dict[str, str]) -> None:
     [server] = loaded(env)
     state = json.loads(lemon(env, "status", "--json").stdout)
     stopped = lemon(env, "stop", "--json")
-    assert stopped.returncode == 0 and json.loads(stopped.stdout) == {"stopped": state["pid"]}
+    assert stopped.returncode == 0 and json.loads(stopped.stdout) == {"stopped": state["pid"],
+                                                                  "workers": []}
     for pid in (state["pid"], server["pid"]):
         assert not Path(f"/proc/{pid}").exists() or \
             "zombie" in Path(f"/proc/{pid}/status").read_text().lower()

@@ -4,8 +4,6 @@ cannot honour are refused by the handlers that read them."""
 
 from __future__ import annotations
 
-import math
-import re
 from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import (
@@ -17,34 +15,8 @@ from pydantic import (
     model_validator,
 )
 
+from lemoncore.durations import keep_alive_seconds
 from lemoncore.errors import LemonError
-
-_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
-_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
-
-
-def keep_alive_seconds(value: object) -> float | None:
-    """``keep_alive`` in seconds: a number of seconds or a Go duration (``"5m"``,
-    ``"1h30m"``, ``"0"``); negative means forever (``math.inf``); ``None`` when absent."""
-    if value is None or value == "":
-        return None
-    if isinstance(value, bool) or not isinstance(value, float | int | str):
-        raise ValueError("keep_alive must be a number of seconds or a duration string")
-    if isinstance(value, float | int):
-        seconds = float(value)
-    else:
-        text = value.strip()
-        sign = -1.0 if text.startswith("-") else 1.0
-        body = text.lstrip("+-")
-        try:
-            seconds = sign * float(body)
-        except ValueError:
-            parts = _PART.findall(body)
-            if not parts or "".join(n + u for n, u in parts) != body:
-                raise ValueError(f"{value!r} is not a duration: give seconds (300) or a "
-                                 "duration such as '5m' or '1h'") from None
-            seconds = sign * sum(float(n) * _UNITS[u] for n, u in parts)
-    return math.inf if seconds < 0 else seconds
 
 
 class BadRequest(LemonError):

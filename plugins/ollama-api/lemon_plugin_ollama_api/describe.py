@@ -20,7 +20,7 @@ from lemon_plugin_ollama_api.gguf import Array, Value, read_metadata
 from lemon_plugin_ollama_api.names import ollama_name
 
 # Ollama reports a model kept loaded forever (keep_alive < 0) as expiring now plus Go's
-# largest duration; lemoncore keeps a model until it is evicted or unloaded.
+# largest duration.
 FOREVER = timedelta(microseconds=sys.maxsize // 1000)
 _QUANT = re.compile(r"(?<![A-Za-z0-9])(I?Q\d+(?:_[A-Z0-9]+)*|BF16|F16|F32)(?![A-Za-z0-9])",
                     re.IGNORECASE)
@@ -165,15 +165,18 @@ def context_length(options: Mapping[str, Any],
 
 
 def running(model: ModelInfo, facts: FileFacts | None, options: Mapping[str, Any],
-            memory: int | None, on_gpu: bool, now: datetime) -> dict[str, Any]:
+            memory: int | None, on_gpu: bool, now: datetime,
+            expires_in: float | None = None) -> dict[str, Any]:
     """A loaded model as ``/api/ps`` lists it: ``size`` is the server's peak memory (else
-    the file's size); ``size_vram`` that size on a GPU, else 0; ``expires_at`` is never
-    (now plus Go's longest duration): lemoncore keeps it until it is evicted."""
+    the file's size); ``size_vram`` that size on a GPU, else 0; ``expires_at`` is now
+    plus ``expires_in`` seconds, or, when it is kept until evicted (``None``), now plus
+    Go's longest duration, as Ollama shows ``keep_alive: -1``."""
     metadata = facts.metadata if facts else {}
     size = memory or (facts.size if facts else 0)
     name = ollama_name(model.name)
     return {"name": name, "model": name, "size": size, "size_vram": size if on_gpu else 0,
             "digest": digest(model), "details": details(model, metadata),
-            "expires_at": (now + FOREVER).isoformat(),
+            "expires_at": (now + (FOREVER if expires_in is None
+                                  else timedelta(seconds=expires_in))).isoformat(),
             "context_length": context_length(options, metadata)}
 

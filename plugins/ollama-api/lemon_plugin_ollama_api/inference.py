@@ -51,39 +51,37 @@ def loaded_options(gateway: Gateway, name: str) -> dict[str, Any] | None:
                 None)
 
 
-async def ready(gateway: Gateway, model: ModelInfo, options: Options, clock: Clock) -> None:
+async def ready(gateway: Gateway, model: ModelInfo, options: Options, clock: Clock,
+                keep_alive: float | None = None) -> None:
     """Load ``model`` before the request when it is not loaded, or when ``num_ctx`` asks
     for a context it does not run with (keeping its other options); the time the load
-    took is ``load_duration``."""
+    took is ``load_duration``. A ``keep_alive`` is set on the model even when it was
+    loaded already."""
     current, wanted = loaded_options(gateway, model.name), load_options(options)
     if current is not None and all(current.get(k) == v for k, v in wanted.items()):
+        if keep_alive is not None:
+            await gateway.ensure_loaded(model.name, keep_alive)
         return
     began = time.monotonic_ns()
     if wanted:
-        await gateway.load(model.name, {**(current or {}), **wanted})
+        await gateway.load(model.name, {**(current or {}), **wanted}, keep_alive=keep_alive)
     else:
-        await gateway.ensure_loaded(model.name)
+        await gateway.ensure_loaded(model.name, keep_alive)
     clock.load_ns = time.monotonic_ns() - began
-
-
-async def settle(gateway: Gateway, model: ModelInfo, keep_alive: float | None) -> None:
-    """After an answer: ``keep_alive: 0`` unloads the model (if still loaded). Other
-    values change nothing: lemoncore keeps a model until it is evicted or unloaded."""
-    if keep_alive == 0 and loaded_options(gateway, model.name) is not None:
-        try:
-            await gateway.unload(model.name)
-        except LemonError:  # unloaded meanwhile
-            pass
 
 
 async def load_or_unload(kind: Kind, gateway: Gateway, model: ModelInfo, name: str,
                          options: Options, keep_alive: float | None) -> Response:
-    """Ollama's answer to a request without input: load the model, or unload it when
-    ``keep_alive`` is 0."""
+    """Ollama's answer to a request without input: load the model (kept ``keep_alive``
+    seconds once idle, when given), or unload it now when ``keep_alive`` is 0."""
     if keep_alive == 0:
-        await settle(gateway, model, keep_alive)
+        if loaded_options(gateway, model.name) is not None:
+            try:
+                await gateway.unload(model.name)
+            except LemonError:  # unloaded meanwhile
+                pass
         return JSONResponse(status_line(kind, name, "unload"))
-    await ready(gateway, model, options, Clock())
+    await ready(gateway, model, options, Clock(), keep_alive)
     return JSONResponse(status_line(kind, name, "load"))
 
 
@@ -113,7 +111,6 @@ async def answer(kind: Kind, request: Request, model: ModelInfo, name: str,
     """Send ``openai`` to ``path`` and answer as Ollama: NDJSON lines, or one JSON object
     when ``stream`` is false."""
     gateway = Gateway.of(request)
-    keep_alive = body.keep_alive
 
     async def lines() -> AsyncIterator[Line]:
         await ready(gateway, model, body.options, clock)
@@ -121,7 +118,6 @@ async def answer(kind: Kind, request: Request, model: ModelInfo, name: str,
         events = gateway.stream(path, {**openai, "stream_options": {"include_usage": True}})
         async for item in relay(kind, name, events, clock, whole=not body.stream):
             yield item
-        await settle(gateway, model, keep_alive)
 
     if body.stream:
         return NDJSONResponse(await started(lines()))
@@ -130,8 +126,10 @@ async def answer(kind: Kind, request: Request, model: ModelInfo, name: str,
 
 
 def common(body: ChatBody | GenerateBody, model: ModelInfo) -> dict[str, Any]:
-    """The OpenAI request fields both ``chat`` and ``generate`` set."""
-    fields: dict[str, Any] = {"model": model.name, **request_fields(body.options)}
+    """The OpenAI request fields both ``chat`` and ``generate`` set (``keep_alive`` is
+    lemoncore's own: the model stays loaded that long after the answer)."""
+    fields: dict[str, Any] = {"model": model.name, **request_fields(body.options),
+                              "keep_alive": body.keep_alive}
     if (format_ := response_format(body.format)) is not None:
         fields["response_format"] = format_
     return fields
@@ -199,17 +197,15 @@ async def embeddings_of(request: Request, body: EmbedBody | EmbeddingsBody,
     clock = Clock()
     gateway = Gateway.of(request)
     model = find(gateway, body.target)
-    keep_alive = body.keep_alive
     if not inputs:
         return [], {}, clock
     await ready(gateway, model, body.options, clock)
     clock.mark_sent()
     reply = await Gateway.until_disconnect(request, gateway.complete(
-        EMBEDDINGS, {"model": model.name, "input": inputs}))
+        EMBEDDINGS, {"model": model.name, "input": inputs, "keep_alive": body.keep_alive}))
     clock.mark_end()
     if reply is None:  # the client left
         return [], {}, clock
-    await settle(gateway, model, keep_alive)
     data = sorted(reply.get("data") or (), key=lambda d: int(d.get("index", 0)))
     return [list(d["embedding"]) for d in data], reply.get("usage") or {}, clock
 

@@ -16,6 +16,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 
 import lemoncore
 from lemoncore.api.gateway import Gateway
+from lemoncore.api.replies import LoadedModel
 from lemoncore.errors import LemonError
 from lemoncore.recipes import ModelInfo
 
@@ -74,6 +75,14 @@ async def tags(request: Request) -> Response:
     return JSONResponse({"models": entries})
 
 
+def expires_in(server: LoadedModel) -> float | None:
+    """Seconds until ``server`` is unloaded for idleness (while busy: its keep_alive);
+    ``None`` when it is kept until evicted (pinned, or keep_alive forever)."""
+    if server.unload_in_seconds is not None or server.pinned:
+        return server.unload_in_seconds
+    return server.keep_alive
+
+
 @ollama_errors
 async def ps(request: Request) -> Response:
     """The loaded models."""
@@ -86,7 +95,7 @@ async def ps(request: Request) -> Response:
             continue
         entries.append(running(model, await facts_of(gateway, model),
                                server.recipe_options, server.peak_memory_bytes,
-                               server.device == "gpu", now))
+                               server.device == "gpu", now, expires_in(server)))
     return JSONResponse({"models": entries})
 
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import sys
+import time
+from datetime import UTC, datetime
 from importlib.metadata import version
 from pathlib import Path
 
@@ -162,6 +164,24 @@ def test_num_ctx_loads_that_context_and_keep_alive_0_unloads(client: ollama.Clie
     assert gone.done and gone.done_reason == "unload" and LISTED not in running(client)
     back = client.generate(model=CHAT, prompt="")
     assert back.done and back.done_reason == "load" and LISTED in running(client)
+
+
+def test_keep_alive_unloads_an_idle_model(client: ollama.Client) -> None:
+    """A request's keep_alive is lemoncore's idle unload: Ollama's clients see it in
+    /api/ps's expires_at and the model goes when it passes."""
+    client.chat(model=CHAT, messages=SAY, options={"num_predict": 1}, keep_alive="2s")
+    expires = running(client)[LISTED].expires_at
+    assert expires is not None
+    assert 0 < (expires - datetime.now(UTC)).total_seconds() <= 2.5
+    deadline = time.monotonic() + 10
+    while LISTED in running(client):
+        assert time.monotonic() < deadline, "still loaded long after keep_alive"
+        time.sleep(0.1)
+    client.chat(model=CHAT, messages=SAY, options={"num_predict": 1}, keep_alive=0)
+    deadline = time.monotonic() + 5  # unloaded as soon as the answer is complete
+    while LISTED in running(client):
+        assert time.monotonic() < deadline, "keep_alive 0 left the model loaded"
+        time.sleep(0.05)
 
 
 def test_show(client: ollama.Client) -> None:
