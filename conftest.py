@@ -5,6 +5,11 @@ from pathlib import Path
 
 import pytest
 
+# lemoncore's fixtures, registered here so the example plugin's root conftest (which
+# declares the same, as a plugin project's must) is seen as top level when collected with
+# the rest (testpaths: "examples/*")
+pytest_plugins = ["lemoncore.testing"]
+
 
 @pytest.fixture
 def anyio_backend() -> str:

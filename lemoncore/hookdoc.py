@@ -73,7 +73,7 @@ def signature(fn: Callable[..., Any], project: str = hookspecs.PROJECT) -> str:
     return f"{decorator}\n{line}"
 
 
-def _inline(text: str) -> str:
+def inline(text: str) -> str:
     """reST inline markup as markdown: double-backquoted text and roles (``:class:``
     and the like, ``~`` keeping the last name) become code spans."""
     text = _ROLE.sub(lambda m: f"``{m[2].rsplit('.', 1)[-1] if m[1] else m[2]}``", text)
@@ -112,7 +112,7 @@ def to_markdown(doc: str) -> str:
     fields: list[tuple[str, str, str]] = []
 
     def flush() -> None:
-        out.extend(_inline("\n".join(prose)).split("\n") if prose else [])
+        out.extend(inline("\n".join(prose)).split("\n") if prose else [])
         prose.clear()
         out.extend(_fields(fields))
         fields.clear()
@@ -126,11 +126,11 @@ def to_markdown(doc: str) -> str:
             text = indent.join([field[3], *(m.strip() for m in more if m.strip())])
             if prose:
                 flush()
-            fields.append((field[1], field[2] or "", _inline(text)))
+            fields.append((field[1], field[2] or "", inline(text)))
         elif directive := _DIRECTIVE.match(line):
             flush()
             more, i = _indented_block(lines, i + 1)
-            text = _inline(" ".join([directive[3], *(m.strip() for m in more)]).strip())
+            text = inline(" ".join([directive[3], *(m.strip() for m in more)]).strip())
             words, version = _DIRECTIVE_WORDS[directive[1]], directive[2]
             out += [f"*{words} lemoncore {version}:* {text}" if text
                     else f"*{words} lemoncore {version}.*", ""]
@@ -160,7 +160,7 @@ def to_markdown(doc: str) -> str:
 def _summary(doc: str) -> str:
     """The docstring's first paragraph on one line, for the table."""
     first = inspect.cleandoc(doc).split("\n\n", 1)[0]
-    return _inline(" ".join(first.split())).replace("|", "\\|")
+    return inline(" ".join(first.split())).replace("|", "\\|")
 
 
 def render(module: ModuleType = hookspecs) -> str:

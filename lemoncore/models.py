@@ -42,6 +42,10 @@ class ModelError(LemonError):
 
 @dataclass(frozen=True)
 class Checkpoint:
+    """A ``ModelInfo.checkpoint`` parsed (:meth:`parse`): a Hugging Face file
+    (``owner/repo:file``), a local file (``file:/path``) or a file inside an installed
+    package (``pkg:import_name/path``)."""
+
     kind: str  # hf | file | pkg
     location: str
     filename: str = ""

@@ -46,6 +46,9 @@ if TYPE_CHECKING:
 
 @dataclass
 class ServerProcess:
+    """A running ``lemon serve`` (:func:`running_server`): its base URL, the process and
+    its log file (:meth:`log` reads it, for assertion messages)."""
+
     url: str
     process: subprocess.Popen[bytes]
     log_file: Path

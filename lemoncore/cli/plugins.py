@@ -1,6 +1,7 @@
 """``lemon plugins``: list the plugins lemoncore found (status, version, recipes, hooks,
-tiers, errors and warnings), or pip-install / uninstall one into lemoncore's own
-environment. Uninstalling imports no plugin, so a broken plugin cannot stop its own removal.
+tiers, errors and warnings), pip-install / uninstall one into lemoncore's own
+environment, or create a new plugin project (``new``, :mod:`lemoncore.scaffold`).
+Uninstalling imports no plugin, so a broken plugin cannot stop its own removal.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ if TYPE_CHECKING:
 
 
 def cmd_plugins(args: argparse.Namespace) -> int:
+    if args.action == "new":
+        return _new(args.name, args.engine, args.dir)
     if args.action in {"install", "uninstall"}:
         return _pip(args.action, args.name)
     records = [r.as_dict() for r in core_from(args).plugins.records]
@@ -48,10 +51,53 @@ def _pip(action: str, name: str | None) -> int:
     return subprocess.run(argv, check=False).returncode
 
 
+CONTAINER_UNSUPPORTED = (
+    "lemon plugins new: no container template yet. lemon-plugin-oci's container machinery "
+    "(launch contracts, trusted image namespaces, digest pins) is that plugin's own code, "
+    "not an API another plugin can use, and a generated project could not pass its tests "
+    "without pulling an image. Use --engine python or native, and return a Runner from "
+    "launch for a container (docs/reference.md#runner; plugins/oci shows one).")
+
+
+def _new(name: str | None, engine: str, directory: str | None) -> int:
+    """Create a plugin project (:func:`lemoncore.scaffold.create`) and say what next."""
+    from pathlib import Path
+
+    from lemoncore import __version__
+    from lemoncore.scaffold import ScaffoldError, create
+
+    if not name:
+        print("usage: lemon plugins new NAME [--engine native|python] [--dir DIR]",
+              file=sys.stderr)
+        return 2
+    if engine == "container":
+        print(CONTAINER_UNSUPPORTED, file=sys.stderr)
+        return 2
+    target = Path(directory or f"lemon-plugin-{name.replace('_', '-')}")
+    try:
+        written = create(name, engine, target, __version__)
+    except (ScaffoldError, OSError) as exc:
+        print(f"lemon plugins new: {exc}", file=sys.stderr)
+        return 2
+    print(f"created {target} ({engine} engine, {len(written)} files). Next:\n"
+          f"  cd {target}\n  pip install -e .\n"
+          f"  lemon backends        # lists {name}:cpu\n"
+          "  python -m pytest      # its tests and the conformance kit")
+    return 0
+
+
 def add_plugins(sub: Subparsers) -> None:
-    plugins = sub.add_parser("plugins", help="list, install or uninstall plugins")
-    plugins.add_argument("action", nargs="?", choices=["list", "install", "uninstall"],
+    plugins = sub.add_parser("plugins", help="list, install or uninstall plugins, or create "
+                             "a new one")
+    plugins.add_argument("action", nargs="?", choices=["list", "install", "uninstall", "new"],
                          default="list")
-    plugins.add_argument("name", nargs="?", help="distribution to (un)install with pip")
+    plugins.add_argument("name", nargs="?", help="distribution to (un)install with pip; for "
+                         "new, the plugin's name (lower case, e.g. myengine)")
+    plugins.add_argument("--engine", choices=["native", "python", "container"],
+                         default="native", help="new: a binary launched directly (native) "
+                         "or a Python module run with -m (python); container is not "
+                         "templated yet")
+    plugins.add_argument("--dir", help="new: the project directory to create "
+                         "(default: ./lemon-plugin-NAME)")
     plugins.add_argument("--json", action="store_true")
     plugins.set_defaults(func=cmd_plugins)

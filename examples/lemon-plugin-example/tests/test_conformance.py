@@ -1,4 +1,5 @@
-"""The example plugin passes lemoncore's conformance kit."""
+"""The plugin passes lemoncore's conformance kit against its real engine, through a real
+``lemon serve``."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from lemoncore.conformance import BackendConformance, ConformanceTarget
 from lemoncore.testing import running_server
 
 
-class TestExampleConformance(BackendConformance):
+class TestConformance(BackendConformance):
     @pytest.fixture(scope="class")
     @classmethod
     def conformance_target(cls, tmp_path_factory: pytest.TempPathFactory

@@ -1,0 +1,231 @@
+"""A placeholder engine: a small, real OpenAI-compatible HTTP server that is not a model.
+
+``lemon plugins new NAME --engine python`` generates a plugin that runs it, so the new
+project passes its tests and the conformance kit before its author has an engine; the
+author replaces it with theirs (the launch's ``-m`` module). Run it as a Python-hosted
+engine is run::
+
+    python -m lemoncore.echo_engine --model FILE --alias SERVED_NAME --port N
+
+It serves ``GET /health`` (200 once it listens), ``GET /v1/models``, and ``POST
+/v1/chat/completions`` and ``/v1/completions``, streaming (SSE, ``stream_options.
+include_usage``) and not. Its "model" is a text file (``--model``, which must exist, as a
+real engine's weights must): every answer is that file's words in order, ending after
+the last (``finish_reason: stop``), at ``max_tokens`` (``length``) or before a ``stop``
+string (``stop``). A token is a word; usage counts the words of the prompt (plus one per chat
+message) and of the answer. Sampling parameters are accepted and ignored: the output is
+deterministic. Every answer's ``model`` is ``--alias``, the name lemoncore serves.
+A prompt and ``max_tokens`` above ``--ctx-size`` words is refused with a 400.
+
+When the environment variable ``ECHO_ENGINE_API_KEY`` is set, ``/v1/*`` requires
+``Authorization: Bearer <key>`` (lemoncore sends the launch's ``backend_key``). It exits
+on SIGTERM. Standard library only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import signal
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, NoReturn
+
+KEY_ENV = "ECHO_ENGINE_API_KEY"
+DEFAULT_MAX_TOKENS = 16
+
+
+class BadRequest(Exception):
+    """A request the engine refuses (400, OpenAI's error shape)."""
+
+
+def _text(content: Any) -> str:
+    """A message's content as text: a string, or the text parts of a list of parts."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return " ".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+    return ""
+
+
+class Engine:
+    """What the server answers with: the model file's words, the served name, limits."""
+
+    def __init__(self, words: Sequence[str], alias: str, ctx_size: int) -> None:
+        if not words:
+            raise ValueError("the model file has no words to answer with")
+        self.words, self.alias, self.ctx_size = tuple(words), alias, ctx_size
+
+    def prompt_tokens(self, path: str, body: dict[str, Any]) -> int:
+        if path == "/v1/chat/completions":
+            messages = body.get("messages")
+            if not isinstance(messages, list) or not messages:
+                raise BadRequest("'messages' must be a non-empty list")
+            return sum(1 + len(_text(m.get("content")).split())
+                       for m in messages if isinstance(m, dict))
+        prompt = body.get("prompt")
+        if isinstance(prompt, list):
+            prompt = " ".join(map(str, prompt))
+        if not isinstance(prompt, str):
+            raise BadRequest("'prompt' must be a string")
+        return max(1, len(prompt.split()))
+
+    def answer(self, body: dict[str, Any], prompt_tokens: int) -> tuple[list[str], str]:
+        """The answer's pieces (a word each, after the first with its leading space) and
+        its finish reason: the model file's words up to ``max_tokens``, cut before the
+        first ``stop`` string."""
+        limit = next((body[k] for k in ("max_completion_tokens", "max_tokens")
+                      if body.get(k) is not None), DEFAULT_MAX_TOKENS)
+        if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
+            raise BadRequest("'max_tokens' must be a positive integer")
+        if prompt_tokens + limit > self.ctx_size:
+            raise BadRequest(f"{prompt_tokens} prompt tokens and max_tokens {limit} exceed "
+                             f"the context size {self.ctx_size}")
+        text = " ".join(self.words[:limit])
+        finish = "length" if len(self.words) > limit else "stop"
+        stop = body.get("stop") or []
+        found = [i for s in ([stop] if isinstance(stop, str) else stop)
+                 if isinstance(s, str) and s and (i := text.find(s)) >= 0]
+        if found:
+            text, finish = text[:min(found)], "stop"
+        return re.findall(r"\s*\S+", text), finish
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    engine: Engine
+    key: str = ""
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+    def _send(self, status: int, body: object) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _error(self, status: int, message: str, type_: str = "invalid_request_error") -> None:
+        self._send(status, {"error": {"message": message, "type": type_, "code": None,
+                                      "param": None}})
+
+    def _authorized(self) -> bool:
+        if self.key and self.headers.get("Authorization") != f"Bearer {self.key}":
+            self._error(401, "missing or wrong API key", "authentication_error")
+            return False
+        return True
+
+    def do_GET(self) -> None:
+        if self.path == "/health":
+            self._send(200, {"status": "ok"})
+        elif self.path == "/v1/models" and self._authorized():
+            self._send(200, {"object": "list", "data": [{
+                "id": self.engine.alias, "object": "model", "created": 0,
+                "owned_by": "lemoncore-echo-engine"}]})
+        elif self.path != "/v1/models":
+            self._error(404, f"no route {self.path}", "not_found_error")
+
+    def do_POST(self) -> None:
+        if self.path not in {"/v1/chat/completions", "/v1/completions"}:
+            self._error(404, f"no route {self.path}", "not_found_error")
+            return
+        if not self._authorized():
+            return
+        try:
+            body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+            if not isinstance(body, dict):
+                raise BadRequest("the body must be a JSON object")
+            prompt_tokens = self.engine.prompt_tokens(self.path, body)
+            pieces, finish = self.engine.answer(body, prompt_tokens)
+        except (BadRequest, ValueError) as exc:
+            self._error(400, str(exc))
+            return
+        usage = {"prompt_tokens": prompt_tokens, "completion_tokens": len(pieces),
+                 "total_tokens": prompt_tokens + len(pieces)}
+        chat = self.path == "/v1/chat/completions"
+        head = {"id": f"{'chatcmpl' if chat else 'cmpl'}-echo-{time.monotonic_ns()}",
+                "created": int(time.time()), "model": self.engine.alias}
+        if body.get("stream"):
+            include = bool((body.get("stream_options") or {}).get("include_usage"))
+            self._stream(_chunks(head, chat, pieces, finish, usage if include else None))
+            return
+        text = "".join(pieces)
+        choice: dict[str, Any] = {"index": 0, "finish_reason": finish}
+        choice.update({"message": {"role": "assistant", "content": text}} if chat
+                      else {"text": text, "logprobs": None})
+        self._send(200, {**head, "object": "chat.completion" if chat else "text_completion",
+                         "choices": [choice], "usage": usage})
+
+    def _stream(self, events: Iterator[object]) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        for event in [*(json.dumps(e) for e in events), "[DONE]"]:
+            data = f"data: {event}\n\n".encode()
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+        self.wfile.write(b"0\r\n\r\n")
+
+
+def _chunks(head: dict[str, Any], chat: bool, pieces: list[str], finish: str,
+            usage: dict[str, int] | None) -> Iterator[object]:
+    """The SSE events of a streamed answer: a piece each, the finish, then usage."""
+    kind = "chat.completion.chunk" if chat else "text_completion"
+
+    def chunk(piece: str | None, reason: str | None) -> dict[str, Any]:
+        choice: dict[str, Any] = {"index": 0, "finish_reason": reason}
+        if chat:
+            choice["delta"] = {} if piece is None else {"role": "assistant", "content": piece}
+        else:
+            choice["text"] = piece or ""
+        return {**head, "object": kind, "choices": [choice]}
+
+    yield from (chunk(p, None) for p in pieces)
+    yield chunk(None, finish)
+    if usage is not None:
+        yield {**head, "object": kind, "choices": [], "usage": usage}
+
+
+def main(argv: Sequence[str] | None = None) -> NoReturn:
+    """Serve until SIGTERM (exit 0); exit 1 with a message when the model file is
+    missing or empty."""
+    parser = argparse.ArgumentParser(prog="python -m lemoncore.echo_engine",
+                                     description=__doc__.split("\n\n")[0] if __doc__ else "")
+    parser.add_argument("--model", type=Path, required=True, help="a text file to answer with")
+    parser.add_argument("--alias", required=True, help="the model name answers report")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--ctx-size", type=int, default=4096)
+    args = parser.parse_args(argv)
+    try:
+        engine = Engine(args.model.read_text(encoding="utf-8").split(), args.alias,
+                        args.ctx_size)
+    except (OSError, ValueError) as exc:
+        print(f"echo_engine: cannot load model {args.model}: {exc}", file=sys.stderr)
+        raise SystemExit(1) from None
+    handler = type("Bound", (Handler,), {"engine": engine, "key": os.environ.get(KEY_ENV, "")})
+    server = ThreadingHTTPServer((args.host, args.port), handler)
+    server.daemon_threads = True
+
+    def stop(signum: int, frame: object) -> NoReturn:
+        raise SystemExit(0)
+
+    signal.signal(signal.SIGTERM, stop)
+    print(f"echo_engine: serving {args.alias} on http://{args.host}:{args.port}", flush=True)
+    try:
+        server.serve_forever()
+    finally:
+        server.server_close()
+    raise SystemExit(0)
+
+
+if __name__ == "__main__":
+    main()
