@@ -1,6 +1,6 @@
 """What every ``lemon`` command shares: the clock that startup time is measured from,
 turning parsed flags into :class:`~lemoncore.settings.Settings` and a built core, printing
-a result as JSON or as the command's own table, and the one-line download progress bar.
+a result as JSON or as the command's own table, and the download progress bar (rich).
 Nothing here imports a plugin or a backend until a command asks for the core.
 """
 
@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeAlias
@@ -16,6 +15,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 from lemoncore.settings import Settings
 
 if TYPE_CHECKING:
+    from rich.progress import TaskID
     Subparsers: TypeAlias = argparse._SubParsersAction[argparse.ArgumentParser]
     """What ``add_subparsers`` returns; each command module adds its parsers to it."""
 
@@ -55,13 +55,24 @@ def print_result(data: Any, as_json: bool, table: Callable[[], None]) -> None:
 
 
 def progress_bar(label: str) -> Callable[[int, int], None]:
-    """A one-line progress bar on stderr."""
+    """A download's progress on stderr, drawn by rich (a bar on a terminal, nothing live
+    when stderr is a pipe), fed ``(bytes_done, bytes_total)``. It starts with the first
+    call and ends when ``bytes_done`` reaches ``bytes_total``, or at exit."""
+    import atexit
+
+    from rich.console import Console
+    from rich.progress import DownloadColumn, Progress, TransferSpeedColumn
+
+    bar = Progress(*Progress.get_default_columns(), DownloadColumn(), TransferSpeedColumn(),
+                   console=Console(stderr=True))
+    task: list[TaskID] = []
+
     def show(done: int, total: int) -> None:
-        if total:
-            filled = int(30 * done / total)
-            bar = f"[{'#' * filled}{'.' * (30 - filled)}] {100 * done / total:5.1f}% "
-        else:
-            bar = ""
-        print(f"\r{label} {bar}{done / 1e6:.1f}/{total / 1e6:.1f} MB", end="",
-              file=sys.stderr, flush=True)
+        if not task:
+            bar.start()
+            atexit.register(bar.stop)  # a failed download leaves no hidden cursor
+            task.append(bar.add_task(label, total=total or None))
+        bar.update(task[0], completed=done, total=total or None)
+        if total and done >= total:
+            bar.stop()
     return show
