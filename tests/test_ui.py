@@ -249,6 +249,30 @@ def test_backends_show_the_fix(server: ServerProcess, browser: Any) -> None:
     screenshot(browser, "backends")
 
 
+def test_the_options_form_loads_with_the_recipes_options(server: ServerProcess,
+                                                         browser: Any) -> None:
+    """The form is generated from the recipe's declared request options (system-info):
+    a context size typed there is what the loaded server runs with."""
+    if LOCAL in loaded(server):
+        httpx.post(server.url + "/api/v1/unload", json={"model_name": LOCAL})
+    open_tab(browser, server, "models")
+    wait_for(lambda: "downloaded" in row_text(browser, LOCAL), 15, "the model's row")
+    click_in_row(browser, LOCAL, "Options…")
+    form = "document.querySelector('tr.options-row form')"
+    wait_for(lambda: js(browser, f"return !!{form}"), 10, "the options form")
+    names = js(browser, f"return [...{form}.querySelectorAll('[data-type]')].map(i => i.name)")
+    assert {"ctx_size", "llamacpp_args"} <= set(names)
+    assert js(browser, f"return {form}.querySelector('[name=ctx_size]').type") == "number"
+    js(browser, f"""const f = {form}; f.querySelector('[name=ctx_size]').value = '1024';
+        f.requestSubmit();""")
+    wait_for(lambda: LOCAL in loaded(server), 60, "the load")
+    health = httpx.get(server.url + "/api/v1/health").json()
+    [entry] = [m for m in health["all_models_loaded"] if m["model_name"] == LOCAL]
+    assert entry["recipe_options"]["ctx_size"] == 1024
+    assert entry["launch_command"][entry["launch_command"].index("--ctx-size") + 1] == "1024"
+    screenshot(browser, "options")
+
+
 def test_markdown_is_rendered_safely(server: ServerProcess, browser: Any) -> None:
     open_tab(browser, server, "chat")
     html = js(browser, "return window.lemonUI.renderMarkdown(arguments[0])",
