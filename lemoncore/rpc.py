@@ -74,6 +74,7 @@ __all__ = [
     "DEFAULT_PORT", "PROTOCOL", "RPC_SERVER_NAMES", "AddressError", "ProbeStatus",
     "WorkerAddress", "WorkerProbe", "bind_refusal", "find_rpc_server", "is_private",
     "parse_worker_address", "parse_workers", "probe_worker", "rpc_argument",
+    "tunnel_addresses",
 ]
 
 DEFAULT_PORT = 50052  # rpc-server.cpp rpc_server_params.port
@@ -89,16 +90,21 @@ CONN_CAPS_SIZE = 24
 HELLO_REQUEST = struct.pack("<BQ", RPC_CMD_HELLO, CONN_CAPS_SIZE) + bytes(CONN_CAPS_SIZE)
 HELLO_REPLY_SIZE = 4 + CONN_CAPS_SIZE
 
-#: Networks a worker may listen on without ``--allow-public``: RFC 1918, CGNAT
-#: 100.64.0.0/10 (Tailscale's tailnet addresses), IPv6 ULA fc00::/7 (Tailscale's
-#: fd7a:115c:a1e0::/48, most WireGuard setups) and link-local (169.254/16, fe80::/10):
-#: never routed off the link, so no more exposed than RFC 1918 on that link, and what a
-#: direct cable between two boxes (USB4/Thunderbolt networking) gets. Loopback is always
-#: fine. A WireGuard interface's own addresses are whatever its config says: they are
-#: judged as addresses (interfaces are not inspected); a public one needs --allow-public.
+#: Networks a worker may listen on without ``--allow-public``: RFC 1918, IPv6 ULA
+#: fc00::/7 (Tailscale's fd7a:115c:a1e0::/48, most WireGuard setups) and link-local
+#: (169.254/16, fe80::/10: never routed off the link, so no more exposed than RFC 1918 on
+#: that link, and what a direct cable between two boxes, USB4/Thunderbolt networking,
+#: gets). Loopback is always fine.
 PRIVATE_NETWORKS = tuple(ipaddress.ip_network(n) for n in (
-    "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "169.254.0.0/16",
-    "fc00::/7", "fe80::/10"))
+    "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "169.254.0.0/16", "fc00::/7",
+    "fe80::/10"))
+#: Carrier-grade NAT (RFC 6598): Tailscale gives its tailnet addresses from it, but ISPs
+#: put it on WAN links too, where their other customers reach it. Private only on a tunnel
+#: interface (:data:`TUNNEL_INTERFACES`).
+CGNAT = ipaddress.ip_network("100.64.0.0/10")
+#: Interface names of tunnels whose peers are the user's own machines: Tailscale
+#: (``tailscale0``; ``utun*`` on macOS) and WireGuard (``wg*``).
+TUNNEL_INTERFACES = ("tailscale", "wg", "utun")
 
 
 class AddressError(LemonError, ValueError):
@@ -177,22 +183,37 @@ def rpc_argument(workers: Iterable[WorkerAddress]) -> str:
     return ",".join(str(w) for w in workers)
 
 
-def is_private(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
-    """Loopback or in :data:`PRIVATE_NETWORKS` (IPv4-mapped IPv6 counts as its IPv4)."""
+def is_private(ip: ipaddress.IPv4Address | ipaddress.IPv6Address,
+               tunnels: Iterable[str] = ()) -> bool:
+    """Loopback, in :data:`PRIVATE_NETWORKS`, or a :data:`CGNAT` address among
+    ``tunnels`` (the addresses of this machine's tunnel interfaces); IPv4-mapped IPv6
+    counts as its IPv4."""
     if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
         ip = ip.ipv4_mapped
+    if ip.version == 4 and ip in CGNAT:
+        return str(ip) in set(tunnels)
     return ip.is_loopback or any(ip in net for net in PRIVATE_NETWORKS
                                  if net.version == ip.version)
 
 
-def bind_refusal(host: str, allow_public: bool) -> str | None:
+def tunnel_addresses() -> frozenset[str]:
+    """The addresses of this machine's Tailscale and WireGuard interfaces
+    (:data:`TUNNEL_INTERFACES`)."""
+    import psutil
+
+    return frozenset(a.address for name, addresses in psutil.net_if_addrs().items()
+                     if name.startswith(TUNNEL_INTERFACES) for a in addresses)
+
+
+def bind_refusal(host: str, allow_public: bool, tunnels: Iterable[str] = ()) -> str | None:
     """Why ``rpc-server`` must not listen on ``host``, or ``None`` when it may.
 
-    Loopback and private addresses (:data:`PRIVATE_NETWORKS`) are allowed; anything else
-    (a public address, 0.0.0.0 or ``::``, which include every interface, or a name, which
-    cannot be judged) only with ``allow_public``. rpc-server has no authentication and no
-    encryption: whoever reaches its port can run computations and read or write its
-    memory buffers.
+    Loopback and private addresses (:func:`is_private`; a CGNAT address only when it is
+    one of ``tunnels``, this machine's Tailscale or WireGuard addresses) are allowed;
+    anything else (a public address, 0.0.0.0 or ``::``, which include every interface, or
+    a name, which cannot be judged) only with ``allow_public``. rpc-server has no
+    authentication and no encryption: whoever reaches its port can run computations and
+    read or write its memory buffers.
     """
     if allow_public:
         return None
@@ -201,14 +222,18 @@ def bind_refusal(host: str, allow_public: bool) -> str | None:
     except ValueError:
         what = f"{host!r} is not an IP address, so whether it is private cannot be judged"
     else:
-        if is_private(ip) and not ip.is_unspecified:
+        if is_private(ip, tunnels) and not ip.is_unspecified:
             return None
         what = (f"{host} listens on every interface, public ones included"
-                if ip.is_unspecified else f"{host} is not a loopback or private address")
+                if ip.is_unspecified else
+                f"{host} is a carrier-grade NAT address (100.64.0.0/10) that is not on a "
+                "Tailscale or WireGuard interface here, so an ISP's other customers may "
+                "reach it" if ip.version == 4 and ip in CGNAT else
+                f"{host} is not a loopback or private address")
     return (f"refusing to bind rpc-server to {host}: {what}. rpc-server has no "
             "authentication and no encryption: anyone who can reach its port can use this "
             "machine's memory and compute. Bind it to a private address (10.x, 172.16-31.x, "
-            "192.168.x, a Tailscale 100.64-127.x or a WireGuard/VPN address) or to "
+            "192.168.x, this machine's Tailscale or WireGuard address) or to "
             "127.0.0.1 behind an SSH tunnel; pass --allow-public only if a firewall "
             "already limits who can connect.")
 
@@ -335,7 +360,7 @@ async def probe_worker(address: str | WorkerAddress, timeout: float = 2.0,  # no
         return WorkerProbe(name, "unreachable", error=(
             f"RPC worker {name} is unreachable: no TCP connection within {timeout:g} s; "
             "check that it runs ('lemon worker' there), the network and the firewall"))
-    if not reply and not ended:
+    if not ended and len(reply) < 8 + HELLO_REPLY_SIZE:  # nothing, or cut by the deadline
         return WorkerProbe(name, "no_answer", error=(
             f"RPC worker {name} accepted a connection but did not answer the RPC handshake "
             f"within {timeout:g} s: rpc-server serves one client at a time and another "

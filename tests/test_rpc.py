@@ -37,7 +37,8 @@ from lemoncore.testing import serve_directory
     ("172.16.5.4", False, True),
     ("172.32.0.1", False, False),  # just outside 172.16.0.0/12
     ("192.168.1.20", False, True),
-    ("100.101.102.103", False, True),  # Tailscale (CGNAT 100.64.0.0/10)
+    ("100.101.102.103", False, False),  # CGNAT (100.64.0.0/10) not on a tunnel: an ISP's
+    ("100.64.0.7", False, True),  # the same range on this machine's Tailscale interface
     ("100.128.0.1", False, False),  # just outside it
     ("169.254.10.1", False, True),  # link-local: a direct cable
     ("fd7a:115c:a1e0::1", False, True),  # ULA (Tailscale IPv6)
@@ -51,12 +52,14 @@ from lemoncore.testing import serve_directory
     ("0.0.0.0", True, True),
 ])
 def test_bind_refusal(host: str, allow_public: bool, allowed: bool) -> None:
-    refusal = bind_refusal(host, allow_public)
+    refusal = bind_refusal(host, allow_public, tunnels={"100.64.0.7"})
     assert (refusal is None) is allowed, refusal
     if refusal is not None:
         assert host in refusal
         assert "no authentication and no encryption" in refusal
         assert "--allow-public" in refusal
+    if host == "100.101.102.103":
+        assert "carrier-grade NAT" in str(refusal) and "Tailscale" in str(refusal)
 
 
 @pytest.mark.parametrize(("text", "expected"), [

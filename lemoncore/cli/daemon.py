@@ -36,11 +36,15 @@ def state_file(settings: Settings) -> Path:
 def read_state(settings: Settings) -> dict[str, Any] | None:
     """The recorded server on this port, or ``None`` (a record whose process is gone is
     removed)."""
+    import psutil
+
     path = state_file(settings)
     try:
         state: dict[str, Any] = json.loads(path.read_text())
-        os.kill(int(state["pid"]), 0)
+        alive = psutil.pid_exists(int(state["pid"]))
     except (OSError, ValueError, KeyError, TypeError):
+        alive = False
+    if not alive:
         path.unlink(missing_ok=True)
         return None
     return state
@@ -95,13 +99,13 @@ def detach(args: argparse.Namespace, argv: list[str]) -> int:
 
 def _stopped(pid: int, within: float) -> bool:
     """Send SIGTERM to ``pid`` and wait up to ``within`` seconds for it to exit."""
+    import psutil
+
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + within
     while time.monotonic() < deadline:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
+        if not psutil.pid_exists(pid):
             return True
         time.sleep(0.05)
     return False
@@ -124,6 +128,9 @@ def cmd_stop(args: argparse.Namespace) -> int:
             stopped["workers"].append(worker["endpoint"])
             if not args.json:
                 print(f"stopped the RPC worker {worker['endpoint']} (pid {worker['pid']})")
+        else:
+            print(f"the RPC worker {worker['endpoint']} (pid {worker['pid']}) is still "
+                  "stopping", file=sys.stderr)
     if state is not None:
         pid = int(state["pid"])
         if not _stopped(pid, settings.stop_grace + 15):

@@ -46,6 +46,7 @@ from lemoncore.rpc import (
     bind_refusal,
     find_rpc_server,
     probe_worker,
+    tunnel_addresses,
 )
 from lemoncore.supervisor import BackendProcess, StartError
 
@@ -138,18 +139,26 @@ def locate_rpc_server(explicit: str | None) -> Path:
         "PATH, or pass --bin PATH")
 
 
+def _port(text: str) -> int:
+    """A TCP port from 1 to 65535 (argparse reports a ValueError as a usage error)."""
+    port = int(text)
+    if not 0 < port < 65536:
+        raise ValueError(text)
+    return port
+
+
 def check_host(host: str, allow_public: bool) -> None:
     """Raise :class:`WorkerError` unless rpc-server can and may listen on ``host``: an
     IPv4 literal (``transport.cpp`` ``create_server`` uses ``inet_addr``) that
     :func:`~lemoncore.rpc.bind_refusal` allows."""
-    refusal = bind_refusal(host, allow_public)
-    if refusal is not None:
-        raise WorkerError(refusal)
     try:
         ipaddress.IPv4Address(host)
     except ValueError:
         raise WorkerError(f"rpc-server listens only on an IPv4 address, not {host!r}: "
                           "give this machine's address, e.g. --host 10.0.0.2") from None
+    refusal = bind_refusal(host, allow_public, tunnel_addresses())
+    if refusal is not None:
+        raise WorkerError(refusal)
 
 
 def check_port_free(host: str, port: int) -> None:
@@ -301,14 +310,18 @@ def read_worker_states(cache_dir: Path) -> list[dict[str, Any]]:
     ``last_exit``, ``last_error``, ``binary``, ``started`` (epoch seconds) and, while
     restarting, ``backoff_s`` and ``next_start_at``. A record whose process is gone is
     removed and not returned."""
+    import psutil
+
     states: list[dict[str, Any]] = []
     for path in sorted((cache_dir / "run").glob("worker-*.json")):
         try:
             state: dict[str, Any] = json.loads(path.read_text())
-            os.kill(int(state["pid"]), 0)
+            alive = psutil.pid_exists(int(state["pid"]))
         except FileNotFoundError:
             continue
         except (OSError, ValueError, KeyError, TypeError):
+            alive = False
+        if not alive:
             path.unlink(missing_ok=True)
             continue
         states.append(state)
@@ -414,7 +427,7 @@ def add_worker(sub: Any) -> None:
     p.add_argument("--host", default="127.0.0.1",
                    help="IPv4 address to listen on (default 127.0.0.1); a public one needs "
                         "--allow-public")
-    p.add_argument("--port", type=int, default=DEFAULT_PORT,
+    p.add_argument("--port", type=_port, default=DEFAULT_PORT,
                    help=f"port to listen on (default {DEFAULT_PORT})")
     p.add_argument("--device", help="comma-separated devices to serve (rpc-server -d; "
                                      "default: every GPU, else the CPU)")

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import datetime
 import json
-import os
 import subprocess
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -19,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import psutil
 
 from lemoncore import __version__
 from lemoncore.bench import SCENARIOS, Sample, Target, peak_memory, select, spread, stream_once
@@ -282,15 +282,7 @@ def measure(client: httpx.Client, url: str, target: Target, quick: bool
 
 
 def _gone(pids: Iterable[int]) -> dict[str, str]:
-    alive = []
-    for pid in sorted(pids):
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            continue
-        except PermissionError:
-            pass
-        alive.append(pid)
+    alive = [pid for pid in sorted(pids) if psutil.pid_exists(pid)]
     assert not alive, f"engine processes still running after the server stopped: {alive}"
     return {"engine pids": ", ".join(map(str, sorted(pids))) or "none"}
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+import psutil
 
 from lemoncore.supervisor import free_port
 
@@ -49,7 +50,8 @@ def running_elsewhere(cache_dir: Path) -> str:
     for state in sorted((cache_dir / "run").glob("serve-*.json")):
         try:
             data = json.loads(state.read_text())
-            os.kill(int(data["pid"]), 0)
+            if not psutil.pid_exists(int(data["pid"])):
+                continue
         except (OSError, ValueError, KeyError, TypeError):
             continue
         return str(data.get("url", f"pid {data.get('pid')}"))
