@@ -21,8 +21,10 @@ CPU, AMD, NVIDIA, NPU = (Device.CPU, False), (Device.GPU, True), (Device.GPU, Fa
 
 def resident(name: str, last_used: float = 0, *, on: tuple[Device, bool] = CPU,
              type_: ModelType = LLM, policy: SlotPolicy = STD, pinned: bool = False,
-             busy: bool = False, keep_alive: float = math.inf) -> Resident:
-    return Resident(name, type_, on[0], on[1], policy, pinned, busy, last_used, keep_alive)
+             busy: bool = False, keep_alive: float = math.inf, answered: bool = True
+             ) -> Resident:
+    return Resident(name, type_, on[0], on[1], policy, pinned, busy, last_used, keep_alive,
+                    answered=answered)
 
 
 def incoming(name: str = "new", *, on: tuple[Device, bool] = CPU, type_: ModelType = LLM,
@@ -125,6 +127,7 @@ def test_pinned_models_block_instead_of_being_evicted() -> None:
         ([resident("a", 10, keep_alive=5)], 14.9, [], 15),
         ([resident("a", 10, keep_alive=5)], 15, ["a"], 15),
         ([resident("a", 10, keep_alive=0)], 10, ["a"], 10),  # 0: as its last request ends
+        ([resident("a", 10, keep_alive=0, answered=False)], 99, [], None),  # not used yet
         ([resident("a", 10, keep_alive=5, busy=True)], 100, [], None),  # never while busy
         ([resident("a", 10, keep_alive=5, pinned=True)], 100, [], None),  # nor pinned
         ([resident("a", 10, keep_alive=5), resident("b", 0, keep_alive=30)], 16, ["a"], 15),

@@ -267,10 +267,10 @@ def _relay(core: Core, model: ModelInfo, answer: Exchange,
                     core.router.admission.cut_at_drain_deadline,
                     functools.partial(core.router.fleet.count_usage, model.name),
                     functools.partial(core.router.fleet.record_outcome, answer.server),
-                    framing, _suspects(answer.server.workers))
+                    framing, _worker_hint(answer.server.workers))
 
 
-def _suspects(workers: tuple[str, ...]) -> str:
+def _worker_hint(workers: tuple[str, ...]) -> str:
     """What a broken stream's error frame adds for a server on RPC workers: llama-server
     aborts when one drops, without saying which."""
     if not workers:

@@ -36,33 +36,43 @@ def _unloads(m: dict[str, Any]) -> str:
 
 
 def cmd_ps(args: argparse.Namespace) -> int:
+    """The server's loaded models, then this machine's RPC workers (``lemon worker``)."""
+    from lemoncore.cli.worker import describe, read_worker_states
+    from lemoncore.settings import Settings
+
     loaded = Remote.from_args(args).get("/api/v1/health")["all_models_loaded"]
 
     def table() -> None:
-        from rich.console import Console
-        from rich.table import Table
-
-        if not loaded:
+        if loaded:
+            _models_table(loaded)
+        else:
             print("no model is loaded")
-            return
-        grid = Table("MODEL", "BACKEND", "DEVICE", "STATUS", "IDLE", "UNLOADS", "PINNED",
-                     "PEAK MEMORY", "PID", box=None, pad_edge=False)
-        for m in loaded:
-            busy = f" ({m['in_flight']} running, {m['queued']} queued)" \
-                if m["in_flight"] or m["queued"] else ""
-            device = m["device"] + (f" + RPC {', '.join(m['rpc_workers'])}"
-                                    if m["rpc_workers"] else "")
-            grid.add_row(m["model_name"], f"{m['recipe']}:{m['backend']}", device,
-                         m["status"] + busy, _idle(m["idle_seconds"]), _unloads(m),
-                         "yes" if m["pinned"] else "",
-                         _mib(m["peak_memory_bytes"]), str(m["pid"] or "-"))
-        console = Console()
-        if not console.is_terminal:  # a pipe gets whole names, not a terminal's width
-            console = Console(width=500)
-        console.print(grid)
+        for worker in read_worker_states(Settings().cache_dir):  # lemon worker, here
+            print(describe(worker))
 
     print_result(loaded, args.json, table)
     return 0
+
+
+def _models_table(loaded: list[dict[str, Any]]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    grid = Table("MODEL", "BACKEND", "DEVICE", "STATUS", "IDLE", "UNLOADS", "PINNED",
+                 "PEAK MEMORY", "PID", box=None, pad_edge=False)
+    for m in loaded:
+        busy = f" ({m['in_flight']} running, {m['queued']} queued)" \
+            if m["in_flight"] or m["queued"] else ""
+        device = m["device"] + (f" + RPC {', '.join(m['rpc_workers'])}"
+                                if m["rpc_workers"] else "")
+        grid.add_row(m["model_name"], f"{m['recipe']}:{m['backend']}", device,
+                     m["status"] + busy, _idle(m["idle_seconds"]), _unloads(m),
+                     "yes" if m["pinned"] else "",
+                     _mib(m["peak_memory_bytes"]), str(m["pid"] or "-"))
+    console = Console()
+    if not console.is_terminal:  # a pipe gets whole names, not a terminal's width
+        console = Console(width=500)
+    console.print(grid)
 
 
 def cmd_load(args: argparse.Namespace) -> int:

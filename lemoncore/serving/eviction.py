@@ -19,7 +19,8 @@ Rules, in order:
    that needs a pinned server gone is refused.
 4. Idleness. A server idle (no request in flight or queued) for longer than its
    ``keep_alive`` is unloaded, unless it is pinned; ``keep_alive`` 0 unloads it as soon
-   as its last request ends, ``math.inf`` never.
+   as a request ends (a server loaded but not used yet waits for its first), ``math.inf``
+   never.
 """
 
 from __future__ import annotations
@@ -48,10 +49,12 @@ class Resident:
     last_used: float
     keep_alive: float = math.inf  # seconds idle before it is unloaded
     workers: tuple[str, ...] = ()  # RPC workers it holds (host:port)
+    answered: bool = True  # it has served a request since it was loaded
 
     def idle_until(self) -> float | None:
         """When it is unloaded for idleness (``last_used``'s clock), if it ever is."""
-        if self.pinned or self.busy or math.isinf(self.keep_alive):
+        if self.pinned or self.busy or math.isinf(self.keep_alive) or \
+                (self.keep_alive == 0 and not self.answered):
             return None
         return self.last_used + self.keep_alive
 

@@ -62,13 +62,14 @@ class LoadedServer:
     last_used: float = field(default_factory=time.monotonic)
     keep_alive: float = math.inf  # idle seconds before it is unloaded
     workers: tuple[str, ...] = ()  # the RPC workers it placed layers on
+    answered: bool = False  # a request has ended since it was loaded
     drained: anyio.Event = field(default_factory=anyio.Event)
     gate: anyio.Semaphore | None = None  # the backend's max_concurrency, when it has one
 
     def resident(self) -> Resident:
         return Resident(self.model.name, self.model.model_type, self.device, self.is_amd_gpu,
                         self.policy, self.pinned, self.in_flight > 0, self.last_used,
-                        self.keep_alive, self.workers)
+                        self.keep_alive, self.workers, self.answered)
 
     def as_health(self) -> dict[str, Any]:
         return {"model_name": self.model.name, "checkpoint": self.model.checkpoint,

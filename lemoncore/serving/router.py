@@ -148,12 +148,13 @@ class Router:
             server = await self.load(name, explicit=False, hold=True)
         else:
             self.admission.hold(server)
-        if keep_alive is not None:
-            server.keep_alive = keep_alive
         try:
             async with self.admission.turn(server):
+                if keep_alive is not None:  # a request refused for a full queue changes nothing
+                    server.keep_alive = keep_alive
                 yield server
         finally:
+            server.answered = True
             self.admission.release(server)
             self._idle_changed.set()
 
@@ -242,8 +243,10 @@ class Router:
                 self.plugins.preflight, found.recipe, found.backend.backend, found.model,
                 model_path, found.config, self.host)):
             raise LaunchRefused(refusal)  # a download just arrived: checked before evicting
-        await self._check_workers(found)  # before evicting anything
-        await self.fleet.carry_out(found.decision)
+        held = {w for s in self.servers.values() for w in s.workers}
+        await self._require_workers(found, [w for w in found.workers if w not in held])
+        await self.fleet.carry_out(found.decision)  # frees the workers loaded servers held
+        await self._require_workers(found, [w for w in found.workers if w in held])
         assert status.install_dir is not None and self._tg is not None
         try:
             server = await self.launcher.start(found, status.install_dir, model_path, pinned,
@@ -252,8 +255,8 @@ class Router:
             retry = after_failed_start([s.resident() for s in self.servers.values()],
                                        Incoming(found.model.name, found.model.model_type,
                                                 found.device, found.is_amd_gpu, found.policy))
-            if not exc.retryable or not retry.evict:
-                raise
+            if not exc.retryable or not retry.evict or found.workers:
+                raise  # (a worker that failed is not a want of local memory)
             log.warning("load failed; evicting every other model and retrying once",
                         model=found.model.name, error=str(exc).splitlines()[0])
             await self.fleet.carry_out(retry)
@@ -261,21 +264,19 @@ class Router:
                                                self._tg)
         return server
 
-    async def _check_workers(self, found: LoadPlan) -> None:
-        """Refuse the load (503, ``Retry-After``), naming each worker, when an RPC worker it
-        needs does not answer the RPC handshake. A worker a loaded server holds is not
-        probed: it is in use (it serves one client at a time), and the plan evicts that
-        server (``worker_busy``)."""
-        held = {w for s in self.servers.values() for w in s.workers}
+    async def _require_workers(self, found: LoadPlan, workers: list[str]) -> None:
+        """Refuse the load (503, ``Retry-After``), naming each, when one of ``workers`` does
+        not answer the RPC handshake. Free workers are probed before any eviction; one a
+        loaded server holds only once the plan's ``worker_busy`` eviction has freed it (it
+        serves one client at a time: a probe would wait out its timeout)."""
         probes: list[WorkerProbe] = []
 
         async def probe(worker: str) -> None:
             probes.append(await probe_worker(worker, WORKER_PROBE_TIMEOUT))
 
         async with anyio.create_task_group() as tg:
-            for worker in found.workers:
-                if worker not in held:
-                    tg.start_soon(probe, worker)
+            for worker in workers:
+                tg.start_soon(probe, worker)
         if failed := [p.error for p in probes if not p.ok]:
             raise RouterError(f"cannot load {found.model.name!r}: {'; '.join(map(str, failed))}",
                               503, "server_error", "worker_unavailable", retry_after=5)
@@ -292,7 +293,10 @@ class Router:
                     due = idle([s.resident() for s in self.servers.values()],
                                time.monotonic()).evict
                     if due and (server := self.servers.get(due[0].name)) is not None:
-                        await self.fleet.evict(server, due[0])
+                        try:
+                            await self.fleet.evict(server, due[0])
+                        except Exception:  # it is out of service already: log, go on
+                            log.exception("idle unload failed", model=server.model.name)
                 continue
             until = next_idle(residents)
             with anyio.move_on_after(math.inf if until is None

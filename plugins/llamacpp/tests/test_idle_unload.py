@@ -99,6 +99,14 @@ def test_a_request_and_a_load_set_keep_alive(idle_server: ServerProcess) -> None
                                  idle_server.url], capture_output=True, text=True, timeout=60)
             assert re.search(r"UNLOADS.*\n.*\bin \d+ s\b", ps.stdout), ps.stdout + ps.stderr
     wait_unloaded(idle_server, "c", 4)
+    # keep_alive 0 on a load: kept until its next answer, then unloaded
+    answer = httpx.post(idle_server.url + "/api/v1/load",
+                        json={"model_name": "c", "keep_alive": 0})
+    assert answer.status_code == 200, answer.text
+    time.sleep(1)
+    assert "c" in loaded(idle_server)
+    chat(idle_server, "c")
+    assert wait_unloaded(idle_server, "c", 3) < 1.5
     bad = httpx.post(idle_server.api + "/chat/completions", json={
         "model": "c", "keep_alive": "soon", "messages": [{"role": "user", "content": "Hi"}]})
     assert bad.status_code == 400 and bad.json()["error"]["param"] == "keep_alive"

@@ -341,9 +341,12 @@ def test_a_model_split_over_two_workers(cluster: Cluster) -> None:
         assert f"RPC{index}    : {worker}" in log
         assert re.search(rf"load_tensors: RPC\d\[{re.escape(worker)}\] model buffer size "
                          r"= +[\d.]+ MiB", log)
+    here = cluster.workers[0].cache_dir  # lemon ps lists this machine's workers too
     ps = subprocess.run([sys.executable, "-m", "lemoncore.cli", "ps", "--server",
-                         cluster.head.url], capture_output=True, text=True, timeout=60)
+                         cluster.head.url], capture_output=True, text=True, timeout=60,
+                        env={**os.environ, "LEMON_CACHE_DIR": str(here)})
     assert f"cpu + RPC {one}, {two}" in ps.stdout, ps.stdout + ps.stderr
+    assert f"worker {one} ready (rpc-server v7.0.0" in ps.stdout
 
 
 def test_models_needing_the_same_worker_take_turns(cluster: Cluster) -> None:
@@ -399,3 +402,18 @@ def test_a_worker_killed_mid_stream(cluster: Cluster) -> None:
     assert again.status_code == 200, again.text
     assert not _alive(head_engine) and not _alive(killed)  # no orphan on either side
 
+
+
+def test_a_worker_gone_while_a_loaded_model_held_it(cluster: Cluster) -> None:
+    """The holder's llama-server has not noticed (it is idle); the load that needs the
+    worker evicts the holder (worker_busy), finds the worker gone, and refuses, naming
+    it, without the evict-everything retry of a failed start."""
+    assert chat(cluster.head, "local").status_code == 200
+    assert chat(cluster.head, "split").status_code == 200
+    first = cluster.workers[0]
+    first.proc.send_signal(signal.SIGTERM)  # lemon worker stops, its rpc-server with it
+    assert first.proc.wait(timeout=30) == 0
+    solo = chat(cluster.head, "solo")
+    assert solo.status_code == 503 and solo.headers["retry-after"] == "5"
+    assert f"RPC worker 127.0.0.1:{first.port} is unreachable" in solo.json()["error"]["message"]
+    assert "local" in cluster.loaded()  # no evict-everything retry
