@@ -18,7 +18,14 @@ import pytest
 from lemoncore.cli.validate import add_validate, cmd_validate
 from lemoncore.settings import Settings
 from lemoncore.tiers import evidence_from_report
-from lemoncore.validation.report import CheckResult, Report, from_json, redact, to_markdown
+from lemoncore.validation.report import (
+    CheckResult,
+    Report,
+    from_json,
+    redact,
+    to_json,
+    to_markdown,
+)
 from lemoncore.validation.run import Run, choose_model
 
 sys.path.insert(0, str(Path(__file__).parent))  # pytest's importlib mode adds no test dirs
@@ -56,6 +63,14 @@ def test_redaction_hides_the_home_directory_and_secrets() -> None:
     assert "/home/ada" not in out and "~/.cache/lemoncore/x.gguf" in out
     for secret in ("abc.def", "s3cret", "k1", "hf_abcdefghijklmnopqrstuvwx", "mykey"):
         assert secret not in out
+
+
+def test_a_windows_home_is_redacted_in_the_json_report() -> None:
+    report = a_report()
+    report.checks[0].output = r"model at C:\Users\ada\models\m.gguf"
+    text = to_json(report, r"C:\Users\ada")
+    assert "ada" not in text and json.loads(text)["checks"][0]["output"] == \
+        r"model at ~\models\m.gguf"
 
 
 def a_report(standin: str = "", failed: bool = False) -> Report:

@@ -100,8 +100,20 @@ def redact(text: str, home: str, secrets: Iterable[str] = ()) -> str:
 
 
 def to_json(report: Report, home: str, secrets: Iterable[str] = ()) -> str:
-    """The report as JSON, redacted."""
-    return redact(json.dumps(report.as_dict(), indent=2), home, secrets)
+    """The report as JSON, each string redacted before it is encoded (JSON escapes a
+    Windows home's backslashes)."""
+    kept = list(secrets)
+
+    def clean(value: Any) -> Any:
+        if isinstance(value, str):
+            return redact(value, home, kept)
+        if isinstance(value, dict):
+            return {clean(k): clean(v) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return [clean(v) for v in value]
+        return value
+
+    return json.dumps(clean(report.as_dict()), indent=2)
 
 
 def to_markdown(report: Report, home: str, secrets: Iterable[str] = ()) -> str:
