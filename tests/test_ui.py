@@ -9,8 +9,10 @@ Screenshots of each page go to ``tests/results/ui/``.
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import json
+import sys
 import time
 from collections.abc import Callable, Iterator
 from importlib.metadata import entry_points
@@ -25,6 +27,7 @@ from lemoncore.testing import (
     browser_missing,
     chromium,
     running_server,
+    serve_directory,
     serve_hub,
 )
 
@@ -281,6 +284,48 @@ def test_markdown_is_rendered_safely(server: ServerProcess, browser: Any) -> Non
     assert "<strong>bold</strong>" in html
     assert "<img" not in html and "<script" not in html and 'href="javascript' not in html
     assert '"onmouseover' not in html  # the quote stays escaped inside the attribute
+
+
+def test_an_experimental_install_asks_for_consent(tmp_path: Path, browser: Any) -> None:
+    """The test backend made experimental, installed by downloading a pinned file: Cancel
+    in the consent dialog installs nothing; consenting installs it (with consent, the
+    core refuses a first install without it: 403)."""
+    sys.path.insert(0, str(Path(__file__).parent))  # importlib mode adds no test dirs
+    from tinyplugin import SCRIPT
+
+    (tmp_path / "www").mkdir()
+    engine = b"a pinned engine download " * 4000
+    (tmp_path / "www" / "engine.bin").write_bytes(engine)
+    row = "document.querySelector(`#backend-rows tr[data-backend='tiny:cpu']`)"
+    with serve_directory(tmp_path / "www") as www, running_server(
+            tmp_path / "lemon", command=(str(SCRIPT), "--experimental", f"{www}/engine.bin",
+                                         hashlib.sha256(engine).hexdigest())) as s:
+        def state() -> str:
+            info = httpx.get(s.url + "/api/v1/system-info").json()
+            return str(info["recipes"]["tiny"]["backends"]["cpu"]["state"])
+
+        browser.get(s.url + "/ui/#backends")
+        wait_for(lambda: js(browser, f"return {row}?.innerText.includes('experimental')"),
+                 15, "the experimental backend's row")
+
+        def install(answer: str) -> None:
+            js(browser, f"[...{row}.querySelectorAll('button')]"
+                        ".find(b => b.textContent === 'Install').click()")
+            wait_for(lambda: js(browser, "return document.querySelector('#consent-dialog')"
+                                ".open"), 10, "the consent dialog")
+            assert js(browser, "return document.querySelector('#consent-name')"
+                               ".textContent") == "tiny:cpu"
+            screenshot(browser, "consent")
+            js(browser, "document.querySelector(`#consent-dialog button[value='${"
+                        "arguments[0]}']`).click()", answer)
+
+        install("cancel")
+        time.sleep(0.5)
+        assert state() == "installable"
+        install("ok")
+        wait_for(lambda: state() == "installed", 30, "the install")
+        wait_for(lambda: js(browser, f"return {row}?.innerText.includes('installed')"),
+                 15, "the row to say installed")
 
 
 def test_a_key_is_asked_for_and_kept_in_memory_only(tmp_path: Path, browser: Any) -> None:

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from lemoncore import Settings, hookimpl
-from lemoncore.launch import InstallPlan, LaunchContext, LaunchSpec
+from lemoncore.launch import Artifact, InstallPlan, LaunchContext, LaunchSpec
 from lemoncore.recipes import (
     ArgFlag,
     Backend,
@@ -31,6 +31,7 @@ from lemoncore.recipes import (
     OptionSpec,
     Recipe,
     SupportRow,
+    Tier,
 )
 
 SCRIPT = Path(__file__)
@@ -56,10 +57,12 @@ class TinyPlugin:
     def __init__(self, weights: Path, registry: Path, engine_name: str | None = None) -> None:
         self.weights, self.registry = weights, registry
         self.engine_name = engine_name  # what the engine calls its model: default its name
+        self.recipe = RECIPE
+        self.download: Artifact | None = None  # installed by download, else located
 
     @hookimpl
     def register_recipes(self) -> Sequence[Recipe]:
-        return [RECIPE]
+        return [self.recipe]
 
     @hookimpl
     def register_models(self) -> Sequence[ModelInfo]:
@@ -67,6 +70,8 @@ class TinyPlugin:
 
     @hookimpl
     def install(self) -> InstallPlan:  # owner hooks: asked only about the tiny recipe
+        if self.download is not None:
+            return InstallPlan("1", artifacts=(self.download,))
         return InstallPlan("1", location=TINY.parent)
 
     @hookimpl
@@ -93,8 +98,15 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--engine-name", help="the name the engine reports for its model")
+    parser.add_argument("--experimental", nargs=2, metavar=("URL", "SHA256"),
+                        help="its backend is experimental and installs by downloading URL "
+                        "(so a first install needs consent)")
     args = parser.parse_args()
     settings = Settings(port=args.port, plugins_allow="")
     plugin = tiny_plugin(settings.cache_dir)
     plugin.engine_name = args.engine_name
+    if args.experimental:
+        plugin.recipe = RECIPE.model_copy(update={"backends": tuple(
+            b.model_copy(update={"tier": Tier.EXPERIMENTAL}) for b in RECIPE.backends)})
+        plugin.download = Artifact(*args.experimental, extract=False, provenance="test")
     serve_app(create_app(settings, plugins={"tiny": plugin}))
