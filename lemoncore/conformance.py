@@ -17,7 +17,9 @@ The suite checks what clients and lemoncore rely on: OpenAI shapes for chat and
 completions (streaming and not), the served model's name in every answer, usage
 arithmetic, ``include_usage``, OpenAI-shaped
 errors, readiness (lemoncore reports a model ready only when its engine answers health),
-a clean shutdown within the grace period, every endpoint the backend declares (and
+a clean shutdown within the grace period, a declared number option's bounds enforced
+(400 naming it), a new engine after the old one crashed, every endpoint the backend
+declares (and
 Anthropic's and the Responses API, translated for a chat-only engine) answering, a
 device and policy consistent with the backend's declared support rows, and owner
 dispatch (a backend another plugin adds to your recipe is answered by that plugin, never
@@ -58,6 +60,7 @@ from lemoncore.recipes import (
     BackendContribution,
     DeviceKind,
     ModelInfo,
+    OptionScope,
     Recipe,
     SupportRow,
 )
@@ -336,6 +339,60 @@ class BackendConformance:
         assert time.monotonic() - started <= conformance_target.stop_grace + 1
         assert not (pid and psutil.pid_exists(pid)), \
             f"the engine (pid {pid}) still runs after the unload"
+
+
+    def test_a_declared_option_out_of_bounds_is_refused(
+        self, conformance_target: ConformanceTarget
+    ) -> None:
+        """A load with a bounded number option the backend declares set past its maximum
+        answers 400 naming the option, before anything starts: what users may set is what
+        the plugin declares, typed and bounded."""
+        target, url = conformance_target, conformance_target.server.url
+        recipe_name, backend_name = target.backend.split(":")
+        recipe = load_plugins(target.plugins_allow, (), target.plugins).registry.recipes[
+            recipe_name]
+        backend = recipe.backend(backend_name)
+        assert backend is not None
+        option = next((o for o in (*recipe.options, *backend.options)
+                       if o.scope is OptionScope.REQUEST and o.type in {"int", "float"}
+                       and o.maximum is not None), None)
+        if option is None:
+            _skip(f"{target.backend} declares no bounded number option")
+            return
+        too_big = option.maximum + 1 if option.maximum is not None else 0
+        answer = httpx.post(url + "/api/v1/load", timeout=120, json={
+            "model_name": target.model, "backend": backend_name,
+            option.name: int(too_big) if option.type == "int" else too_big})
+        _error_shaped(answer, 400)
+        assert option.name in answer.json()["error"]["message"], (
+            f"the refusal should name the option {option.name!r}: {answer.text}")
+
+    def test_a_crashed_engine_is_loaded_again(self, conformance_target: ConformanceTarget
+                                              ) -> None:
+        """Kill the engine: the model is unloaded, and the next request starts a new
+        engine and answers (an engine that cannot start twice, on a port or a file it
+        left behind, fails here)."""
+        target, url = conformance_target, conformance_target.server.url
+        httpx.post(url + "/api/v1/load", json={"model_name": target.model},
+                   timeout=120).raise_for_status()
+
+        def engine() -> int | None:
+            return next((m["pid"] for m in httpx.get(url + "/api/v1/health").json()[
+                "all_models_loaded"] if m["model_name"] == target.model), None)
+
+        pid = engine()
+        if not pid:
+            _skip("the engine runs in no process of its own that lemoncore reports")
+            return
+        psutil.Process(pid).kill()
+        deadline = time.monotonic() + 15
+        while engine() == pid:
+            assert time.monotonic() < deadline, "the crashed engine is still listed loaded"
+            time.sleep(0.1)
+        answer = self._chat(target)
+        assert answer.status_code == 200, (
+            f"after a crash the next request should load the model again: {answer.text}")
+        assert engine() not in (None, pid)
 
 
 # Checks of the plugin's code rather than of this machine: the plugin's CI runs them.
