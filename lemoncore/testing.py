@@ -27,7 +27,6 @@ import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -36,6 +35,7 @@ import httpx
 import pytest
 
 from lemoncore.supervisor import free_port
+from lemoncore.validation.server import ServerProcess as ServerProcess  # re-exported
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
@@ -44,21 +44,6 @@ if TYPE_CHECKING:
     from lemoncore.settings import Settings
 
 
-@dataclass
-class ServerProcess:
-    """A running ``lemon serve`` (:func:`running_server`): its base URL, the process and
-    its log file (:meth:`log` reads it, for assertion messages)."""
-
-    url: str
-    process: subprocess.Popen[bytes]
-    log_file: Path
-
-    @property
-    def api(self) -> str:
-        return self.url + "/v1"
-
-    def log(self) -> str:
-        return self.log_file.read_text(errors="replace")
 
 
 @contextmanager

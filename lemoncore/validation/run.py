@@ -31,7 +31,7 @@ from lemoncore.settings import Settings
 from lemoncore.validation import host as host_facts
 from lemoncore.validation.kit import run_check, run_field_check
 from lemoncore.validation.report import Report
-from lemoncore.validation.server import SERVE, Served, running_elsewhere, serving, stop
+from lemoncore.validation.server import SERVE, ServerProcess, running_elsewhere, serving, stop
 
 NON_CHAT = {"embeddings", "embedding", "reranking", "transcription", "image", "tts"}
 Ask = Callable[[str], bool]
@@ -121,7 +121,7 @@ def _error(response: httpx.Response) -> str:
 
 
 class _Validation:
-    def __init__(self, options: Options, run: Run, server: Served) -> None:
+    def __init__(self, options: Options, run: Run, server: ServerProcess) -> None:
         self.options, self.run, self.server = options, run, server
         self.recipe, _, self.name = options.backend.partition(":")
         self.client = httpx.Client(timeout=600, headers=_headers(run.settings))

@@ -31,7 +31,10 @@ SERVE = ("-m", "lemoncore.cli", "serve")
 
 
 @dataclass
-class Served:
+class ServerProcess:
+    """A running ``lemon serve``: its base URL, the process and its log file (:meth:`log`
+    reads it, for messages)."""
+
     url: str
     process: subprocess.Popen[bytes]
     log_file: Path
@@ -61,7 +64,7 @@ def running_elsewhere(cache_dir: Path) -> str:
 @contextmanager
 def serving(log_file: Path, command: tuple[str, ...] = SERVE,
             env: Mapping[str, str] | None = None, ready_within: float = 60.0
-            ) -> Iterator[Served]:
+            ) -> Iterator[ServerProcess]:
     """Run the server until the block ends (leaving stops it with SIGTERM and waits);
     ``RuntimeError`` with its log when it never answers ``/live``."""
     port = free_port()
@@ -70,7 +73,7 @@ def serving(log_file: Path, command: tuple[str, ...] = SERVE,
         process = subprocess.Popen([sys.executable, *command, "--port", str(port)],
                                    env={**os.environ, "LEMON_HOST": "127.0.0.1", **(env or {})},
                                    stdout=out, stderr=subprocess.STDOUT)
-    server = Served(f"http://127.0.0.1:{port}", process, log_file)
+    server = ServerProcess(f"http://127.0.0.1:{port}", process, log_file)
     try:
         deadline = time.monotonic() + ready_within
         while True:
@@ -87,7 +90,7 @@ def serving(log_file: Path, command: tuple[str, ...] = SERVE,
         stop(server)
 
 
-def stop(server: Served, within: float = 30.0) -> int | None:
+def stop(server: ServerProcess, within: float = 30.0) -> int | None:
     """SIGTERM, then wait; SIGKILL after ``within`` seconds. The exit status (``None``
     when it had to be killed)."""
     if server.process.poll() is not None:
