@@ -99,7 +99,7 @@ def test_cli_install_shows_progress_and_ends_verified(tmp_path: Path,
     lemon = [sys.executable, "-m", "lemoncore.cli", "backends"]
     result = subprocess.run([*lemon, "install", "llamacpp:cpu"], env=env, capture_output=True,
                             text=True, check=True)
-    assert "[##############################] 100.0%" in result.stderr
+    assert "llamacpp:cpu" in result.stderr and "100%" in result.stderr  # rich's bar, done
     assert f"installed test-1 in {tmp_path / 'bin/llamacpp/cpu'}; verified SHA-256 " \
         f"{mirror[1][:12]}" in result.stderr
     listing = json.loads(subprocess.run([*lemon, "--json"], env=env, capture_output=True,

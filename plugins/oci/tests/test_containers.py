@@ -252,8 +252,8 @@ async def test_install_by_digest_then_chat_over_the_socket_without_network(
                      "--init", "--security-opt=no-new-privileges",
                      "--http-proxy=false" if tool.kind == "podman" else "HTTPS_PROXY="):
             assert flag in argv
-        assert argv[argv.index("llama-server") + 3:][:2] == ["--host",
-                                                              "/run/lemon/engine.sock"]
+        assert argv[argv.index("llama-server") + 3:][:4] == [  # answers name the served model
+            "--alias", server["model_name"], "--host", "/run/lemon/engine.sock"]
         interfaces = Path(f"/proc/{server['pid']}/net/dev").read_text().splitlines()[2:]
         assert [line.split(":")[0].strip() for line in interfaces] == ["lo"]
         name = argv[argv.index("--name") + 1]
