@@ -40,6 +40,7 @@ log = structlog.get_logger("lemoncore.serving.router")
 
 WORKER_PROBE_TIMEOUT = 2.0  # seconds for an RPC worker's TCP connect and handshake
 
+
 class RouterError(LemonError):
     """A model cannot be found, loaded or unloaded."""
 
