@@ -191,15 +191,20 @@ def _anchor(fn: Callable[..., Any]) -> str:
     return re.sub(r"[^\w\- ]", "", _heading(fn).lower()).replace(" ", "-")
 
 
+def write_page(page: Callable[[], str], command: str,
+               argv: Sequence[str] | None = None) -> int:
+    """A generated page's command line: no arguments, the page on standard output."""
+    if list(sys.argv[1:] if argv is None else argv):
+        print(f"usage: {command}", file=sys.stderr)
+        return 2
+    sys.stdout.write(page())
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Write the reference to standard output: ``python -m lemoncore.hookdoc >
     docs/hooks.md``."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    if args:
-        print(f"usage: {COMMAND}", file=sys.stderr)
-        return 2
-    sys.stdout.write(render())
-    return 0
+    return write_page(render, COMMAND, argv)
 
 
 if __name__ == "__main__":

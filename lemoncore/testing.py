@@ -20,11 +20,7 @@ import functools
 import hashlib
 import os
 import re
-import signal
-import subprocess
-import sys
 import threading
-import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, SimpleHTTPRequestHandler, ThreadingHTTPServer
@@ -34,8 +30,8 @@ from typing import TYPE_CHECKING, Any
 import httpx
 import pytest
 
-from lemoncore.supervisor import free_port
 from lemoncore.validation.server import ServerProcess as ServerProcess  # re-exported
+from lemoncore.validation.server import serving
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
@@ -56,35 +52,11 @@ def running_server(cache_dir: Path, env: Mapping[str, str] | None = None,
     ``command`` (Python's arguments, before ``--port N`` and ``args``) runs another server
     instead, such as a script serving an app with in-process plugins.
     """
-    port = free_port()
-    log_file = cache_dir / "server.log"
     cache_dir.mkdir(parents=True, exist_ok=True)
-    full_env = {**os.environ, "LEMON_CACHE_DIR": str(cache_dir),
+    full_env = {"LEMON_CACHE_DIR": str(cache_dir),
                 "LEMON_CONFIG_FILE": str(cache_dir / "config.toml"), **(env or {})}
-    with log_file.open("wb") as out:
-        process = subprocess.Popen(
-            [sys.executable, *command, "--port", str(port), *args],
-            env=full_env, stdout=out, stderr=subprocess.STDOUT)
-    server = ServerProcess(f"http://127.0.0.1:{port}", process, log_file)
-    try:
-        deadline = time.monotonic() + ready_within
-        while True:
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"lemon serve did not start:\n{server.log()}")
-            try:
-                if httpx.get(server.url + "/live", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                time.sleep(0.02)
+    with serving(cache_dir / "server.log", command, full_env, ready_within, args) as server:
         yield server
-    finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
 
 
 CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")

@@ -21,13 +21,12 @@ import importlib
 import inspect
 import io
 import re
-import sys
 import tokenize
 from collections.abc import Iterator, Sequence
 from pathlib import PurePath
 from typing import Any
 
-from lemoncore.hookdoc import inline, to_markdown
+from lemoncore.hookdoc import inline, to_markdown, write_page
 
 COMMAND = "python -m lemoncore.typedoc > docs/reference.md"
 HEADER = (f"<!-- Generated from the types' docstrings by `{COMMAND}`; edit the "
@@ -261,11 +260,7 @@ def render(types: Sequence[tuple[str, Sequence[str]]] = TYPES) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     """Write the reference to standard output: ``python -m lemoncore.typedoc >
     docs/reference.md``."""
-    if list(sys.argv[1:] if argv is None else argv):
-        print(f"usage: {COMMAND}", file=sys.stderr)
-        return 2
-    sys.stdout.write(render())
-    return 0
+    return write_page(render, COMMAND, argv)
 
 
 if __name__ == "__main__":

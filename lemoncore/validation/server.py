@@ -63,14 +63,15 @@ def running_elsewhere(cache_dir: Path) -> str:
 
 @contextmanager
 def serving(log_file: Path, command: tuple[str, ...] = SERVE,
-            env: Mapping[str, str] | None = None, ready_within: float = 60.0
-            ) -> Iterator[ServerProcess]:
-    """Run the server until the block ends (leaving stops it with SIGTERM and waits);
-    ``RuntimeError`` with its log when it never answers ``/live``."""
+            env: Mapping[str, str] | None = None, ready_within: float = 60.0,
+            args: tuple[str, ...] = ()) -> Iterator[ServerProcess]:
+    """Run the server (``python COMMAND --port N ARGS``) on loopback until the block ends
+    (leaving stops it with SIGTERM and waits); ``RuntimeError`` with its log when it never
+    answers ``/live``."""
     port = free_port()
     log_file.parent.mkdir(parents=True, exist_ok=True)
     with log_file.open("wb") as out:
-        process = subprocess.Popen([sys.executable, *command, "--port", str(port)],
+        process = subprocess.Popen([sys.executable, *command, "--port", str(port), *args],
                                    env={**os.environ, "LEMON_HOST": "127.0.0.1", **(env or {})},
                                    stdout=out, stderr=subprocess.STDOUT)
     server = ServerProcess(f"http://127.0.0.1:{port}", process, log_file)
@@ -78,8 +79,7 @@ def serving(log_file: Path, command: tuple[str, ...] = SERVE,
         deadline = time.monotonic() + ready_within
         while True:
             if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"the validation's server did not start:\n"
-                                   f"{server.log()[-4000:]}")
+                raise RuntimeError(f"the server did not start:\n{server.log()[-4000:]}")
             try:
                 if httpx.get(server.url + "/live", timeout=1).status_code == 200:
                     break
