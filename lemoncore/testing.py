@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 import pytest
 
+from lemoncore.supervisor import free_port as free_port  # re-exported
 from lemoncore.validation.server import ServerProcess as ServerProcess  # re-exported
 from lemoncore.validation.server import serving
 
