@@ -21,6 +21,11 @@ class LemonError(Exception):
     status: int = 500
     type: str = "server_error"
     code: str | None = None
+    #: ``False``: sending the same request again soon cannot succeed (an engine that dies
+    #: of SIGILL): answered with ``x-should-retry: false``, the header the openai and
+    #: anthropic clients obey before their automatic retries (``_base_client.py``
+    #: ``_should_retry``).
+    should_retry: bool | None = None
 
     def __init__(self, message: str, status: int | None = None, type_: str | None = None,
                  code: str | None = None, param: str | None = None,
@@ -38,9 +43,11 @@ class LemonError(Exception):
 
     @property
     def headers(self) -> dict[str, str] | None:
-        if self.retry_after is None:
-            return None
-        return {"Retry-After": str(max(1, math.ceil(self.retry_after)))}
+        headers = {} if self.retry_after is None else \
+            {"Retry-After": str(max(1, math.ceil(self.retry_after)))}
+        if self.should_retry is not None:
+            headers["x-should-retry"] = "true" if self.should_retry else "false"
+        return headers or None
 
     def body(self) -> dict[str, Any]:
         return error_body(str(self), self.type, self.code, self.param)

@@ -8,6 +8,7 @@ import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from lemoncore.cpus import cpu_features
 from lemoncore.gpus import amd_family, is_integrated, vendor
 from lemoncore.recipes import DeviceKind, SupportRow
 
@@ -34,10 +35,13 @@ class HostDevice:
 
 @dataclass(frozen=True)
 class HostInfo:
-    """The operating system (``linux``/``windows``/``darwin``) and the devices present."""
+    """The operating system (``linux``/``windows``/``darwin``), the devices present and
+    the CPU's instruction-set extensions (:func:`lemoncore.cpus.cpu_features`; ``None``:
+    unknown, so nothing is ruled out on their account)."""
 
     os: str
     devices: tuple[HostDevice, ...] = field(default_factory=tuple)
+    cpu_features: frozenset[str] | None = None
 
     def has(self, kind: DeviceKind, families: frozenset[str] = frozenset()) -> bool:
         return any(
@@ -53,14 +57,14 @@ def current_os() -> str:
 
 
 def detect_host(sysfs: Path = Path("/sys")) -> HostInfo:
-    """Detect the CPU and GPUs: PCI devices and KFD gfx targets on Linux, the video
-    controllers' names on Windows."""
+    """Detect the CPU (its name and instruction-set extensions) and GPUs: PCI devices and
+    KFD gfx targets on Linux, the video controllers' names on Windows."""
     devices = [HostDevice(DeviceKind.CPU, _cpu_name())]
     if current_os() == "linux":
         devices += _linux_gpus(sysfs)
     elif current_os() == "windows":
         devices += gpus_from_names(_windows_gpu_names())
-    return HostInfo(os=current_os(), devices=tuple(devices))
+    return HostInfo(os=current_os(), devices=tuple(devices), cpu_features=cpu_features())
 
 
 def gpus_from_names(names: list[str]) -> list[HostDevice]:

@@ -144,12 +144,21 @@ class LaunchSpec:
     ``(sys.executable, "-m", module, ...)``. The core polls ``health_path`` every 10 ms
     until it answers 200 (the model is then ready), proxies requests to
     ``http://host:port``, and stops it with SIGTERM, then SIGKILL after the stop grace
-    period; on Linux the process also dies with lemoncore (parent-death signal)."""
+    period; on Linux the process also dies with lemoncore (parent-death signal).
+
+    A process that dies of a signal, while starting or serving, is reported by the
+    signal's name with the core's explanation (``lemoncore.exits``), then the fix: the
+    engine's own from ``crash_advice``, keyed by signal name (``{"SIGILL": "use the
+    portable build: ..."}``), else a generic one. A start that dies of ``SIGILL`` is not
+    retried, and the model is held off at once (an explicit load still retries it)."""
 
     argv: tuple[str, ...]  # the program and its arguments; shown by /health, so no secrets
     env: Mapping[str, str] = field(default_factory=dict)  # added to lemoncore's environment
     health_path: str = "/health"  # answers 200 once the engine can serve
     cwd: Path | None = None  # the working directory (None: lemoncore's)
+    # per signal name ("SIGILL", "SIGSEGV", "SIGKILL", ...): what a user should do when the
+    # engine dies of it, one or two sentences (shown after the core's explanation)
+    crash_advice: Mapping[str, str] = field(default_factory=dict)
 
 
 class Runner(Protocol):

@@ -306,11 +306,13 @@ class PluginHost:
         return tasks
 
     def preflight(self, recipe: Recipe, backend: Backend, model: ModelInfo, model_path: Path,
-                  config: Mapping[str, Any], host: HostInfo) -> str:
+                  config: Mapping[str, Any], host: HostInfo,
+                  options: Mapping[str, Any] | None = None) -> str:
         """Why the backend's owner refuses this load, or "" when it does not."""
         try:
             self._ask_owner("preflight", recipe=recipe, backend=backend, model=model,
-                            model_path=model_path, config=config, host=host)
+                            model_path=model_path, config=config, host=host,
+                            options=options or {})
         except LaunchRefused as exc:
             return str(exc)
         return ""

@@ -23,6 +23,7 @@ import httpx
 import structlog
 
 from lemoncore.errors import LemonError
+from lemoncore.exits import EngineExit, classify, signal_name
 from lemoncore.launch import LaunchSpec, Lifecycle
 from lemoncore.platforms import ProcessPlatform, current
 
@@ -35,18 +36,40 @@ PLATFORM: ProcessPlatform = current()
 class StartError(LemonError):
     """A backend did not become ready; the message carries its last log lines.
 
-    ``retryable`` is false when the output says the input was wrong (a missing file, an
-    unknown argument): freeing memory and trying again cannot help then.
+    ``exit`` says how the process ended when it ended while starting (``None``: it did
+    not, or a runner did not say). ``retryable`` is false when freeing memory and trying
+    again cannot help: the exit says so (``SIGILL``: the same instructions run again), or
+    the output says the input was wrong (a missing file, an unknown argument).
     """
 
     status, type, code = 503, "model_load_error", "backend_start_failed"
     _HOPELESS = ("no such file", "not found", "does not exist", "invalid argument",
                  "unknown argument", "error: invalid")
 
+    def __init__(self, message: str, exit: EngineExit | None = None) -> None:
+        super().__init__(message)
+        self.exit = exit
+
     @property
     def retryable(self) -> bool:
+        if self.exit is not None and not self.exit.retryable:
+            return False
         text = str(self).lower()
         return not any(marker in text for marker in self._HOPELESS)
+
+    @property
+    def should_retry(self) -> bool | None:  # type: ignore[override]
+        """``False`` when the exit says trying again cannot help (see ``retryable``)."""
+        return False if self.exit is not None and not self.exit.retryable else None
+
+    @property
+    def reason(self) -> str:
+        """One line: the message's first, and the engine's last line of output when that
+        first line does not explain the failure itself (an ordinary exit code)."""
+        first = str(self).split("\n", 1)[0]
+        if self.exit is None or self.exit.explanation or not self.exit.last_lines:
+            return first
+        return f"{first} Its last output: {self.exit.last_lines[-1]}"
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -155,8 +178,13 @@ class BackendProcess(Lifecycle):
                              f"Last output:\n" + "\n".join(self.last_lines))
         with anyio.move_on_after(1):  # its last words, which say why
             await self._output_read.wait()
-        raise StartError(f"{self.name}: backend exited with code {self.returncode} while "
-                         f"starting. Last output:\n" + "\n".join(self.last_lines))
+        ended = self.exit_report()
+        raise StartError(ended.report(f"{self.name}: backend", "while starting"), ended)
+
+    def exit_report(self) -> EngineExit:
+        """How the process ended (or ``ended`` while it runs), with its last lines of
+        output and the spec's ``crash_advice``."""
+        return classify(self.returncode, self.last_lines, self.spec.crash_advice)
 
     async def _pump_logs(self) -> None:
         assert self._proc is not None and self._proc.stdout is not None
@@ -176,7 +204,8 @@ class BackendProcess(Lifecycle):
         if self.uds:
             with contextlib.suppress(OSError):
                 os.unlink(self.uds)
-        self.mark_exited(pid=self._proc.pid, code=code)
+        died_of = {"signal": name} if (name := signal_name(code)) else {}
+        self.mark_exited(pid=self._proc.pid, code=code, **died_of)
 
     async def stop(self, grace: float) -> None:
         """Ask the child to stop (``draining``), force it after ``grace`` seconds; wait

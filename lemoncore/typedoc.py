@@ -51,6 +51,7 @@ TYPES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("lemoncore.hosts", ("HostInfo", "HostDevice")),
     ("lemoncore.models", ("Checkpoint",)),
     ("lemoncore.supervisor", ("StartError",)),
+    ("lemoncore.exits", ("EngineExit",)),
     ("lemoncore.conformance", ("ConformanceTarget", "BackendConformance")),
     ("lemoncore.testing", ("ServerProcess",)),
 )

@@ -1,7 +1,7 @@
 """The package layout is the architecture: what each part may import.
 
 - the plugin-facing modules (what a plugin imports: errors, recipes, launch, hookspecs,
-  hosts, lock, options, supervisor, ...) import only each other;
+  hosts, lock, options, supervisor, exits, ...) import only each other;
 - ``lemoncore.installs`` adds the plugin host and settings, never serving;
 - ``lemoncore.serving`` adds installs, models, the plugin host and settings;
 - neither imports the HTTP API, the CLI, the app or the composed core;
@@ -16,7 +16,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1] / "lemoncore"
 PLUGIN_FACING = {"errors", "recipes", "launch", "hookspecs", "hosts", "gpus", "lock", "trust",
                  "jsonfile", "options", "platforms", "supervisor", "tiers", "defaults",
-                 "durations", "fieldchecks", "rpc"}
+                 "durations", "fieldchecks", "rpc", "exits", "cpus"}
 ALLOWED = {
     "plugin-facing": PLUGIN_FACING,
     "installs": PLUGIN_FACING | {"installs", "plugins", "settings"},

@@ -4,6 +4,7 @@ fed by streamed requests (a real backend process whose streams break)."""
 
 from __future__ import annotations
 
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -15,6 +16,7 @@ import pytest
 
 from lemoncore import Settings, create_app, hookimpl
 from lemoncore.core import build_core
+from lemoncore.exits import classify
 from lemoncore.hosts import HostDevice, HostInfo
 from lemoncore.installs.backends import Backends, BackendState, BackendStatus
 from lemoncore.launch import InstallPlan, LaunchContext, LaunchSpec
@@ -28,7 +30,13 @@ from lemoncore.recipes import (
     SlotPolicy,
     SupportRow,
 )
-from lemoncore.serving.admission import CRASH_LOOP_FAILURES, WEDGED_AFTER, Admission, Refused
+from lemoncore.serving.admission import (
+    COOLDOWN_MAX_S,
+    CRASH_LOOP_FAILURES,
+    WEDGED_AFTER,
+    Admission,
+    Refused,
+)
 from lemoncore.serving.eviction import Resident
 from lemoncore.serving.planner import Facts, Loaded, plan
 from lemoncore.supervisor import StartError
@@ -106,8 +114,13 @@ def test_admission_holds_off_a_crash_loop_and_counts_wedged_requests() -> None:
     with pytest.raises(Refused, match="failed to start 3 times") as refused:
         admission.check_cooldown("m")
     assert refused.value.status == 503 and refused.value.headers == {"Retry-After": "5"}
+    assert "The last failure: boom" in str(refused.value)
+    [held] = admission.held_off()
+    assert (held.model, held.reason, held.failures) == ("m", "boom", 3)
+    assert 0 < held.retry_in_s <= 5
     admission.started("m")
     admission.check_cooldown("m")
+    assert admission.held_off() == []
 
     class Server:
         failures = 0
@@ -118,6 +131,30 @@ def test_admission_holds_off_a_crash_loop_and_counts_wedged_requests() -> None:
     assert not admission.record_outcome(server, failed=False)  # a success resets the count
     assert [admission.record_outcome(server, failed=True)
             for _ in range(WEDGED_AFTER)][-1]
+
+
+def test_a_start_that_cannot_succeed_again_is_held_off_at_once_with_its_reason() -> None:
+    admission = Admission(Settings())
+    sigill = classify(-int(signal.SIGILL), ["llama_model_load: loading"],
+                      {"SIGILL": "use the portable build"})
+    failed = admission.failed_start("m", StartError(sigill.report("m: backend",
+                                                                  "while starting"), sigill))
+    assert failed.exit is sigill and "starting it again cannot help: held off" in str(failed)
+    with pytest.raises(Refused) as refused:  # the first failure is enough
+        admission.check_cooldown("m")
+    message = str(refused.value)
+    assert refused.value.code == "backend_cooldown" and "failed to start once" in message
+    assert "died of SIGILL (illegal instruction) while starting: this engine uses CPU " \
+        "instructions this machine cannot run. Use the portable build." in message
+    assert message.endswith("Last output:\nllama_model_load: loading")
+    assert refused.value.retry_after is not None and refused.value.retry_after > 60
+    [held] = admission.held_off()
+    assert held.reason == sigill.sentence("m: backend", "while starting")
+    assert held.failures == 1 and 60 < held.retry_in_s <= COOLDOWN_MAX_S
+    # a plain exit code is counted toward the crash loop, as before
+    plain = classify(1, ["boom"])
+    admission.failed_start("n", StartError(plain.report("n: backend"), plain))
+    admission.check_cooldown("n")
 
 
 # A backend whose streams break after one event: it drops the connection mid-response.

@@ -28,7 +28,7 @@ from lemoncore.errors import LemonError
 from lemoncore.launch import ProgressCallback
 from lemoncore.recipes import Endpoint, ModelInfo
 from lemoncore.serving.forwarding import exchange
-from lemoncore.serving.proxy import BackendFailure
+from lemoncore.serving.proxy import STREAM_DEATH_WAIT_S, BackendFailure, broken
 from lemoncore.serving.sse import DONE, DataLines, error_message
 
 
@@ -164,7 +164,8 @@ class Gateway:
                 broke = False  # an engine that omits [DONE]
             except httpx.TransportError as exc:
                 broke = True
-                raise BackendFailure(f"backend stream broke: {exc!r}") from exc
+                death = await fleet.death(answer.server, STREAM_DEATH_WAIT_S)
+                raise BackendFailure(broken("backend stream broke", exc, death)) from exc
             finally:
                 fleet.count_usage(model.name, usage)
                 if broke is not None:  # not when the consumer left

@@ -25,7 +25,7 @@ from lemoncore.errors import LemonError, error_body
 from lemoncore.installs.backends import BackendState
 from lemoncore.recipes import OPENAI_ENDPOINTS, Endpoint, ModelInfo, Tier
 from lemoncore.serving.forwarding import Exchange, exchange, not_served
-from lemoncore.serving.proxy import Body, Framing, Raw, SSERelay
+from lemoncore.serving.proxy import STREAM_DEATH_WAIT_S, Body, Framing, Raw, SSERelay
 from lemoncore.translation import TRANSLATIONS, TranslatedFraming, Translation
 
 
@@ -267,7 +267,9 @@ def _relay(core: Core, model: ModelInfo, answer: Exchange,
                     core.router.admission.cut_at_drain_deadline,
                     functools.partial(core.router.fleet.count_usage, model.name),
                     functools.partial(core.router.fleet.record_outcome, answer.server),
-                    framing, _worker_hint(answer.server.workers))
+                    framing, _worker_hint(answer.server.workers),
+                    functools.partial(core.router.fleet.death, answer.server,
+                                      STREAM_DEATH_WAIT_S))
 
 
 def _worker_hint(workers: tuple[str, ...]) -> str:

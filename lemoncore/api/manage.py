@@ -37,7 +37,9 @@ async def health(request: Request) -> Response:
         version=__version__, model_loaded=last.model.name if last else None,
         max_models={t: core.settings.max_loaded_models for t in ModelType},
         all_models_loaded=[replies.LoadedModel.model_validate(server.as_health())
-                           for server in servers]))
+                           for server in servers],
+        held_off=[replies.HeldOff.model_validate(held, from_attributes=True)
+                  for held in core.router.admission.held_off()]))
 
 
 async def load(request: Request) -> Response:

@@ -111,12 +111,26 @@ class LoadedModel(Reply):
                     "when its keep_alive is forever")
 
 
+class HeldOff(Reply):
+    """A model whose starts failed and are held off (the crash-loop cooldown): requests
+    are refused with the last failure until `retry_in_s` passes; an explicit load
+    retries at once."""
+
+    model: str
+    reason: str = Field(description="The last failure in one line: how the engine ended "
+                        "(the signal by name), what that means and the fix")
+    failures: int = Field(description="Failed starts in a row")
+    retry_in_s: float = Field(description="Seconds until a request may start it again")
+
+
 class Health(Reply):
     status: Literal["ok"] = "ok"
     version: str
     model_loaded: str | None = Field(description="The most recently used model")
     max_models: dict[ModelType, int]
     all_models_loaded: list[LoadedModel]
+    held_off: list[HeldOff] = Field(description="Models held off after failed starts, "
+                                    "and why")
 
 
 class Loaded(Reply):

@@ -35,18 +35,31 @@ def _unloads(m: dict[str, Any]) -> str:
     return f"{_idle(m['keep_alive']) if m['keep_alive'] else '0 s'} after use"
 
 
+def held_off_line(held: dict[str, Any]) -> str:
+    """One held-off model (``/api/v1/health``'s ``held_off``) for ``lemon ps``: which,
+    for how long, and why."""
+    starts = "1 failed start" if held["failures"] == 1 else f"{held['failures']} failed starts"
+    return (f"held off: {held['model']} ({starts}; requests may start it again in "
+            f"{_idle(held['retry_in_s']) if held['retry_in_s'] >= 1 else '1 s'}, "
+            f"'lemon load {held['model']}' retries now): {held['reason']}")
+
+
 def cmd_ps(args: argparse.Namespace) -> int:
-    """The server's loaded models, then this machine's RPC workers (``lemon worker``)."""
+    """The server's loaded models, the models it holds off after failed starts (and why),
+    then this machine's RPC workers (``lemon worker``). ``--json``: the loaded models."""
     from lemoncore.cli.worker import describe, read_worker_states
     from lemoncore.settings import Settings
 
-    loaded = Remote.from_args(args).get("/api/v1/health")["all_models_loaded"]
+    health = Remote.from_args(args).get("/api/v1/health")
+    loaded = health["all_models_loaded"]
 
     def table() -> None:
         if loaded:
             _models_table(loaded)
         else:
             print("no model is loaded")
+        for held in health.get("held_off", []):  # an older server has none
+            print(held_off_line(held))
         for worker in read_worker_states(Settings().cache_dir):  # lemon worker, here
             print(describe(worker))
 
@@ -133,7 +146,7 @@ def _server_arg(p: argparse.ArgumentParser, json_flag: bool = True) -> None:
 
 def add_control(sub: Subparsers) -> None:
     ps = sub.add_parser("ps", help="loaded models: backend, device, status, idle time, "
-                        "when idleness unloads them, memory")
+                        "when idleness unloads them, memory; models held off, and why")
     _server_arg(ps)
     ps.set_defaults(func=cmd_ps)
     load = sub.add_parser("load", help="load a model (or reload it with new options)")

@@ -213,8 +213,8 @@ class RpcServerProcess(BackendProcess):
                              "Last output:\n" + "\n".join(self.last_lines))
         with anyio.move_on_after(1):  # its last words, which say why
             await self._output_read.wait()
-        raise StartError(f"{self.name}: exited with code {self.returncode} while starting. "
-                         "Last output:\n" + "\n".join(self.last_lines))
+        ended = self.exit_report()
+        raise StartError(ended.report(f"{self.name}:", "while starting"), ended)
 
 
 async def supervise(config: WorkerConfig, stop: anyio.Event, record: Record,
@@ -237,7 +237,7 @@ async def supervise(config: WorkerConfig, stop: anyio.Event, record: Record,
                 if time.monotonic() - started >= STABLE_AFTER:
                     delay = BACKOFF_FIRST
                 tail = "\n".join(list(proc.last_lines)[-5:])
-                error = f"exited with code {proc.returncode}\n{tail}".strip()
+                error = f"{proc.exit_report().headline}\n{tail}".strip()
             if stop.is_set():
                 await proc.stop(STOP_GRACE)
                 break

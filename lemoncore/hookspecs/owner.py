@@ -114,7 +114,7 @@ def refresher(
 @hookspec
 def preflight(
     recipe: Recipe, backend: Backend, model: ModelInfo, model_path: Path,
-    config: Mapping[str, Any], host: HostInfo
+    config: Mapping[str, Any], host: HostInfo, options: Mapping[str, Any]
 ) -> None:
     """Refuse a load of ``model`` from ``model_path`` that cannot work here: a model
     architecture the engine cannot run, a GPU it refuses.
@@ -131,6 +131,9 @@ def preflight(
     :param model_path: the model file, resolved and present.
     :param config: the load's admin-scope options.
     :param host: this machine: its OS and devices.
+    :param options: the load's request-scope options, checked against their declared
+        types (what ``LaunchContext.options`` will hold): refuse values the engine cannot
+        apply here, before the server they would replace is stopped.
     :returns: nothing: returning is consent; the value is ignored.
     :raises LaunchRefused: saying why and the fix, when the load cannot work here.
 
@@ -143,6 +146,8 @@ def preflight(
                     raise LaunchRefused(f"{model_path.name} is not a GGUF file")
 
     .. versionadded:: 0.2
+    .. versionchanged:: 0.3
+       ``options``, the load's request-scope options.
     """
     raise NotImplementedError
 

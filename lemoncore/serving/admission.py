@@ -23,6 +23,8 @@ log = structlog.get_logger("lemoncore.serving.admission")
 
 # A backend that fails to start this many times in a row is held off, with a back-off
 # doubling from COOLDOWN_S up to COOLDOWN_MAX_S, instead of being respawned per request.
+# One whose exit says starting again cannot help (SIGILL) is held off at once, for
+# COOLDOWN_MAX_S: a client's automatic retries then get the explanation, not a new spawn.
 CRASH_LOOP_FAILURES, COOLDOWN_S, COOLDOWN_MAX_S = 3, 5.0, 300.0
 # Consecutive failed requests (5xx or broken connections) that mark a live server wedged.
 WEDGED_AFTER = 3
@@ -38,6 +40,21 @@ class Refused(LemonError):
 class _Failures:
     count: int = 0
     held_until: float = 0.0
+    error: str = ""  # the last failure's message, which a refusal repeats
+    reason: str = ""  # its one line (StartError.reason)
+    hopeless: bool = False  # its exit says trying again cannot help
+
+
+@dataclass(frozen=True)
+class HeldOff:
+    """A model whose starts are held off: the last failure in one line (``reason``), the
+    failed starts in a row, and the seconds until a request may start it again (an
+    explicit load may now)."""
+
+    model: str
+    reason: str
+    failures: int
+    retry_in_s: float
 
 
 class Admission:
@@ -123,26 +140,48 @@ class Admission:
     # Starts -----------------------------------------------------------------------------
 
     def check_cooldown(self, name: str) -> None:
-        """Refuse a start of ``name`` while it is held off after failing repeatedly."""
+        """Refuse a start of ``name`` while it is held off after failing, repeating the
+        last failure (what failed, why, the fix)."""
         failures = self._failed_starts.get(name, _Failures())
         wait = failures.held_until - time.monotonic()
         if wait > 0:
-            raise Refused(
-                f"{name} failed to start {failures.count} times in a row; lemoncore holds it "
-                f"off for {wait:.0f} s more instead of respawning it per request. Check its "
-                "log (the last failure is above), then retry or reload it explicitly",
-                503, "model_load_error", "backend_cooldown", retry_after=wait)
+            refused = Refused(
+                f"{name} failed to start {_times(failures.count)}; lemoncore holds it off "
+                f"for {wait:.0f} s more instead of respawning it per request (an explicit "
+                f"load retries now: lemon load {name}, or POST /api/v1/load). The last "
+                f"failure: {failures.error}", 503, "model_load_error", "backend_cooldown",
+                retry_after=wait)
+            if failures.hopeless:  # the clients' automatic retries cannot help either
+                refused.should_retry = False
+            raise refused
 
     def failed_start(self, name: str, exc: StartError) -> StartError:
-        """Record a failed start; the error to report (saying when it is held off)."""
+        """Record a failed start; the error to report (saying when it is held off). A
+        start that cannot succeed by trying again (``exc.exit`` is not retryable) is held
+        off at once, for the longest hold."""
         failures = self._failed_starts.setdefault(name, _Failures())
         failures.count += 1
-        if failures.count < CRASH_LOOP_FAILURES:
+        failures.error, failures.reason = str(exc), exc.reason
+        hopeless = failures.hopeless = exc.exit is not None and not exc.exit.retryable
+        if failures.count < CRASH_LOOP_FAILURES and not hopeless:
             return exc
-        hold = min(COOLDOWN_MAX_S, COOLDOWN_S * 2 ** (failures.count - CRASH_LOOP_FAILURES))
+        hold = COOLDOWN_MAX_S if hopeless else min(
+            COOLDOWN_MAX_S, COOLDOWN_S * 2 ** (failures.count - CRASH_LOOP_FAILURES))
         failures.held_until = time.monotonic() + hold
-        return StartError(f"{exc}\n({name} failed to start {failures.count} times in a row: "
-                          f"held off for {hold:.0f} s)")
+        why = "starting it again cannot help" if hopeless else \
+            f"{name} failed to start {_times(failures.count)}"
+        return StartError(f"{exc}\n({why}: held off for {hold:.0f} s; an explicit load "
+                          "retries now)", exc.exit)
 
     def started(self, name: str) -> None:
         self._failed_starts.pop(name, None)
+
+    def held_off(self) -> list[HeldOff]:
+        """The models held off now, and why."""
+        now = time.monotonic()
+        return [HeldOff(name, f.reason, f.count, round(f.held_until - now, 1))
+                for name, f in sorted(self._failed_starts.items()) if f.held_until > now]
+
+
+def _times(count: int) -> str:
+    return "once" if count == 1 else f"{count} times in a row"

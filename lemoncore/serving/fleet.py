@@ -11,12 +11,16 @@ import anyio
 import anyio.abc
 import structlog
 
+from lemoncore.exits import EngineExit, classify
+from lemoncore.launch import Runner
 from lemoncore.serving.admission import Admission
 from lemoncore.serving.eviction import Decision, Eviction, wedged
 from lemoncore.serving.launcher import LoadedServer
+from lemoncore.supervisor import BackendProcess
 
 log = structlog.get_logger("lemoncore.serving.fleet")
 
+DEATH_WAIT_S = 1.0  # after a broken connection, how long to wait to learn the backend died
 EVICTION_KINDS = ("lru", "exclusive_gpu", "exclusive_npu", "coexist_by_type", "reload",
                   "load_failure", "wedged", "idle", "worker_busy", "unload")
 
@@ -76,22 +80,35 @@ class Fleet:
             [why] = wedged(server.resident(), server.failures).evict
             self._background().start_soon(self.evict, server, why)
 
-    async def died(self, server: LoadedServer) -> bool:
-        """After a transport error: True when the backend died (so a retry reloads it)."""
-        with anyio.move_on_after(1.0):
+    async def death(self, server: LoadedServer, within: float = DEATH_WAIT_S
+                    ) -> EngineExit | None:
+        """After a transport error: how the backend died, waiting up to ``within``
+        seconds for its end (it is forgotten, so a retry reloads it); ``None`` when it
+        still runs (the connection broke on its own)."""
+        with anyio.move_on_after(within):
             await server.process.exited.wait()
         if server.process.crashed:
             self._forget_if_crashed(server)
-            return True
-        return False
+            return exit_of(server.process)
+        return None
 
     def _forget_if_crashed(self, server: LoadedServer) -> None:
         if server.process.crashed and self.servers.get(server.model.name) is server:
             del self.servers[server.model.name]
             self._background().start_soon(server.client.aclose)
+            ended = exit_of(server.process)
             log.warning("model unloaded: backend crashed; the next request reloads it",
-                        model=server.model.name, code=server.process.returncode)
+                        model=server.model.name, code=server.process.returncode,
+                        signal=ended.signal, reason=ended.headline)
 
     def _background(self) -> anyio.abc.TaskGroup:
         assert self.task_group is not None, "the router starts the fleet's task group"
         return self.task_group
+
+
+def exit_of(process: Runner) -> EngineExit:
+    """How ``process`` ended, explained: a native process with its spec's
+    ``crash_advice``; a runner from its return code and last lines."""
+    if isinstance(process, BackendProcess):
+        return process.exit_report()
+    return classify(process.returncode, process.last_lines)

@@ -1,7 +1,8 @@
 """One path for every routed request, streamed or not: acquire the model's server
 (loading it if needed), let the backend's owner adjust the body, send it (waiting out a
-single-slot engine's 429), retry once on a fresh server when the backend died, and feed
-every outcome to wedge detection (a stream's when it ends, through the relay)."""
+single-slot engine's 429), retry once on a fresh server when the backend died (an error
+that is not retried names how it died), and feed every outcome to wedge detection (a
+stream's when it ends, through the relay)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,13 @@ import httpx
 from lemoncore.errors import LemonError
 from lemoncore.recipes import Backend, ModelInfo, Recipe
 from lemoncore.serving.launcher import LoadedServer
-from lemoncore.serving.proxy import CUT_AT_SHUTDOWN, BackendFailure, Body, send_request
+from lemoncore.serving.proxy import (
+    CUT_AT_SHUTDOWN,
+    BackendFailure,
+    Body,
+    broken,
+    send_request,
+)
 from lemoncore.serving.router import Router
 
 # Back-off while a single-slot engine still works on an abandoned request.
@@ -55,11 +62,14 @@ async def exchange(router: Router, model: ModelInfo, path: str, body: Body,
                     upstream = await send_when_free(router, server, path, body, stream)
                 if deadline.cancelled_caught:
                     raise LemonError(CUT_AT_SHUTDOWN, 503, "server_error", "shutting_down")
-            except BackendFailure:
-                if attempt == 1 and await router.fleet.died(server):
+            except BackendFailure as exc:
+                death = await router.fleet.death(server)
+                if attempt == 1 and death is not None:
                     await resources.aclose()
                     continue
                 router.fleet.record_outcome(server, failed=True)
+                if death is not None:
+                    raise BackendFailure(broken("backend connection failed", exc, death)) from exc
                 raise
             resources.push_async_callback(upstream.aclose)
             if stream and upstream.status_code != 200:

@@ -9,7 +9,7 @@ of hanging or breaking the connection.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from contextlib import AbstractContextManager, AsyncExitStack
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -20,6 +20,7 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from lemoncore.errors import LemonError, error_body
+from lemoncore.exits import EngineExit
 from lemoncore.serving.transport import relay_stream
 
 PING = b": ping\n\n"
@@ -33,6 +34,24 @@ class BackendFailure(LemonError):
     """The backend could not be reached or broke the connection."""
 
     status, type, code = 502, "backend_error", "backend_unreachable"
+
+
+STREAM_DEATH_WAIT_S = 0.5  # a broken stream's error frame waits this long to learn why
+DEATH_TAIL_LINES = 10  # the engine's last lines an error about its death repeats
+
+
+def broken(what: str, cause: BaseException | None, death: EngineExit | None,
+           suspects: str = "") -> str:
+    """The message of a broken backend connection or stream: ``what``, then how the
+    backend died (its signal, what that means, the fix, its last lines of output) when it
+    did, else the transport error; ``suspects`` (what else may have failed) before the
+    output."""
+    if death is None:
+        return f"{what}: {cause!r}{suspects}"
+    said = death.sentence("the backend", "while answering")
+    if suspects:
+        said = said.removesuffix(".") + suspects + "."
+    return f"{what}: {said}{death.output(DEATH_TAIL_LINES)}"
 
 
 def sse_error(message: str, status: int = 502, type_: str = "backend_error",
@@ -121,7 +140,8 @@ class SSERelay(Response):
     stream broke (not called when the client left or a shutdown cut it). ``framing``
     decides what the client receives (default: the backend's bytes as they came);
     ``suspects`` is added to the error frame of a stream that broke (what may have
-    failed besides the backend itself).
+    failed besides the backend itself); ``death``, awaited then, says how the backend
+    died, if it did (the frame names the signal, what it means and the fix).
     """
 
     def __init__(self, upstream: httpx.Response, heartbeat: float,
@@ -130,7 +150,8 @@ class SSERelay(Response):
                  = anyio.CancelScope,
                  on_usage: Callable[[Any], None] | None = None,
                  on_outcome: Callable[[bool], None] | None = None,
-                 framing: Framing | None = None, suspects: str = "") -> None:
+                 framing: Framing | None = None, suspects: str = "",
+                 death: Callable[[], Awaitable[EngineExit | None]] | None = None) -> None:
         # No Response.__init__: it would add "content-length: 0" for an empty body.
         self.status_code, self.background = 200, None
         self.raw_headers = [(b"content-type", b"text/event-stream; charset=utf-8"),
@@ -138,6 +159,7 @@ class SSERelay(Response):
         self.upstream, self.heartbeat, self.resources = upstream, heartbeat, resources
         self.cut_scope, self.on_usage, self.on_outcome = cut_scope, on_usage, on_outcome
         self.framing, self.suspects = framing or Passthrough(), suspects
+        self.death = death
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
@@ -217,8 +239,9 @@ class SSERelay(Response):
                         pending.append(data)
                 except httpx.TransportError as exc:
                     broke = True
-                    pending.append(framing.fail(f"backend stream broke: {exc!r}"
-                                                f"{self.suspects}"))
+                    died = await self.death() if self.death is not None else None
+                    pending.append(framing.fail(broken("backend stream broke", exc, died,
+                                                       self.suspects)))
                 finally:
                     if stream is not None:
                         stream.before_read = None

@@ -125,7 +125,7 @@ class Router:
             return found
         refusal = await anyio.to_thread.run_sync(
             self.plugins.preflight, recipe, found.backend.backend, model, found.model_path,
-            found.config, self.host)
+            found.config, self.host, found.options)
         return replace(found, refusal=refusal)
 
     async def backend_for(self, name: str) -> tuple[Recipe, Backend]:
@@ -242,7 +242,7 @@ class Router:
             raise RouterError(str(exc), exc.status, "model_load_error") from exc
         if found.model_path is None and (refusal := await anyio.to_thread.run_sync(
                 self.plugins.preflight, found.recipe, found.backend.backend, found.model,
-                model_path, found.config, self.host)):
+                model_path, found.config, self.host, found.options)):
             raise LaunchRefused(refusal)  # a download just arrived: checked before evicting
         held = {w for s in self.servers.values() for w in s.workers}
         await self._require_workers(found, [w for w in found.workers if w not in held])

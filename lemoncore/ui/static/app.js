@@ -150,7 +150,7 @@ async function streamed(path, body, box) {
 // ---------------------------------------------------------------------------------------
 // Shared state: system-info (recipes, backends, options), models, loaded servers
 
-const state = { info: null, models: [], loaded: new Map() };
+const state = { info: null, models: [], loaded: new Map(), heldOff: new Map() };
 
 async function refreshInfo() {
   state.info = await getJSON("/api/v1/system-info");
@@ -166,6 +166,7 @@ async function refreshModels() {
     getJSON("/v1/models?show_all=true"), getJSON("/api/v1/health")]);
   state.models = list.data;
   state.loaded = new Map(health.all_models_loaded.map((m) => [m.model_name, m]));
+  state.heldOff = new Map((health.held_off ?? []).map((h) => [h.model, h]));
   renderModels();
   renderModelPickers();
 }
@@ -188,8 +189,10 @@ function renderModels() {
 
 function modelRows(model) {
   const loaded = state.loaded.get(model.id);
+  const held = state.heldOff.get(model.id); // its starts failed: why is in the tooltip
   const status = el("td", {},
     loaded ? el("span", { class: `badge ${loaded.status}` }, `loaded · ${loaded.status}`) : null,
+    held ? el("span", { class: "badge error held-off", title: held.reason }, "held off") : null,
     loaded?.pinned ? el("span", { class: "badge pinned" }, "pinned") : null,
     model.downloaded ? el("span", { class: "badge downloaded" }, "downloaded")
       : el("span", { class: "badge" }, "not downloaded"));
@@ -601,7 +604,8 @@ $("#log-follow").addEventListener("change", () => $("#log-follow").checked ? fol
 $("#log-clear").addEventListener("click", () => { $("#log-lines").replaceChildren(); logs.shown = 0; });
 
 // ---------------------------------------------------------------------------------------
-// Status: health, eviction counts (/metrics) and recent evictions (the log's `evicting`)
+// Status: health (loaded and held-off models), eviction counts (/metrics) and recent
+// evictions (the log's `evicting`)
 
 async function refreshStatus() {
   const [health, metrics, evictions] = await Promise.all([
@@ -618,6 +622,12 @@ async function refreshStatus() {
   if (!health.all_models_loaded.length) {
     $("#loaded-rows").replaceChildren(el("tr", {}, el("td", { colspan: 8, class: "muted" }, "no model is loaded")));
   }
+  // Held off after failed starts; the reason is the engine's story (its output): text only.
+  const held = health.held_off ?? [];
+  $("#held-off").hidden = !held.length;
+  $("#held-rows").replaceChildren(...held.map((h) => el("tr", { "data-model": h.model },
+    el("td", {}, el("strong", {}, h.model)), el("td", { class: "message" }, h.reason),
+    el("td", {}, h.failures), el("td", {}, `${Math.max(1, Math.round(h.retry_in_s))} s`))));
   const counts = [...metrics.matchAll(/^lemon_evictions_total\{reason="([^"]*)"\} (\d+)/gm)]
     .map((m) => `${m[1]}: ${m[2]}`);
   $("#eviction-counts").textContent = counts.length ? `Since the server started — ${counts.join(", ")}` : "No evictions since the server started.";
