@@ -19,8 +19,14 @@ from lemoncore.launch import InstallPlan, LaunchContext, LaunchSpec, Runner
 from lemoncore.lock import Pin
 from lemoncore.recipes import Backend, ModelInfo, Recipe
 
-from lemon_plugin_llamacpp.install import pypi_plan, release_plan, system_plan
-from lemon_plugin_llamacpp.launch import build_launch, on_unix_socket
+from lemon_plugin_llamacpp.install import prebuilt_plan, pypi_plan, release_plan, system_plan
+from lemon_plugin_llamacpp.launch import (
+    build_launch,
+    on_unix_socket,
+    prebuilt_launch,
+    refuse_unapplicable,
+    user_args,
+)
 from lemon_plugin_llamacpp.recipe import RECIPE
 from lemon_plugin_llamacpp.validate import FIELD_CHECKS
 
@@ -52,12 +58,23 @@ def install(backend: Backend, host: HostInfo, config: Mapping[str, Any],
             pin: Pin | None) -> InstallPlan:
     if backend.name == "pypi":
         return pypi_plan()
+    if backend.name == "prebuilt":
+        return prebuilt_plan(host)
     if backend.name == "system":
         return system_plan(config)
     return release_plan(backend.name, host, pin)
 
 
 @hookimpl
-def launch(model: ModelInfo, context: LaunchContext) -> LaunchSpec | Runner:
+def preflight(backend: Backend, options: Mapping[str, Any]) -> None:
+    """Refuse ``llamacpp_args`` the launch would refuse, before a server it would replace
+    is stopped."""
+    refuse_unapplicable(backend.name, user_args(str(options.get("llamacpp_args") or "")))
+
+
+@hookimpl
+def launch(backend: Backend, model: ModelInfo, context: LaunchContext) -> LaunchSpec | Runner:
+    if backend.name == "prebuilt":
+        return prebuilt_launch(model, context)
     spec = build_launch(model, context)
     return on_unix_socket(model, spec, context) or spec

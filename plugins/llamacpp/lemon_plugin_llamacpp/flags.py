@@ -51,6 +51,8 @@ TUNING_FLAGS: tuple[ArgFlag, ...] = (
     _switch("-kvo", "--kv-offload"), _switch("-nkvo", "--no-kv-offload"),
     _choice("-lm", "--load-mode", words=("auto", "none", "mmap", "mlock", "mmap+mlock")),
     _choice("--numa", words=("distribute", "isolate", "numactl")),
+    # Weight repacking; off avoids the AMX kernels that die of SIGILL (llama.cpp PR #26954)
+    _switch("-nr", "--no-repack"),
     _switch("-cmoe", "--cpu-moe"), _int("-ncmoe", "--n-cpu-moe"),
     _switch("--warmup"), _switch("--no-warmup"), _switch("--swa-full"),
     _switch("-kvu", "--kv-unified"), _switch("-no-kvu", "--no-kv-unified"),

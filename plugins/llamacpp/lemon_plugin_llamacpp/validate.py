@@ -33,10 +33,13 @@ def served_name(context: FieldContext) -> FieldResult:
 
 
 def build_info(context: FieldContext) -> FieldResult:
-    """The executable that ran reports its build (``llama-server --version``)."""
-    exe = str(context.loaded["launch_command"][0])
-    done = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=30,
-                          check=False)
+    """The executable that ran reports its build (``llama-server --version``; the prebuilt
+    backend's ``python -m lemon_plugin_llamacpp.xserver --version``)."""
+    argv = [str(a) for a in context.loaded["launch_command"]]
+    program = argv[:3] if argv[1:3] == ["-m", "lemon_plugin_llamacpp.xserver"] else argv[:1]
+    exe = " ".join(program)
+    done = subprocess.run([*program, "--version"], capture_output=True, text=True,
+                          timeout=30, check=False)
     text = (done.stdout + done.stderr).strip()
     lines = [line.strip() for line in text.splitlines()
              if line.startswith(("version:", "built with"))]

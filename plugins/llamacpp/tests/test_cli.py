@@ -67,6 +67,11 @@ def test_run_ps_load_unload_rm_and_logs(env: dict[str, str]) -> None:
     pinned = json.loads(lemon(env, "load", MODEL, "--pin", "-o", "ctx_size=1024",
                               "--json").stdout)
     assert pinned["pinned"] and loaded(env)[0]["recipe_options"]["ctx_size"] == 1024
+    # llama.cpp's own way around its AMX kernels (SIGILL on AMX CPUs, llama.cpp #26954)
+    no_repack = lemon(env, "load", MODEL, "-o", "llamacpp_args=--no-repack", "--json")
+    assert no_repack.returncode == 0, no_repack.stderr
+    [server] = loaded(env)
+    assert "--no-repack" in server["launch_command"]  # type: ignore[operator]
     assert lemon(env, "unload", "--all").stdout.strip() == "unloaded all models"
     assert loaded(env) == []
     none = lemon(env, "unload")

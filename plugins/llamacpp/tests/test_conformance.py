@@ -1,4 +1,5 @@
-"""lemon-plugin-llamacpp passes lemoncore's conformance kit with a real llama-server."""
+"""lemon-plugin-llamacpp passes lemoncore's conformance kit with a real llama-server (built
+from source) and with llama.cpp's server from the prebuilt xllamacpp wheel."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import pytest
 from lemoncore.conformance import BackendConformance, ConformanceTarget
 from lemoncore.testing import running_server
 
+from .conftest import prebuilt_server
+
 
 class TestLlamaCppConformance(BackendConformance):
     @pytest.fixture(scope="class")
@@ -17,3 +20,12 @@ class TestLlamaCppConformance(BackendConformance):
                            ) -> Iterator[ConformanceTarget]:
         with running_server(tmp_path_factory.mktemp("conformance")) as server:
             yield ConformanceTarget(server, "SmolLM2-135M-Instruct-GGUF", "llamacpp:pypi")
+
+
+class TestPrebuiltConformance(BackendConformance):
+    @pytest.fixture(scope="class")
+    @classmethod
+    def conformance_target(cls, tmp_path_factory: pytest.TempPathFactory
+                           ) -> Iterator[ConformanceTarget]:
+        with prebuilt_server(tmp_path_factory.mktemp("prebuilt")) as server:
+            yield ConformanceTarget(server, "SmolLM2-135M-Instruct-GGUF", "llamacpp:prebuilt")

