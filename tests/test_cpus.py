@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import platform
+import sys
+from pathlib import Path
 
 import pytest
 
-from lemoncore.cpus import cpu_features, missing
+from lemoncore.cpus import _kernel_flags, cpu_features, missing
 from lemoncore.hosts import detect_host
 
 
@@ -22,3 +24,14 @@ def test_missing_names_what_the_cpu_lacks_and_nothing_when_unknown() -> None:
     assert missing(needed, frozenset({"SSE42", "AVX", "F16C"})) == ["AVX2", "FMA3"]
     assert missing(needed, needed | {"AVX512F"}) == []
     assert missing(needed, None) == []  # unknown rules nothing out
+
+
+@pytest.mark.skipif(sys.platform != "linux" or platform.machine() != "x86_64",
+                    reason="the kernel's x86-64 flags")
+def test_a_cpu_older_than_x86_64_v2_is_read_from_the_kernels_flags(tmp_path: Path) -> None:
+    """A Core 2 has no SSE4.2 or POPCNT: NumPy's wheels would die of SIGILL on import, so
+    the kernel's flags are the answer there."""
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\nflags\t\t: fpu sse sse2 pni ssse3 sse4_1 lm\n")
+    assert _kernel_flags(cpuinfo) == {"SSE", "SSE2", "SSE3", "SSSE3", "SSE41"}
+    assert missing(frozenset({"AVX2"}), _kernel_flags(cpuinfo)) == ["AVX2"]
