@@ -60,8 +60,8 @@ int main(int argc, char **argv) {
 }
 """
 
-# Answers /health; each POST counts its run, then kills itself with SIGKILL: a stream
-# after its first event, anything else before answering.
+# Answers /health; each POST counts its run, then kills itself with SIGKILL (or the signal
+# named in argv[3]): a stream after its first event, anything else before answering.
 DIES = """
 import os, signal, sys
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -82,7 +82,7 @@ class H(BaseHTTPRequestHandler):
                      b'"assistant", "content": "Hel"}, "finish_reason": null}]}\\n\\n')
             self.wfile.write(b"%x\\r\\n%s\\r\\n" % (len(event), event)); self.wfile.flush()
         print("dying engine: killed mid-answer", flush=True)
-        os.kill(os.getpid(), signal.SIGKILL)
+        os.kill(os.getpid(), getattr(signal, sys.argv[3] if len(sys.argv) > 3 else "SIGKILL"))
     def log_message(self, *a): pass
 ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
 """
@@ -90,8 +90,8 @@ ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
 
 class Engines:
     """Recipe ``crashy``: model ``sigill`` runs the illegal-instruction program (with
-    SIGILL advice), ``dies`` the engine that kills itself mid-answer, ``healthy`` the
-    tiny server."""
+    SIGILL advice), ``dies`` the engine that kills itself mid-answer (``dies-sigill``: of
+    SIGILL, at its first matrix multiply as it were), ``healthy`` the tiny server."""
 
     def __init__(self, root: Path, illegal: Path | None = None) -> None:
         (root / "cache" / "models").mkdir(parents=True, exist_ok=True)
@@ -119,7 +119,7 @@ class Engines:
         weights = f"file:{self.root}/cache/models/w.bin"
         return [
             ModelInfo(name=name, recipe="crashy", checkpoint=weights)
-            for name in ("sigill", "dies", "healthy")
+            for name in ("sigill", "dies", "dies-sigill", "healthy")
         ]
 
     @hookimpl
@@ -132,10 +132,11 @@ class Engines:
         if model.name == "sigill":
             assert self.illegal is not None
             return LaunchSpec(argv=(str(self.illegal), runs), crash_advice={"SIGILL": ADVICE})
-        if model.name == "dies":
+        if model.name.startswith("dies"):
+            signal = "SIGILL" if model.name == "dies-sigill" else "SIGKILL"
             return LaunchSpec(
-                argv=(sys.executable, str(self.root / "dies.py"), str(context.port), runs)
-            )
+                argv=(sys.executable, str(self.root / "dies.py"), str(context.port), runs,
+                      signal), crash_advice={"SIGILL": ADVICE})
         return LaunchSpec(
             argv=(
                 sys.executable,
@@ -313,3 +314,27 @@ async def test_an_engine_killed_mid_answer_is_named_on_each_surface(
         assert answered.status_code == 502  # retried once on a fresh engine, which died too
         assert error_of(answered)["message"].startswith(f"backend connection failed: {said}")
         assert engines.runs("dies") == runs + 2
+
+
+async def test_an_engine_dying_of_sigill_while_answering_is_not_retried_and_held_off(
+    tmp_path: Path, anyio_backend: str
+) -> None:
+    """An engine that starts, then dies of SIGILL at the first request (llama.cpp's AMX
+    kernels run at the first matrix multiply): a fresh engine would die the same way, so
+    the request is not retried, and the model is held off with the explanation."""
+    engines = Engines(tmp_path)
+    async with lemon(engines) as c:
+        answered = await c.post("/v1/chat/completions", json={**CHAT, "model": "dies-sigill"})
+        assert answered.status_code == 502
+        assert answered.headers["x-should-retry"] == "false"
+        message = error_of(answered)["message"]
+        assert "died of SIGILL (illegal instruction) while answering" in message
+        assert "CPU instructions this machine cannot run" in message and ADVICE[1:] in message
+        assert engines.runs("dies-sigill") == 1  # not retried on a fresh engine
+        again = await c.post("/v1/chat/completions", json={**CHAT, "model": "dies-sigill"})
+        assert again.status_code == 503 and error_of(again)["code"] == "backend_cooldown"
+        assert "SIGILL" in error_of(again)["message"]
+        assert again.headers["x-should-retry"] == "false"
+        assert engines.runs("dies-sigill") == 1  # held off: not spawned again
+        [entry] = (await c.get("/api/v1/health")).json()["held_off"]
+        assert entry["model"] == "dies-sigill" and "SIGILL" in entry["reason"]

@@ -1,7 +1,8 @@
 """One path for every routed request, streamed or not: acquire the model's server
 (loading it if needed), let the backend's owner adjust the body, send it (waiting out a
 single-slot engine's 429), retry once on a fresh server when the backend died (an error
-that is not retried names how it died), and feed every outcome to wedge detection (a
+that is not retried names how it died; a death retrying cannot help, SIGILL, holds the
+model off like a failed start), and feed every outcome to wedge detection (a
 stream's when it ends, through the relay)."""
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from lemoncore.serving.proxy import (
     send_request,
 )
 from lemoncore.serving.router import Router
+from lemoncore.supervisor import StartError
 
 # Back-off while a single-slot engine still works on an abandoned request.
 BUSY_RETRY_S, BUSY_RETRY_MAX_S = 0.05, 1.0
@@ -64,13 +66,17 @@ async def exchange(router: Router, model: ModelInfo, path: str, body: Body,
                     raise LemonError(CUT_AT_SHUTDOWN, 503, "server_error", "shutting_down")
             except BackendFailure as exc:
                 death = await router.fleet.death(server)
-                if attempt == 1 and death is not None:
+                if attempt == 1 and death is not None and death.retryable:
                     await resources.aclose()
                     continue
                 router.fleet.record_outcome(server, failed=True)
-                if death is not None:
-                    raise BackendFailure(broken("backend connection failed", exc, death)) from exc
-                raise
+                if death is None:
+                    raise
+                failure = BackendFailure(broken("backend connection failed", exc, death))
+                if not death.retryable:  # SIGILL: a fresh engine would die the same way
+                    router.admission.failed_start(model.name, StartError(str(failure), death))
+                    failure.should_retry = False
+                raise failure from exc
             resources.push_async_callback(upstream.aclose)
             if stream and upstream.status_code != 200:
                 await upstream.aread()
