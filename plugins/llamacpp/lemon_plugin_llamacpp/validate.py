@@ -9,6 +9,8 @@ import httpx
 
 from lemoncore.fieldchecks import FieldCheck, FieldContext, FieldResult
 
+from lemon_plugin_llamacpp.launch import XSERVER
+
 
 def engine_client(backend_url: str) -> httpx.Client:
     """A client for the engine itself: ``unix:/path.sock`` or ``http://host:port``."""
@@ -36,7 +38,7 @@ def build_info(context: FieldContext) -> FieldResult:
     """The executable that ran reports its build (``llama-server --version``; the prebuilt
     backend's ``python -m lemon_plugin_llamacpp.xserver --version``)."""
     argv = [str(a) for a in context.loaded["launch_command"]]
-    program = argv[:3] if argv[1:3] == ["-m", "lemon_plugin_llamacpp.xserver"] else argv[:1]
+    program = argv[:4] if tuple(argv[1:4]) == XSERVER else argv[:1]
     exe = " ".join(program)
     done = subprocess.run([*program, "--version"], capture_output=True, text=True,
                           timeout=30, check=False)

@@ -30,7 +30,9 @@ from lemon_plugin_llamacpp.xparams import ArgumentError, EnumValue, Setting, par
 
 EXIT_USAGE = 2  # llama-server itself returns 1 for a bad argument (tools/server/server.cpp)
 EXIT_FAILED = 1
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+# SIGBREAK: what lemoncore's CTRL_BREAK_EVENT stop is on Windows (lemoncore.platforms)
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, *(
+    [signal.SIGBREAK] if hasattr(signal, "SIGBREAK") else []))  # fmt: skip
 
 
 def _say(line: str) -> None:
