@@ -25,11 +25,13 @@ import structlog
 from lemoncore.errors import LemonError
 from lemoncore.exits import EngineExit, classify, signal_name
 from lemoncore.launch import LaunchSpec, Lifecycle
+from lemoncore.outputlines import LineCutter
 from lemoncore.platforms import ProcessPlatform, current
 
 log = structlog.get_logger("lemoncore.supervisor")
 
 READY_POLL_SECONDS = 0.01
+READ_CHUNK_BYTES = 64 * 1024
 PLATFORM: ProcessPlatform = current()
 
 
@@ -187,15 +189,26 @@ class BackendProcess(Lifecycle):
         return classify(self.returncode, self.last_lines, self.spec.crash_advice)
 
     async def _pump_logs(self) -> None:
+        """Log the child's output line by line, each line bounded (:class:`LineCutter`:
+        asyncio's own line reader raises on a line over 64 KiB). A failure to read ends the
+        logging of this child only, never the task group it runs in (the router's)."""
         assert self._proc is not None and self._proc.stdout is not None
+        lines = LineCutter()
         try:
-            async for raw in self._proc.stdout:
-                line = raw.decode(errors="replace").rstrip()
-                if line:
-                    self.last_lines.append(line)
-                    log.info(line, model=self.name, source="backend")
+            while chunk := await self._proc.stdout.read(READ_CHUNK_BYTES):
+                for line in lines.feed(chunk):
+                    self._log_line(line)
+            for line in lines.flush():
+                self._log_line(line)
+        except Exception:  # this child's output, not the server's business: log it, go on
+            log.exception("backend output could not be read", model=self.name)
         finally:
             self._output_read.set()
+
+    def _log_line(self, line: str) -> None:
+        if line:
+            self.last_lines.append(line)
+            log.info(line, model=self.name, source="backend")
 
     async def _watch_exit(self) -> None:
         assert self._proc is not None

@@ -16,7 +16,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1] / "lemoncore"
 PLUGIN_FACING = {"errors", "recipes", "launch", "hookspecs", "hosts", "gpus", "lock", "trust",
                  "jsonfile", "options", "platforms", "supervisor", "tiers", "defaults",
-                 "durations", "fieldchecks", "rpc", "exits", "cpus"}
+                 "durations", "fieldchecks", "rpc", "exits", "cpus", "outputlines"}
 ALLOWED = {
     "plugin-facing": PLUGIN_FACING,
     "installs": PLUGIN_FACING | {"installs", "plugins", "settings"},

@@ -24,6 +24,7 @@ from lemoncore.launch import (
     Lifecycle,
     ServerState,
 )
+from lemoncore.outputlines import LineCutter
 from lemoncore.supervisor import BackendProcess, StartError, free_port
 
 pytestmark = pytest.mark.anyio
@@ -211,3 +212,35 @@ async def test_a_missing_executable_is_a_start_error_that_says_so(
     if isinstance(raised.value, StartError):  # Linux: the exec helper reports it
         assert f"cannot run {missing}: No such file or directory" in str(raised.value)
         assert not raised.value.retryable
+
+
+LONG_LINE = """\
+import sys
+sys.stdout.write("x" * 300_000 + "\\n")  # one line far past asyncio's 64 KiB line limit
+sys.stdout.write("after the long line\\n"); sys.stdout.flush()
+""" + HEALTHY
+
+
+async def test_an_engines_long_output_line_is_cut_and_the_engine_serves_on(
+        anyio_backend: str) -> None:
+    """A line over asyncio's 64 KiB readline limit used to raise in the log reader, which
+    runs in the router's task group, and take the router into shutdown."""
+    server = process([sys.executable, "-c", LONG_LINE, "PORT"])
+    async with anyio.create_task_group() as tg:
+        await server.start(tg, ready_within=30)
+        with anyio.fail_after(10):
+            while "serving" not in server.last_lines:
+                await anyio.sleep(0.01)  # the reader's progress: no event to wait on
+        long, after, *_ = server.last_lines
+        assert long == "x" * 16384 + " [... 283616 more bytes of this line dropped]"
+        assert after == "after the long line" and server.state is S.READY
+        await server.stop(grace=5)
+    assert server.state is S.STOPPED
+
+
+def test_the_line_cutter_keeps_memory_bounded_and_splits_across_chunks() -> None:
+    cutter = LineCutter(limit=4)
+    assert cutter.feed(b"ab") == [] and cutter.feed(b"c\nde") == ["abc"]
+    assert cutter.feed(b"fghij") == [] and len(cutter._line) == 4  # bounded
+    assert cutter.feed(b"k\n\nl") == ["defg [... 4 more bytes of this line dropped]", ""]
+    assert cutter.flush() == ["l"] and cutter.flush() == []
