@@ -135,6 +135,15 @@ class Settings(BaseSettings):
                 return tuple(str(w) for w in parse_workers(self.rpc_workers[name]))
         return ()
 
+    @field_validator("api_key", "admin_api_key")
+    @classmethod
+    def _key_not_empty(cls, value: SecretStr | None) -> SecretStr | None:
+        """A key that is set must be usable: an empty one (``LEMON_API_KEY=""``) would
+        otherwise read as no key at all, leaving every route open."""
+        if value is not None and not value.get_secret_value().strip():
+            raise ValueError("is set but empty: give it a key, or unset it to serve without one")
+        return value
+
     @field_validator("rpc_workers")
     @classmethod
     def _workers_parse(cls, value: dict[str, list[str]]) -> dict[str, list[str]]:

@@ -18,6 +18,8 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from pydantic import ValidationError
+
 from lemoncore.cli import (
     backends,
     chat,
@@ -65,4 +67,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except RemoteError as exc:  # a running server's answer, or its absence
         print(exc, file=sys.stderr)
         return 1
+    except ValidationError as exc:  # a setting (LEMON_*, the flags) that cannot be used
+        if exc.title != "Settings":
+            raise
+        for error in exc.errors():
+            name = ".".join(str(part) for part in error["loc"])
+            print(f"lemon: setting {name} (LEMON_{name.split('.')[0].upper()}): "
+                  f"{error['msg'].removeprefix('Value error, ')}", file=sys.stderr)
+        return 2
     return result
