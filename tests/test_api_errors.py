@@ -63,6 +63,13 @@ async def client(tmp_path: Path, anyio_backend: str) -> AsyncIterator[httpx.Asyn
         ("POST", "/api/v1/pull", b'{"model_name": "m", "checkpoint": "no-colon", '
                                  b'"recipe": "tiny"}', 400, "checkpoint"),
         ("POST", "/api/v1/delete", b'{"model_name": "unknown-model"}', 422, "not found"),
+        # nested past the parser's recursion limit, and past lemoncore's own (#30, item 8)
+        ("POST", "/v1/chat/completions", b'{"a":' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+         400, "more than 64 deep"),
+        ("POST", "/api/v1/pull", b'{"a":' + b"[" * 100_000 + b"]" * 100_000 + b"}", 400,
+         "more than 64 deep"),
+        ("POST", "/api/v1/load", b'{"model_name": "tiny-chat", "x": ' + b"[" * 65 + b"]" * 65
+         + b"}", 400, "more than 64 deep"),
     ],
 )
 async def test_errors_are_openai_shaped(

@@ -53,16 +53,40 @@ EXCEPTION_HANDLERS: dict[Any, Any] = {
     LemonError: handle_exception}
 
 
+MAX_JSON_DEPTH = 64  # arrays and objects inside each other; real bodies nest a few deep
+
+
 async def json_object(request: Request) -> dict[str, Any]:
-    """The request body as a JSON object, or a 400 saying what is wrong."""
+    """The request body as a JSON object, or a 400 saying what is wrong (not valid JSON,
+    not an object, nested deeper than ``MAX_JSON_DEPTH``: a deeper body would reach
+    Python's recursion limit in the parser, or later in whatever walks it)."""
     raw = await request.body()
     if not raw:
         return {}
+    too_deep = ApiError(f"request body nests arrays and objects more than {MAX_JSON_DEPTH} "
+                        "deep")
     try:
         body = json.loads(raw)
+    except RecursionError:
+        raise too_deep from None
     except ValueError as exc:
         raise ApiError(f"request body is not valid JSON: {exc}") from exc
     if not isinstance(body, dict):
         raise ApiError("request body must be a JSON object")
+    if raw.count(b"[") + raw.count(b"{") > MAX_JSON_DEPTH and _depth(body) > MAX_JSON_DEPTH:
+        raise too_deep
     return body
+
+
+def _depth(value: Any) -> int:
+    """How deep arrays and objects nest in ``value``, without recursion."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        children = node.values() if isinstance(node, dict) else node \
+            if isinstance(node, list) else None
+        if children is not None:
+            deepest = max(deepest, depth)
+            stack.extend((child, depth + 1) for child in children)
+    return deepest
 
