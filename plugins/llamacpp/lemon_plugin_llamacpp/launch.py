@@ -1,4 +1,6 @@
-"""The llama-server command line for a model.
+"""The llama-server command line for a model, run by a llama-server binary or, on the
+prebuilt backend, by :mod:`lemon_plugin_llamacpp.xserver` (llama.cpp's server from the
+xllamacpp wheel, given the same arguments).
 
 ``llamacpp_args`` reaches this point already checked by lemoncore against the recipe's
 allow-list (``flags.TUNING_FLAGS`` plus what an administrator allowed); flags lemoncore
