@@ -23,8 +23,8 @@ class LemonError(Exception):
     code: str | None = None
     #: ``False``: sending the same request again soon cannot succeed (an engine that dies
     #: of SIGILL): answered with ``x-should-retry: false``, the header the openai and
-    #: anthropic clients obey before their automatic retries (``_base_client.py``
-    #: ``_should_retry``).
+    #: anthropic clients obey before their automatic retries (openai 3.57, anthropic 2.15:
+    #: ``_base_client.py`` ``_should_retry``).
     should_retry: bool | None = None
 
     def __init__(self, message: str, status: int | None = None, type_: str | None = None,

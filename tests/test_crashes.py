@@ -61,7 +61,10 @@ int main(int argc, char **argv) {
 """
 
 # Answers /health; each POST counts its run, then kills itself with SIGKILL (or the signal
-# named in argv[3]): a stream after its first event, anything else before answering.
+# named in argv[3]): a stream after its first event, anything else before answering. The
+# SIGILL case is llama-server's on an AMX CPU: ready, then dead at the first matrix
+# multiply (llama.cpp b11434 ggml/src/ggml-cpu/amx/mmq.cpp ggml_backend_amx_mul_mat ->
+# tinygemm_kernel_amx, tilezero; llama.cpp PR #26954).
 DIES = """
 import os, signal, sys
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -338,3 +341,26 @@ async def test_an_engine_dying_of_sigill_while_answering_is_not_retried_and_held
         assert engines.runs("dies-sigill") == 1  # held off: not spawned again
         [entry] = (await c.get("/api/v1/health")).json()["held_off"]
         assert entry["model"] == "dies-sigill" and "SIGILL" in entry["reason"]
+
+
+async def test_the_openai_client_does_not_retry_an_engine_that_dies_of_sigill(
+    tmp_path: Path, illegal: Path, anyio_backend: str
+) -> None:
+    """The openai client retries a 503 twice by default; x-should-retry: false stops it
+    (openai 3.57 _base_client.py _should_retry), so one request costs one spawn."""
+    import openai
+
+    engines = Engines(tmp_path, illegal)
+    sent: list[str] = []
+
+    async def count(request: httpx.Request) -> None:
+        sent.append(request.url.path)
+
+    async with lemon(engines) as c:
+        c.event_hooks["request"].append(count)
+        client = openai.AsyncOpenAI(base_url="http://localhost/v1", api_key="none",
+                                    http_client=c)  # default max_retries: 2
+        with pytest.raises(openai.InternalServerError) as failed:
+            await client.chat.completions.create(model="sigill", messages=CHAT["messages"])
+    assert "CPU instructions this machine cannot run" in str(failed.value)
+    assert sent == ["/v1/chat/completions"] and engines.runs("sigill") == 1
