@@ -11,11 +11,13 @@ from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
 from starlette.routing import BaseRoute, Route
 
+from lemoncore import routevet
 from lemoncore.api.boundary import BrowserBoundary
 from lemoncore.api.errors import EXCEPTION_HANDLERS
 from lemoncore.api.gateway import Gateway
 from lemoncore.api.guard import Guard
 from lemoncore.api.hostname import loopback_name
+from lemoncore.api.intake import Intake
 from lemoncore.api.openapi import operations
 from lemoncore.core import Core, build_core, run_startup_tasks
 from lemoncore.hosts import HostInfo
@@ -24,14 +26,24 @@ from lemoncore.settings import Settings
 API_PREFIXES = ("/api/v1", "/v1")
 
 
-def _routes(core: Core) -> list[BaseRoute]:
-    """Every operation of the OpenAPI route table (lemoncore's own and the routed
-    endpoints, plugins' included): prefixed ones under each prefix; then the routes
-    plugins serve themselves (``register_routes``)."""
-    return [*(Route(prefix + op.route, op.handler, methods=[op.method])
-              for op in operations(core.plugins.registry.endpoints_tuple())
-              for prefix in (API_PREFIXES if op.prefix else ("",))),
-            *core.plugins.registry.routes]
+def _routes(core: Core, ui: bool) -> list[BaseRoute]:
+    """In the order Starlette tries them: every operation of the OpenAPI route table
+    (lemoncore's own and the routed endpoints, plugins' included), prefixed ones under
+    each prefix; the web UI's ``/ui`` routes; the routes plugins serve themselves
+    (``register_routes``), each :class:`~lemoncore.routevet.Fenced` off every path of
+    the routes before it; last the UI's ``GET /`` redirect, which a plugin may take."""
+    own: list[BaseRoute] = [Route(prefix + op.route, op.handler, methods=[op.method])
+                            for op in operations(core.plugins.registry.endpoints_tuple())
+                            for prefix in (API_PREFIXES if op.prefix else ("",))]
+    pages: list[BaseRoute] = []
+    if ui:
+        from lemoncore import ui as web_ui
+
+        pages = web_ui.routes()
+    root = [r for r in pages if getattr(r, "path", None) == "/"]
+    taken = {*core.plugins.registry.endpoints, *(getattr(r, "path", "") for r in own)}
+    return [*own, *(r for r in pages if r not in root),
+            *routevet.fenced(core.plugins.registry.routes, taken), *root]
 
 
 def create_app(settings: Settings | None = None, *,
@@ -64,12 +76,9 @@ def create_app(settings: Settings | None = None, *,
     middleware.insert(0, Middleware(BrowserBoundary, allowed_hosts=settings.allowed_hosts,
                                     cors_origins=settings.cors_origins,
                                     machine_names=not loopback_name(settings.host)))
-    routes = _routes(core)
-    if ui:
-        from lemoncore import ui as web_ui
-
-        routes += web_ui.routes()
-    app = Starlette(routes=routes, lifespan=run, exception_handlers=EXCEPTION_HANDLERS,
+    middleware.insert(0, Middleware(Intake, body_timeout=settings.body_timeout,
+                                    max_header_bytes=settings.max_header_bytes))
+    app = Starlette(routes=_routes(core, ui), lifespan=run, exception_handlers=EXCEPTION_HANDLERS,
                     middleware=middleware)
     app.state.core, app.state.gateway = core, Gateway(core)
     return app

@@ -7,27 +7,36 @@ and whether starting the engine again can help. A negative return code ``-N`` is
 ``N`` (POSIX, as :mod:`asyncio` reports it); Windows' crash statuses
 (``STATUS_ILLEGAL_INSTRUCTION``, ...) are read as the signal they correspond to. Pure
 functions over plain data: no processes, standard library only (plugins import this).
+
+:func:`start_failure` decides what a failed start calls for (:class:`StartFailure`): from
+the exit, then the patterns the engine's plugin declares (``LaunchSpec.out_of_memory``,
+``LaunchSpec.hopeless``) matched against its last lines; never from the core's guesses at
+an engine's words (engines speak other languages: VTE's messages are Portuguese).
 """
 
 from __future__ import annotations
 
+import re
 import signal
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from enum import StrEnum
 
-__all__ = ["EngineExit", "Meaning", "classify", "signal_name"]
+__all__ = ["EngineExit", "Meaning", "StartFailure", "classify", "signal_name", "start_failure"]
 
 
 @dataclass(frozen=True)
 class Meaning:
     """What dying of one signal usually means: ``words`` after its name, ``means`` (the
     core's explanation), ``fix`` (the generic fix, used when the engine gives none) and
-    whether starting the engine again can help (``retryable``)."""
+    whether starting the engine again can help (``retryable``); ``memory``: the usual
+    cause is a want of memory, so evicting other models may help."""
 
     words: str
     means: str
     fix: str
     retryable: bool = True
+    memory: bool = False
 
 
 #: The signals engines die of, explained. Others get the C library's description.
@@ -51,6 +60,7 @@ MEANINGS: Mapping[str, Meaning] = {
         "something outside the engine killed it, most often the kernel's out-of-memory killer",
         "free memory (unload other models, or use a smaller model or ctx_size); 'journalctl "
         "-k' or 'dmesg' says whether the out-of-memory killer chose it",
+        memory=True,
     ),
     "SIGABRT": Meaning(
         "aborted",
@@ -164,6 +174,46 @@ def classify(
     return EngineExit(
         returncode, name, summary, explanation, meaning.retryable if meaning else True, lines
     )
+
+
+class StartFailure(StrEnum):
+    """What a failed start calls for. ``out_of_memory``: it wanted memory, so evicting
+    other models and starting it once more may help. ``hopeless``: starting it again
+    cannot help (wrong input, an engine refusing this host): nothing is evicted, it is not
+    retried, and the model is held off at once. ``unknown``: neither is known; nothing is
+    evicted, and repeated failures are held off as a crash loop."""
+
+    OUT_OF_MEMORY = "out_of_memory"
+    HOPELESS = "hopeless"
+    UNKNOWN = "unknown"
+
+
+def start_failure(
+    exit: EngineExit | None,
+    lines: Iterable[str] = (),
+    out_of_memory: Iterable[str] = (),
+    hopeless: Iterable[str] = (),
+) -> StartFailure:
+    """What a start that failed with ``exit`` (``None``: it did not end, a timeout) and
+    last output ``lines`` calls for. In order: an exit that says retrying cannot help
+    (``SIGILL``), then a line matching one of the engine's ``hopeless`` regular
+    expressions, make it ``hopeless``; a line matching one of its ``out_of_memory``
+    expressions, then a signal that usually means a want of memory (``SIGKILL``: the
+    out-of-memory killer), make it ``out_of_memory``; anything else is ``unknown``.
+    Expressions are searched for in each line (:func:`re.search`)."""
+    meaning = MEANINGS.get(exit.signal or "") if exit is not None else None
+    if exit is not None and not exit.retryable:
+        return StartFailure.HOPELESS
+    kept = tuple(lines)
+
+    def said(patterns: Iterable[str]) -> bool:
+        return any(re.search(p, line) for p in patterns for line in kept)
+
+    if said(hopeless):
+        return StartFailure.HOPELESS
+    if said(out_of_memory) or (meaning is not None and meaning.memory):
+        return StartFailure.OUT_OF_MEMORY
+    return StartFailure.UNKNOWN
 
 
 def _described(number: int) -> str:

@@ -56,7 +56,7 @@ class FieldContext:
         answer = self.client.get(self.url + "/api/v1/logs",
                                  params={"model": self.model, "limit": limit})
         answer.raise_for_status()
-        lines = [str(line["event"]) for line in answer.json()["data"]
+        lines = [str(line["fields"].get("line", line["event"])) for line in answer.json()["data"]
                  if line.get("source") == "backend"]
         if lines or self.log_file is None or not self.log_file.exists():
             return lines

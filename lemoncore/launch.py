@@ -5,6 +5,7 @@ data), the objects with behaviour a plugin may return for the core to await
 
 from __future__ import annotations
 
+import re
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -149,8 +150,17 @@ class LaunchSpec:
     A process that dies of a signal, while starting or serving, is reported by the
     signal's name with the core's explanation (``lemoncore.exits``), then the fix: the
     engine's own from ``crash_advice``, keyed by signal name (``{"SIGILL": "use the
-    portable build: ..."}``), else a generic one. A start that dies of ``SIGILL`` is not
-    retried, and the model is held off at once (an explicit load still retries it)."""
+    portable build: ..."}``), else a generic one.
+
+    A failed start is judged by its exit and by the engine's own words, which only its
+    plugin knows (``lemoncore.exits.start_failure``): ``out_of_memory`` and ``hopeless``
+    are regular expressions searched for in each of the engine's last lines of output. A
+    start whose output matches ``hopeless``, or that dies of ``SIGILL``, is not retried
+    and nothing is evicted for it; the model is held off at once (an explicit load still
+    retries it). One whose output matches ``out_of_memory``, or that dies of ``SIGKILL``
+    (the out-of-memory killer), is started once more after every other model that could
+    hold the memory is evicted. Any other failure evicts nothing; repeated ones are held
+    off as a crash loop. Declare the engine's real messages, in its language."""
 
     argv: tuple[str, ...]  # the program and its arguments; shown by /health, so no secrets
     env: Mapping[str, str] = field(default_factory=dict)  # added to lemoncore's environment
@@ -159,6 +169,20 @@ class LaunchSpec:
     # per signal name ("SIGILL", "SIGSEGV", "SIGKILL", ...): what a user should do when the
     # engine dies of it, one or two sentences (shown after the core's explanation)
     crash_advice: Mapping[str, str] = field(default_factory=dict)
+    # regular expressions for the engine's lines saying it wanted memory (an allocation
+    # failed): evicting other models and starting it again may help
+    out_of_memory: tuple[str, ...] = ()
+    # regular expressions for the engine's lines saying starting it again cannot help (a
+    # missing or damaged model file, an unknown argument, a device it refuses)
+    hopeless: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        for pattern in (*self.out_of_memory, *self.hopeless):
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"LaunchSpec: {pattern!r} is not a regular expression: "
+                                 f"{exc}") from exc
 
 
 class Runner(Protocol):

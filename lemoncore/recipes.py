@@ -7,6 +7,7 @@ malformed data is rejected at load with a readable error instead of failing late
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Mapping
 from enum import StrEnum
 from typing import Any, Literal
@@ -288,6 +289,26 @@ class BackendContribution(_Frozen):
     backend: Backend
 
 
+MAX_NAME_LENGTH = 256  # a name a request may ask for: Hugging Face's `org/repo` is <= 193
+MAX_CHECKPOINT_LENGTH = 4096  # Linux's PATH_MAX
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")  # C0, DEL, C1, line breaks
+
+
+def control_character(text: str) -> str | None:
+    """A description of the first control character in ``text`` (NUL, a newline, DEL,
+    U+2028...), or ``None``: names and checkpoints reach paths, logs and command lines,
+    where one would truncate, split or forge them."""
+    found = _CONTROL.search(text)
+    return None if found is None else f"U+{ord(found.group()):04X} at index {found.start()}"
+
+
+def plain_text(text: str) -> str:
+    """``text``, if it has no control character; else a ``ValueError`` naming it."""
+    if (found := control_character(text)) is not None:
+        raise ValueError(f"must not contain control characters (found {found})")
+    return text
+
+
 class ModelInfo(_Frozen):
     """A model that can be served: a checkpoint run by a recipe.
 
@@ -298,7 +319,8 @@ class ModelInfo(_Frozen):
     # Names appear in URLs, logs, container names and files: keep them plain.
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,127}$")
     recipe: str  # the recipe that runs it
-    checkpoint: str = Field(min_length=1)  # see above; pkg: takes the import name
+    # see above; pkg: takes the import name
+    checkpoint: str = Field(min_length=1, max_length=MAX_CHECKPOINT_LENGTH)
     labels: tuple[str, ...] = ()  # e.g. embeddings, reranking: they set model_type
     aliases: tuple[str, ...] = ()  # other names requests may use
     recipe_options: Mapping[str, Any] = Field(default_factory=dict)  # request-scope only
@@ -310,10 +332,16 @@ class ModelInfo(_Frozen):
     sha256: Mapping[str, str] = Field(default_factory=dict)  # file -> hex, where published
     sizes: Mapping[str, int] = Field(default_factory=dict)  # file -> bytes, where published
 
+    @field_validator("checkpoint")
+    @classmethod
+    def _plain_checkpoint(cls, checkpoint: str) -> str:
+        return plain_text(checkpoint)
+
     @field_validator("files")
     @classmethod
     def _relative_files(cls, files: tuple[str, ...]) -> tuple[str, ...]:
         for name in files:
+            plain_text(name)
             parts = name.replace("\\", "/").split("/")
             if not name or name.startswith("/") or ".." in parts or "" in parts:
                 raise ValueError(f"file {name!r} must be a relative path inside the "

@@ -55,6 +55,17 @@ class Settings(BaseSettings):
         default_factory=list, description="Directories whose files may be models (file: "
         "checkpoints), besides lemoncore's model store and the Hugging Face cache.")
     max_body_bytes: int = Field(32 * 1024 * 1024, ge=1024, description="Largest request body.")
+    body_timeout: float = Field(
+        120.0, gt=0, description="Seconds a request body may keep the server waiting, in "
+        "all, before a 408 closes the connection (32 MiB in 120 s needs ~2.3 Mbit/s).")
+    head_timeout: float = Field(
+        5.0, gt=0, description="Seconds a connection may take to send a request head, and "
+        "stay idle between requests, before it is closed.")
+    max_header_bytes: int = Field(
+        16 * 1024, ge=1024, description="Largest request line plus headers (431 over it).")
+    max_answer_bytes: int = Field(
+        64 * 1024 * 1024, ge=1024, description="Most of an engine's answer held at once: a "
+        "non-streamed answer, or one event of a stream lemoncore translates; more is a 502.")
     port: int = Field(13305, ge=0, le=65535)
     cache_dir: Path = Field(default_factory=lambda: _dirs()[1],
                             description="Installed backends, user models, downloads.")

@@ -23,9 +23,9 @@ import httpx
 import structlog
 
 from lemoncore.errors import LemonError
-from lemoncore.exits import EngineExit, classify, signal_name
+from lemoncore.exits import EngineExit, StartFailure, classify, signal_name, start_failure
 from lemoncore.launch import LaunchSpec, Lifecycle
-from lemoncore.outputlines import LineCutter
+from lemoncore.outputlines import EngineOutput, pump
 from lemoncore.platforms import ProcessPlatform, current
 
 log = structlog.get_logger("lemoncore.supervisor")
@@ -33,36 +33,36 @@ log = structlog.get_logger("lemoncore.supervisor")
 READY_POLL_SECONDS = 0.01
 READ_CHUNK_BYTES = 64 * 1024
 PLATFORM: ProcessPlatform = current()
+# what lemoncore's own exec helper prints when the engine cannot be run (platforms.py)
+EXEC_FAILED = r"^lemoncore: cannot run "
 
 
 class StartError(LemonError):
     """A backend did not become ready; the message carries its last log lines.
 
     ``exit`` says how the process ended when it ended while starting (``None``: it did
-    not, or a runner did not say). ``retryable`` is false when freeing memory and trying
-    again cannot help: the exit says so (``SIGILL``: the same instructions run again), or
-    the output says the input was wrong (a missing file, an unknown argument).
+    not, or a runner did not say). ``failure`` is what the failure calls for
+    (:func:`~lemoncore.exits.start_failure`: the exit, then the engine's declared
+    patterns); given none, the exit alone decides. ``retryable`` is false when starting
+    again cannot help (``hopeless``).
     """
 
     status, type, code = 503, "model_load_error", "backend_start_failed"
-    _HOPELESS = ("no such file", "not found", "does not exist", "invalid argument",
-                 "unknown argument", "error: invalid")
 
-    def __init__(self, message: str, exit: EngineExit | None = None) -> None:
+    def __init__(self, message: str, exit: EngineExit | None = None,
+                 failure: StartFailure | None = None) -> None:
         super().__init__(message)
         self.exit = exit
+        self.failure = failure or start_failure(exit, exit.last_lines if exit else ())
 
     @property
     def retryable(self) -> bool:
-        if self.exit is not None and not self.exit.retryable:
-            return False
-        text = str(self).lower()
-        return not any(marker in text for marker in self._HOPELESS)
+        return self.failure is not StartFailure.HOPELESS
 
     @property
     def should_retry(self) -> bool | None:  # type: ignore[override]
-        """``False`` when the exit says trying again cannot help (see ``retryable``)."""
-        return False if self.exit is not None and not self.exit.retryable else None
+        """``False`` when starting again cannot help (see ``retryable``)."""
+        return None if self.retryable else False
 
     @property
     def reason(self) -> str:
@@ -112,6 +112,7 @@ class BackendProcess(Lifecycle):
         self.transport: httpx.AsyncBaseTransport | None = None
         self._proc: asyncio.subprocess.Process | None = None
         self._output_read = anyio.Event()  # the child's output reached its end
+        self._killed = False  # lemoncore forced it to end: its signal is not the engine's
 
     @property
     def argv(self) -> tuple[str, ...]:
@@ -177,11 +178,19 @@ class BackendProcess(Lifecycle):
             return
         if not self.exited.is_set():
             raise StartError(f"{self.name}: not ready after {ready_within:.0f} s. "
-                             f"Last output:\n" + "\n".join(self.last_lines))
+                             f"Last output:\n" + "\n".join(self.last_lines), None,
+                             self._failure(None))
         with anyio.move_on_after(1):  # its last words, which say why
             await self._output_read.wait()
         ended = self.exit_report()
-        raise StartError(ended.report(f"{self.name}: backend", "while starting"), ended)
+        raise StartError(ended.report(f"{self.name}: backend", "while starting"), ended,
+                         self._failure(ended))
+
+    def _failure(self, ended: EngineExit | None) -> StartFailure:
+        if self._killed:  # a SIGKILL of lemoncore's own says nothing of memory
+            return StartFailure.UNKNOWN
+        return start_failure(ended, self.last_lines, self.spec.out_of_memory,
+                             (*self.spec.hopeless, EXEC_FAILED))
 
     def exit_report(self) -> EngineExit:
         """How the process ended (or ``ended`` while it runs), with its last lines of
@@ -189,26 +198,22 @@ class BackendProcess(Lifecycle):
         return classify(self.returncode, self.last_lines, self.spec.crash_advice)
 
     async def _pump_logs(self) -> None:
-        """Log the child's output line by line, each line bounded (:class:`LineCutter`:
-        asyncio's own line reader raises on a line over 64 KiB). A failure to read ends the
-        logging of this child only, never the task group it runs in (the router's)."""
+        """Log the child's output (:func:`~lemoncore.outputlines.pump`: lines bounded,
+        escaped and rate-limited; every line kept in ``last_lines``). A failure to read
+        it ends this child (a crash, restarted as any: unread, its output pipe would fill
+        and stall it), never the task group it runs in (the router's)."""
         assert self._proc is not None and self._proc.stdout is not None
-        lines = LineCutter()
+        stdout = self._proc.stdout
+        output = EngineOutput(log, self.last_lines, model=self.name, source="backend")
         try:
-            while chunk := await self._proc.stdout.read(READ_CHUNK_BYTES):
-                for line in lines.feed(chunk):
-                    self._log_line(line)
-            for line in lines.flush():
-                self._log_line(line)
-        except Exception:  # this child's output, not the server's business: log it, go on
+            await pump(lambda: stdout.read(READ_CHUNK_BYTES), output)
+        except Exception:  # this child's business, not the server's: log it, end it
             log.exception("backend output could not be read", model=self.name)
+            if self._proc.returncode is None:
+                self._killed = True
+                PLATFORM.force_stop(self._proc.pid)
         finally:
             self._output_read.set()
-
-    def _log_line(self, line: str) -> None:
-        if line:
-            self.last_lines.append(line)
-            log.info(line, model=self.name, source="backend")
 
     async def _watch_exit(self) -> None:
         assert self._proc is not None
@@ -232,6 +237,7 @@ class BackendProcess(Lifecycle):
                 await proc.wait()
         if proc.returncode is None:
             log.warning("backend did not stop in time; killing", model=self.name, pid=self.pid)
+            self._killed = True
             PLATFORM.force_stop(proc.pid)
             await proc.wait()
         self.mark_exited(pid=proc.pid, code=proc.returncode)  # unless _watch_exit did

@@ -16,6 +16,9 @@ import httpx
 import pytest
 
 from lemoncore import Settings, create_app
+from lemoncore.api.gateway import Gateway
+from lemoncore.app import core_of
+from lemoncore.errors import LemonError
 
 sys.path.insert(0, str(Path(__file__).parent))  # pytest's importlib mode adds no test dirs
 from tinyplugin import tiny_plugin
@@ -104,7 +107,80 @@ async def test_hostile_model_names_are_refused(client: httpx.AsyncClient, name: 
     response = await client.post("/api/v1/pull", json={
         "model_name": name, "checkpoint": "file:/tmp/m.gguf", "recipe": "tiny"})
     assert response.status_code == 400
-    assert "invalid model registration" in response.json()["error"]["message"]
+    error = response.json()["error"]
+    assert error["param"] == "model_name"
+    assert "invalid model registration" in error["message"] or "control char" in error["message"]
+
+
+LONG = "x" * 5000
+REGISTER = {"model_name": "m", "recipe": "tiny"}
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "param", "needle"),
+    [  # each of these was a 500 (#30, item 8), or an answer from deep inside a lookup
+        ("/api/v1/pull", {**REGISTER, "checkpoint": "file:/tmp/a\x00b.gguf"}, "checkpoint",
+         "control characters (found U+0000 at index 11)"),
+        ("/api/v1/pull", {**REGISTER, "checkpoint": "owner/repo:a\nb.gguf"}, "checkpoint",
+         "U+000A"),
+        ("/api/v1/pull", {**REGISTER, "checkpoint": "ow\x00ner/repo:m.gguf"}, "checkpoint",
+         "U+0000"),
+        ("/api/v1/pull", {**REGISTER, "checkpoint": "pkg:__main__/x"}, "checkpoint",
+         "no installed distribution provides '__main__'"),
+        ("/api/v1/pull", {**REGISTER, "checkpoint": "pkg:os/x"}, "checkpoint",
+         "pkg: names a package that an installed distribution provides"),
+        ("/api/v1/pull", {**REGISTER, "checkpoint": "pkg:lemoncore/" + "x" * 300},
+         "checkpoint", "File name too long"),
+        ("/api/v1/pull", {**REGISTER, "checkpoint": "o/" + "x" * 300 + ":m.gguf"},
+         "checkpoint", "is not a Hugging Face repo id"),
+        ("/api/v1/pull", {**REGISTER, "checkpoint": "file:/" + LONG}, "checkpoint",
+         "at most 4096 characters"),
+        ("/api/v1/pull", {**REGISTER, "checkpoint": "owner/repo:m.gguf",
+                          "files": ["a\x00b"]}, "files", "control characters"),
+        ("/api/v1/pull", {"model_name": LONG}, "model_name", "at most 256 characters"),
+        ("/api/v1/pull", {"model_name": "a\x00b"}, "model_name", "control characters"),
+        ("/api/v1/load", {"model_name": LONG}, "model_name", "at most 256 characters"),
+        ("/api/v1/load", {"model": "a\x1bb"}, "model", "U+001B"),
+        ("/api/v1/unload", {"model_name": LONG}, "model_name", "at most 256 characters"),
+        ("/api/v1/delete", {"model_name": "a\u2028b"}, "model_name", "U+2028"),
+        ("/v1/chat/completions", {"model": LONG, "messages": []}, "model",
+         "at most 256 characters"),
+        ("/v1/chat/completions", {"model": "a\x00b", "messages": []}, "model", "U+0000"),
+        ("/v1/embeddings", {"model": "a\x7fb", "input": "x"}, "model", "U+007F"),
+    ],
+)
+async def test_bad_names_and_checkpoints_are_400s_naming_the_field(
+    client: httpx.AsyncClient, path: str, body: dict[str, object], param: str, needle: str
+) -> None:
+    response = await client.post(path, json=body)
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    assert needle in error["message"]
+    assert error["param"] == param
+    assert (await client.get("/v1/models/m")).status_code == 404  # nothing registered
+
+
+@pytest.mark.parametrize(("name", "why"), [("x" * 5000, "at most 256 characters"),
+                                           ("tiny\x00chat", "U+0000 at index 4")])
+async def test_a_plugin_asking_the_gateway_for_a_hostile_name_gets_a_400(
+        tmp_path: Path, name: str, why: str, anyio_backend: str) -> None:
+    app = create_app(Settings(cache_dir=tmp_path, plugins_allow=""),
+                     plugins={"tiny": tiny_plugin(tmp_path)})
+    with pytest.raises(LemonError) as caught:
+        Gateway(core_of(app)).model(name)
+    assert caught.value.status == 400 and caught.value.code == "invalid_model_name"
+    assert why in str(caught.value) and len(str(caught.value)) < 200
+
+
+def test_a_registered_model_that_no_longer_validates_is_skipped(tmp_path: Path) -> None:
+    """A user model stored before a check existed does not stop the server starting."""
+    from lemoncore.jsonfile import write_json
+    from lemoncore.models import ModelStore
+
+    good = {"name": "good", "recipe": "tiny", "checkpoint": "owner/repo:m.gguf"}
+    write_json(tmp_path / "user_models.json",
+               [good, {**good, "name": "bad", "checkpoint": "owner/repo:a\x00.gguf"}])
+    assert list(ModelStore({}, tmp_path)._user) == ["good"]
 
 
 def test_every_error_lemoncore_reports_is_a_lemon_error() -> None:

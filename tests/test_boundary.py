@@ -221,3 +221,44 @@ def test_this_machines_name_is_served_only_beyond_loopback() -> None:
     assert not BrowserBoundary(None, [], [])._host_ok(name)  # type: ignore[arg-type]
     assert BrowserBoundary(None, [], [], machine_names=True)._host_ok(  # type: ignore[arg-type]
         f"{name}.local:13305")
+
+
+def ws(origin: str | None = None, host: str = "127.0.0.1:13305", path: str = "/ws",
+       **headers: str) -> dict[str, Any]:
+    listed = [(b"host", host.encode()), *((k.replace("_", "-").encode(), v.encode())
+                                          for k, v in headers.items())]
+    return {"type": "websocket", "path": path, "client": ("127.0.0.1", 50000),
+            "extensions": {"websocket.http.response": {}},
+            "headers": listed + ([(b"origin", origin.encode())] if origin else [])}
+
+
+async def refused(scope: dict[str, Any], cors_origins: tuple[str, ...] = ()) -> str | None:
+    """The error code a WebSocket handshake is refused with, or ``None`` if it passes."""
+    sent: list[dict[str, Any]] = []
+
+    async def inner(scope: Any, receive: Any, send: Any) -> None:
+        sent.append({"passed": True})
+
+    async def send(message: Any) -> None:
+        sent.append(message)
+
+    boundary = BrowserBoundary(inner, allowed_hosts=(), cors_origins=cors_origins)
+    await boundary(scope, None, send)  # type: ignore[arg-type]
+    if sent == [{"passed": True}]:
+        return None
+    assert sent[0]["type"] == "websocket.http.response.start" and sent[0]["status"] == 403
+    code: str = json.loads(sent[1]["body"])["error"]["code"]
+    return code
+
+
+async def test_a_websocket_from_another_origin_is_refused_on_every_path(
+        anyio_backend: str) -> None:
+    assert await refused(ws()) is None  # a non-browser client
+    assert await refused(ws("http://127.0.0.1:13305")) is None  # the server's own page
+    for path in ("/ws", "/live", "/ui/"):
+        assert await refused(ws("http://evil.example", path=path)) == "cross_site_request"
+    assert await refused(ws("null")) == "cross_site_request"
+    assert await refused(ws(sec_fetch_site="cross-site")) == "cross_site_request"
+    for cors in (("http://app.example",), ("*",)):  # CORS does not extend to WebSockets
+        assert await refused(ws("http://app.example"), cors) == "cross_site_request"
+    assert await refused(ws(host="attacker.example")) == "host_not_allowed"

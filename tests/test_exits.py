@@ -7,7 +7,8 @@ import signal
 
 import pytest
 
-from lemoncore.exits import classify, signal_name
+from lemoncore.exits import StartFailure, classify, signal_name, start_failure
+from lemoncore.launch import LaunchSpec
 from lemoncore.serving.proxy import broken
 from lemoncore.supervisor import StartError
 
@@ -119,16 +120,78 @@ def test_output_keeps_the_last_lines_asked_for() -> None:
     assert classify(1).output() == ""
 
 
-def test_a_start_error_is_retried_unless_the_exit_or_the_output_says_it_cannot_help() -> None:
-    sigill = classify(-number("SIGILL"), ["llama_model_load: loading"])
-    assert not StartError(sigill.report("m: backend", "while starting"), sigill).retryable
-    oom = classify(-number("SIGKILL"), ["ggml_aligned_malloc: insufficient memory"])
-    assert StartError(oom.report("m: backend", "while starting"), oom).retryable
-    missing = classify(
-        1, ["gguf_init_from_file: failed to open GGUF file '/x' (No such file or directory)"]
+OOM = (r"failed to allocate \S+ buffer of size",)  # as an engine's plugin declares them
+HOPELESS = (r"failed to open GGUF file", r"não pertence a essa família")
+ALLOC = "ggml_backend_buft_alloc_buffer_n_default: failed to allocate CPU buffer of size 9"
+FAMILY = (
+    "VTE_TARGET_ARCH_FAMILY=gfx11, mas o único device HIP visível ('Radeon', arch "
+    "gfx1201) não pertence a essa família."
+)
+
+
+@pytest.mark.parametrize(
+    ("code", "lines", "patterns", "expected"),
+    [
+        # the exit alone: SIGILL never helps; SIGKILL is most often the OOM killer
+        ("SIGILL", [ALLOC], True, StartFailure.HOPELESS),  # the exit beats the words
+        ("SIGKILL", [], False, StartFailure.OUT_OF_MEMORY),
+        ("SIGSEGV", [], False, StartFailure.UNKNOWN),
+        (1, [], False, StartFailure.UNKNOWN),
+        (None, [], False, StartFailure.UNKNOWN),  # a timeout: it did not end
+        # the engine's declared words, in its own language
+        (1, ["loading", ALLOC, "exiting"], True, StartFailure.OUT_OF_MEMORY),
+        (
+            1,
+            [f"ERROR Falha ao carregar o modelo, encerrando: {FAMILY}"],
+            True,
+            StartFailure.HOPELESS,
+        ),
+        (
+            1,
+            ["gguf_init_from_file: failed to open GGUF file '/x' (No such file)"],
+            True,
+            StartFailure.HOPELESS,
+        ),
+        ("SIGKILL", [FAMILY], True, StartFailure.HOPELESS),  # hopeless beats a guess
+        (1, [ALLOC, FAMILY], True, StartFailure.HOPELESS),
+        # undeclared, English or not, the core reads nothing into it
+        (1, [ALLOC], False, StartFailure.UNKNOWN),
+        (
+            1,
+            ["error: invalid argument: --bogus (No such file or directory)"],
+            True,
+            StartFailure.UNKNOWN,
+        ),
+    ],
+)
+def test_a_failed_start_is_judged_by_its_exit_and_the_engines_declared_words(
+    code: str | int | None, lines: list[str], patterns: bool, expected: StartFailure
+) -> None:
+    ended = (
+        None if code is None else classify(-number(code) if isinstance(code, str) else code, lines)
     )
-    assert not StartError(missing.report("m: backend", "while starting"), missing).retryable
+    declared = (OOM, HOPELESS) if patterns else ((), ())
+    assert start_failure(ended, lines, *declared) is expected
+
+
+def test_a_start_error_carries_what_its_failure_calls_for() -> None:
+    sigill = classify(-number("SIGILL"), ["llama_model_load: loading"])
+    error = StartError(sigill.report("m: backend", "while starting"), sigill)
+    assert error.failure is StartFailure.HOPELESS and not error.retryable
+    assert error.should_retry is False
+    oom = classify(-number("SIGKILL"), ["ggml_aligned_malloc: insufficient memory"])
+    assert StartError("m", oom).failure is StartFailure.OUT_OF_MEMORY
+    missing = classify(1, ["gguf_init_from_file: failed to open GGUF file '/x' (No such file)"])
+    assert StartError("m", missing).failure is StartFailure.UNKNOWN  # no English guesses
+    said = StartError("m", missing, StartFailure.HOPELESS)  # as the supervisor judged it
+    assert not said.retryable and said.should_retry is False
     assert StartError("boom").retryable and StartError("boom").exit is None
+    assert StartError("boom").should_retry is None
+
+
+def test_a_launch_spec_refuses_a_pattern_that_is_no_regular_expression() -> None:
+    with pytest.raises(ValueError, match="is not a regular expression"):
+        LaunchSpec(argv=("x",), hopeless=("([unclosed",))
 
 
 def test_a_start_errors_reason_is_one_line_that_says_why() -> None:

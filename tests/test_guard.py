@@ -1,7 +1,9 @@
-"""Auth, body limits, CORS and crash-loop cooldown, through the real app."""
+"""Auth, body limits, CORS and crash-loop cooldown, through the real app; WebSocket and
+other ASGI scopes on the middleware itself."""
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -12,6 +14,8 @@ import httpx
 import pytest
 
 from lemoncore import Settings, create_app, hookimpl
+from lemoncore.api.boundary import BrowserBoundary
+from lemoncore.api.guard import Guard
 from lemoncore.hosts import HostDevice, HostInfo
 from lemoncore.launch import InstallPlan, LaunchContext, LaunchSpec
 from lemoncore.recipes import Backend, DeviceKind, ModelInfo, Recipe, SupportRow
@@ -74,6 +78,8 @@ async def test_api_and_admin_keys(tmp_path: Path, anyio_backend: str) -> None:
         assert (await c.post("/api/v1/unload", json={}, headers=bearer)).status_code == 401
         admin = {"Authorization": "Bearer admin-secret"}
         assert (await c.post("/api/v1/unload", json={}, headers=admin)).status_code == 200
+        # the admin key serves the API too: a client sends one key (an Ollama client does)
+        assert (await c.get("/v1/models", headers=admin)).status_code == 200
 
 
 async def test_admin_key_defaults_to_the_api_key_and_secrets_stay_hidden(
@@ -242,3 +248,70 @@ async def test_malformed_sse_from_a_backend_is_relayed_and_closed(
         assert streamed.content.startswith(b"data: {not json")
         assert streamed.content.endswith(b"data: [DONE]\n\n")  # the stream is closed cleanly
         assert (await c.post("/v1/chat/completions", json=chat)).status_code == 200
+
+
+# WebSocket and other ASGI scopes, on the middleware itself ----------------------------
+
+
+def ws_scope(path: str = "/ws", denial: bool = True, client: str = "127.0.0.1",
+             **headers: str) -> dict[str, Any]:
+    """A WebSocket handshake scope; ``denial``: the server offers the denial response."""
+    return {"type": "websocket", "path": path, "client": (client, 50000),
+            "extensions": {"websocket.http.response": {}} if denial else {},
+            "headers": [(b"host", b"localhost:13305"),
+                        *((k.replace("_", "-").encode(), v.encode()) for k, v in headers.items())]}
+
+
+async def through(app_class: Any, scope: dict[str, Any], **options: Any
+                  ) -> tuple[list[dict[str, Any]], bool]:
+    """Run one scope through a middleware: what it sent, and whether the app was reached."""
+    reached, sent = [], []
+
+    async def inner(scope: Any, receive: Any, send: Any) -> None:
+        reached.append(scope)
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "websocket.connect"}
+
+    async def send(message: Any) -> None:
+        sent.append(message)
+
+    await app_class(inner, **options)(scope, receive, send)
+    return sent, bool(reached)
+
+
+GUARD = {"api_key": "k", "admin_key": None, "max_body_bytes": 1024}
+
+
+async def test_a_websocket_needs_the_key_and_is_refused_before_accept(
+        anyio_backend: str) -> None:
+    sent, reached = await through(Guard, ws_scope(), **GUARD)
+    assert not reached and sent[0] == {"type": "websocket.http.response.start", "status": 401,
+                                       "headers": sent[0]["headers"]}
+    assert json.loads(sent[1]["body"])["error"]["code"] == "invalid_api_key"
+    # a server without the denial-response extension: close before accept (it sends 403)
+    sent, reached = await through(Guard, ws_scope(denial=False), **GUARD)
+    assert not reached
+    assert sent == [{"type": "websocket.close", "code": 1008, "reason": "invalid_api_key"}]
+    # no WebSocket path is open, /ui and / included; the key alone lets one through
+    for path in ("/", "/ui/x", "/live"):
+        assert not (await through(Guard, ws_scope(path), **GUARD))[1], path
+    assert await through(Guard, ws_scope(authorization="Bearer k"), **GUARD) == ([], True)
+    assert await through(Guard, ws_scope(x_api_key="k"), **GUARD) == ([], True)
+    # a bearer token as a subprotocol is not a key
+    assert not (await through(Guard, ws_scope(sec_websocket_protocol="bearer, k"),
+                              **GUARD))[1]
+    # management paths need the admin key, or this machine, as for HTTP
+    remote = ws_scope("/api/v1/pull", client="10.0.0.2")
+    sent, reached = await through(Guard, remote, **{**GUARD, "api_key": None})
+    assert not reached and json.loads(sent[1]["body"])["error"]["code"] == \
+        "remote_admin_refused"
+
+
+async def test_lifespan_passes_and_unknown_scope_types_are_refused(anyio_backend: str) -> None:
+    boundary = {"allowed_hosts": (), "cors_origins": ()}
+    for middleware, options in ((Guard, GUARD), (BrowserBoundary, boundary)):
+        assert await through(middleware, {"type": "lifespan"}, **options) == ([], True)
+        with pytest.raises(ValueError, match="webtransport"):
+            await through(middleware, {"type": "webtransport", "path": "/", "headers": []},
+                          **options)

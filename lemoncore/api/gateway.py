@@ -6,7 +6,10 @@ loaded, pulled and deleted as ``/api/v1/*`` does, and inference goes through the
 path as ``/v1/*`` (loading, queueing, retries, wedge detection, token metrics). Errors
 are :class:`lemoncore.errors.LemonError`; a plugin answers them in its API's own shape.
 
-Get it in a handler with ``Gateway.of(request)``.
+Get it in a handler with ``Gateway.of(request)``: that gateway acts with the request's
+rights. One that may not use the management routes (it has the API key, not the admin
+key) cannot pin, unpin, reload with other options or unload a pinned model: a 403
+``model_pinned``, as ``/api/v1`` would refuse it; pulls and deletes need those rights too.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import httpx
 from starlette.requests import Request
 
 from lemoncore.api import bodies, replies
+from lemoncore.api.authority import may_manage
 from lemoncore.api.disconnect import until_disconnect
 from lemoncore.api.inference import backend_error, check_request
 from lemoncore.core import Core
@@ -35,17 +39,28 @@ from lemoncore.serving.sse import DONE, DataLines, error_message
 class Gateway:
     """Public calls on a running lemoncore; stable within a minor version."""
 
-    def __init__(self, core: Core) -> None:
-        self._core = core
+    def __init__(self, core: Core, manage: bool = True) -> None:
+        """``manage``: whether the caller may do what the management routes do."""
+        self._core, self._manage = core, manage
 
     until_disconnect = staticmethod(until_disconnect)
     """Await work for a request, cancelled (``None``) if its client disconnects first."""
 
     @staticmethod
     def of(request: Request) -> Gateway:
-        """The gateway of the app serving ``request``."""
-        gateway: Gateway = request.app.state.gateway
-        return gateway
+        """The gateway of the app serving ``request``, with that request's rights."""
+        core = request.app.state.gateway._core
+        settings = core.settings
+        admin_key = settings.admin_api_key or settings.api_key
+        return Gateway(core, may_manage(request.scope, admin_key and
+                                        admin_key.get_secret_value(),
+                                        settings.allow_remote_admin))
+
+    def _require_manage(self, what: str) -> None:
+        if not self._manage:
+            raise LemonError(f"{what} needs the rights of the management routes: the admin "
+                             "key, or a request from this machine while no admin key is "
+                             "set", 403, code="admin_required")
 
     # Models ------------------------------------------------------------------------
 
@@ -55,8 +70,11 @@ class Gateway:
         return [m for m in self._core.models.all().values() if m.recipe in recipes]
 
     def model(self, name: str) -> ModelInfo:
-        """The model called ``name`` (or an alias of it); a 404 ``model_not_found`` or a
-        400 ``recipe_not_installed``."""
+        """The model called ``name`` (or an alias of it); a 404 ``model_not_found``, a
+        400 ``recipe_not_installed``, or a 400 ``invalid_model_name`` for a name no model
+        can have (too long, a control character: :func:`bodies.checked_name`), as the
+        core's own routes refuse it."""
+        bodies.checked_name(name)
         return self._core.router.model(name)
 
     async def local_path(self, model: ModelInfo) -> Path | None:
@@ -74,7 +92,10 @@ class Gateway:
         """Load ``name`` as ``POST /api/v1/load`` does: ``options`` are request-scope
         recipe options (checked; new ones reload a loaded model); ``keep_alive``
         (seconds, ``math.inf`` forever) replaces the model's idle time before unload."""
-        server = await self._core.router.load(name, options, pinned, keep_alive=keep_alive)
+        if pinned is not None:
+            self._require_manage("pinning or unpinning a model")
+        server = await self._core.router.load(name, options, pinned, keep_alive=keep_alive,
+                                              manage=self._manage)
         return replies.LoadedModel.model_validate(server.as_health())
 
     async def ensure_loaded(self, name: str, keep_alive: float | None = None
@@ -86,11 +107,13 @@ class Gateway:
         return replies.LoadedModel.model_validate(server.as_health())
 
     async def unload(self, name: str) -> None:
-        await self._core.router.unload(name)
+        """Unload ``name`` (a 404 ``model_not_loaded`` if it is not loaded)."""
+        await self._core.router.unload(name, manage=self._manage)
 
     async def pull(self, name: str, progress: ProgressCallback | None = None) -> Path:
         """Download a registered or catalogue model (verified, resumable); ``progress``
         gets ``(bytes_done, bytes_total)`` of all its files."""
+        self._require_manage("a pull")
         model = self._core.models.get(name)
         if model is None:
             raise LemonError(f"model {name!r} is not registered or in the catalogue", 404,
@@ -99,6 +122,7 @@ class Gateway:
 
     async def delete(self, name: str) -> None:
         """Unload and remove a downloaded model (a user model is forgotten too)."""
+        self._require_manage("a delete")
         model = self._core.models.get(name)
         if model is None:
             raise LemonError(f"model {name!r} not found", 404, code="model_not_found")
@@ -147,7 +171,7 @@ class Gateway:
         async with answer.resources:
             if answer.upstream.status_code != 200:
                 raise backend_error(answer.upstream)
-            lines, usage = DataLines(), None
+            lines, usage = DataLines(self._core.settings.max_answer_bytes), None
             broke: bool | None = None  # how the engine's stream ended, once it has
             try:
                 async for chunk in answer.upstream.aiter_raw():

@@ -1,14 +1,25 @@
 """Who may call what, and how big a request may be: an ASGI middleware.
 
 With ``api_key`` set, every API route needs it (``Authorization: Bearer …`` or
-``x-api-key``); management routes (load, unload, pull, delete, install, uninstall, logs) need
-``admin_api_key``, which defaults to ``api_key``. With no admin key, management routes
+``x-api-key``; the admin key serves too); management routes (load, unload, pull, delete,
+install, uninstall, logs) need ``admin_api_key``, which defaults to ``api_key``. What a
+plugin's route may do through the gateway follows the same rule
+(:func:`lemoncore.api.authority.may_manage`). With no admin key, management routes
 answer only requests from this machine itself (:func:`is_local`) unless
 ``allow_remote_admin`` is set. ``/live``, ``/openapi.json`` and the web UI's static
 pages (``/``, ``/ui/…``: they hold no data; the API calls they make need the keys) stay
-open.
+open; a plugin route at ``/`` still needs the key (:data:`KEYLESS`,
+:class:`~lemoncore.routevet.Fenced`).
 Keys are compared in constant time and never logged. Bodies over ``max_body_bytes`` get
 a 413.
+
+WebSocket handshakes pass the same checks, and with ``api_key`` set every WebSocket path
+needs it (none is open). The key comes in the same headers, so only non-browser clients
+can present it: browsers cannot set headers on a handshake, and no other form (no
+``Sec-WebSocket-Protocol`` bearer token, no query parameter) is accepted. A refused
+handshake gets the HTTP status and JSON body (:func:`send_error`). Message sizes are
+the server's limit (hypercorn's ``websocket_max_message_size``), not ``max_body_bytes``.
+``lifespan`` passes through; any other ASGI scope type is refused (raises).
 """
 
 from __future__ import annotations
@@ -16,12 +27,14 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+from collections.abc import Sequence
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from lemoncore.api.hostname import loopback_address, loopback_name
 from lemoncore.errors import error_body
 
+KEYLESS = "lemoncore.keyless"  # scope key: on an open path, without the api_key that is set
 ADMIN_ENDPOINTS = {"load", "unload", "pull", "delete", "install", "uninstall", "logs"}
 
 
@@ -49,6 +62,16 @@ class BodyTooLarge(Exception):
     pass
 
 
+def served_scope(scope: Scope) -> bool:
+    """``True`` for a scope the guards check (HTTP, WebSocket), ``False`` for ``lifespan``;
+    raise for any other type (ASGI: an app raises on a scope type it does not know)."""
+    if scope["type"] in {"http", "websocket"}:
+        return True
+    if scope["type"] == "lifespan":
+        return False
+    raise ValueError(f"lemoncore serves HTTP and WebSocket, not ASGI {scope['type']!r} scopes")
+
+
 def is_local(scope: Scope, headers: dict[bytes, bytes]) -> bool:
     """Whether a request comes from this machine itself: a loopback client (or a unix
     socket) that no reverse proxy forwarded (no ``Forwarded``/``X-Forwarded-For``) and
@@ -71,22 +94,29 @@ class Guard:
         self.allow_remote_admin = allow_remote_admin
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
+        if not served_scope(scope):
             await self.app(scope, receive, send)
             return
-        headers = dict(scope["headers"])
-        needed = required_key(scope["path"])
+        headers, websocket = dict(scope["headers"]), scope["type"] == "websocket"
+        needed = required_key(scope["path"]) or ("api" if websocket else None)
         expected = self.admin_key if needed == "admin" else self.api_key if needed else None
-        if expected and not same(presented_key(headers), expected):
+        key = presented_key(headers)
+        if expected and not same(key, expected) and not (  # the admin key serves the API too
+                needed == "api" and self.admin_key and same(key, self.admin_key)):
             what = "an admin API key" if needed == "admin" else "an API key"
             await send_error(send, 401, f"this route needs {what}: send 'Authorization: "
-                             "Bearer <key>' or 'x-api-key: <key>'", "invalid_api_key")
+                             "Bearer <key>' or 'x-api-key: <key>'", "invalid_api_key", scope)
             return
         if needed == "admin" and not expected and not self.allow_remote_admin \
                 and not is_local(scope, headers):
             await send_error(send, 403, "management routes answer only this machine while no "
                              "admin key is set: set admin_api_key (LEMON_ADMIN_API_KEY), or "
-                             "allow_remote_admin", "remote_admin_refused")
+                             "allow_remote_admin", "remote_admin_refused", scope)
+            return
+        if needed is None and self.api_key and not same(presented_key(headers), self.api_key):
+            scope = {**scope, KEYLESS: True}  # an open path: a plugin route there refuses
+        if websocket:
+            await self.app(scope, receive, send)
             return
         length = headers.get(b"content-length")
         if length is not None and length.isdigit() and int(length) > self.max_body:
@@ -110,9 +140,28 @@ class Guard:
                              "(setting max_body_bytes)", "request_too_large")
 
 
-async def send_error(send: Send, status: int, message: str, code: str) -> None:
+async def send_error(send: Send, status: int, message: str, code: str,
+                     scope: Scope | None = None,
+                     headers: Sequence[tuple[bytes, bytes]] = ()) -> None:
+    """Answer with ``status`` and an OpenAI-shaped error body (and ``headers``), before
+    any response.
+
+    A WebSocket ``scope`` is refused before ``websocket.accept``: with the ASGI denial
+    response extension (``websocket.http.response``, which hypercorn advertises and
+    implements: ``hypercorn/protocol/ws_stream.py``, ``WSStream.handle`` puts it in the
+    scope, ``WSStream.app_send``/``_send_rejection`` send the status, headers and body)
+    it gets the same status and body as HTTP; without it, ``websocket.close`` with 1008,
+    which the server answers as a bare 403 (``WSStream.app_send``:
+    ``_send_error_response(403)``).
+    """
     body = json.dumps(error_body(message, "invalid_request_error", code)).encode()
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"),
-                            (b"content-length", str(len(body)).encode())]})
-    await send({"type": "http.response.body", "body": body})
+    headers = [(b"content-type", b"application/json"),
+               (b"content-length", str(len(body)).encode()), *headers]
+    kind = "http"
+    if scope is not None and scope["type"] == "websocket":
+        if "websocket.http.response" not in (scope.get("extensions") or {}):
+            await send({"type": "websocket.close", "code": 1008, "reason": code})
+            return
+        kind = "websocket.http"
+    await send({"type": f"{kind}.response.start", "status": status, "headers": headers})
+    await send({"type": f"{kind}.response.body", "body": body})

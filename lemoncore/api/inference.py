@@ -161,7 +161,7 @@ async def _translated_stream(core: Core, model: ModelInfo, endpoint: Endpoint,
                              translation: Translation, body: dict[str, Any],
                              keep_alive: float | None) -> Response:
     assert translation.stream is not None
-    framing = TranslatedFraming(translation.stream(body))
+    framing = TranslatedFraming(translation.stream(body), core.settings.max_answer_bytes)
     answer = await exchange(core.router, model, translation.target, translation.request(body),
                             stream=True, retry=endpoint.retried, keep_alive=keep_alive)
     if answer.upstream.status_code != 200:
@@ -199,7 +199,8 @@ async def check_upload(core: Core, endpoint: Endpoint, request: Request
                        param=endpoint.model_field)
     if not present:
         raise ApiError(f"missing form field {endpoint.required!r}", param=endpoint.required)
-    return _serving(core, endpoint, name), Raw(raw, content_type), stream
+    model = _serving(core, endpoint, bodies.checked_name(name, endpoint.model_field))
+    return model, Raw(raw, content_type), stream
 
 
 def _serving(core: Core, endpoint: Endpoint, name: str) -> ModelInfo:

@@ -83,7 +83,9 @@ def _pull_target(core: Core, body: bodies.PullBody) -> ModelInfo:
                           labels=tuple(body.labels), recipe_options=body.recipe_options,
                           files=tuple(body.files), sha256=body.sha256, sizes=body.sizes)
     except ValidationError as exc:
-        raise ApiError(f"invalid model registration: {exc}") from exc
+        field = str(exc.errors()[0]["loc"][0]) if exc.errors()[0]["loc"] else None
+        raise ApiError(f"invalid model registration: {exc}",
+                       param="model_name" if field == "name" else field) from exc
     recipe = core.plugins.registry.recipes.get(model.recipe)
     if recipe is None:
         raise ApiError(f"unknown recipe {model.recipe!r}; installed recipes: "

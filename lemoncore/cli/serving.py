@@ -19,6 +19,7 @@ from lemoncore.cli.common import STARTED, parse_options, print_result, settings_
 from lemoncore.settings import Settings
 
 if TYPE_CHECKING:
+    from hypercorn.config import Config
     from starlette.applications import Starlette
 
     from lemoncore.cli.common import Subparsers
@@ -55,16 +56,12 @@ def serve_app(app: Starlette) -> None:
     longer, so those answers still reach their clients. Then every backend is stopped.
     """
     from hypercorn.asyncio import serve
-    from hypercorn.config import Config
 
     from lemoncore.app import core_of
 
     core = core_of(app)
     settings = core.settings
-    config = Config()
-    config.bind = [f"{settings.host}:{settings.port}"]
-    config.accesslog = None
-    config.graceful_timeout = settings.stop_grace + 1
+    config = hypercorn_config(settings)
 
     async def main() -> None:
         stop = anyio.Event()
@@ -83,6 +80,26 @@ def serve_app(app: Starlette) -> None:
                 tg.cancel_scope.cancel()
 
     anyio.run(main)
+
+
+def hypercorn_config(settings: Settings) -> Config:
+    """Hypercorn's configuration for ``settings``. Its limits on how a request arrives:
+    ``keep_alive_timeout`` (``head_timeout``) closes a connection that has not sent a
+    whole head that long after it opened or after its previous answer; h11 refuses (431)
+    an incomplete head over ``h11_max_incomplete_size`` (``max_header_bytes``), which
+    bounds a head's memory to that plus one 64 KiB read; no ``read_timeout``, which would
+    cut a streamed answer whose client sends nothing. The app's
+    :class:`~lemoncore.api.intake.Intake` enforces ``max_header_bytes`` exactly and
+    ``body_timeout``."""
+    from hypercorn.config import Config
+
+    config = Config()
+    config.bind = [f"{settings.host}:{settings.port}"]
+    config.accesslog = None
+    config.graceful_timeout = settings.stop_grace + 1
+    config.keep_alive_timeout = settings.head_timeout
+    config.h11_max_incomplete_size = settings.max_header_bytes
+    return config
 
 
 def cmd_explain(args: argparse.Namespace) -> int:

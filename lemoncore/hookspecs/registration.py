@@ -158,15 +158,19 @@ def register_routes() -> Sequence[BaseRoute]:
     """Return HTTP routes this plugin serves: another API surface over lemoncore.
 
     Registration: called once, when the plugin loads; not an owner hook. Each item is a
-    Starlette route (``starlette.routing.Route`` or ``Mount``), served after lemoncore's
-    own and behind the same guards: host and cross-site checks, the API key, the body
-    limit; a path whose last segment is ``load``, ``unload``, ``pull``, ``delete``,
-    ``install`` or ``uninstall`` needs the admin key (or this machine). Handlers reach
-    the core only through ``lemoncore.api.gateway.Gateway.of(request)``: list, load,
-    pull and delete models, and send inference requests through the same path as
-    ``/v1/*``. A route under ``/v1/`` or ``/api/v1/``, or at a path lemoncore routes, is
-    skipped with a warning on this plugin. Routes are not in ``/openapi.json``: the
-    plugin documents its API. ``lemon-plugin-ollama-api`` is the worked example.
+    Starlette route (``Route``, ``WebSocketRoute`` or ``Mount``), served after lemoncore's
+    own and the web UI's, behind the same guards: host and cross-site checks, the API key
+    (WebSockets included), the body limit; a path whose last segment is ``load``,
+    ``unload``, ``pull``, ``delete``, ``install`` or ``uninstall`` needs the admin key (or
+    this machine). Handlers reach the core only through
+    ``lemoncore.api.gateway.Gateway.of(request)``: list, load, pull and delete models, and
+    send inference requests through the same path as ``/v1/*``, with the request's own
+    rights (one without the admin key cannot reload, unpin or unload a pinned model). A
+    route that could answer a path lemoncore serves (on, under or above ``/v1``,
+    ``/api/v1``, ``/ui``, ``/live``, ``/metrics``, ``/openapi.json`` or a routed
+    endpoint), a root ``Mount("")`` and a ``Host`` route are skipped with a warning on
+    this plugin. Routes are not in ``/openapi.json``: the plugin documents its API.
+    ``lemon-plugin-ollama-api`` is the worked example.
 
     :returns: a sequence of Starlette routes; empty (or ``None``) when there are none.
 

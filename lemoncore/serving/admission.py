@@ -15,6 +15,7 @@ import anyio
 import structlog
 
 from lemoncore.errors import LemonError
+from lemoncore.exits import StartFailure
 from lemoncore.serving.launcher import LoadedServer
 from lemoncore.settings import Settings
 from lemoncore.supervisor import StartError
@@ -23,7 +24,7 @@ log = structlog.get_logger("lemoncore.serving.admission")
 
 # A backend that fails to start this many times in a row is held off, with a back-off
 # doubling from COOLDOWN_S up to COOLDOWN_MAX_S, instead of being respawned per request.
-# One whose exit says starting again cannot help (SIGILL) is held off at once, for
+# One that starting again cannot help (SIGILL, or the engine says so) is held off at once, for
 # COOLDOWN_MAX_S: a client's automatic retries then get the explanation, not a new spawn.
 CRASH_LOOP_FAILURES, COOLDOWN_S, COOLDOWN_MAX_S = 3, 5.0, 300.0
 # Consecutive failed requests (5xx or broken connections) that mark a live server wedged.
@@ -42,7 +43,7 @@ class _Failures:
     held_until: float = 0.0
     error: str = ""  # the last failure's message, which a refusal repeats
     reason: str = ""  # its one line (StartError.reason)
-    hopeless: bool = False  # its exit says trying again cannot help
+    hopeless: bool = False  # trying again cannot help (StartFailure.HOPELESS)
 
 
 @dataclass(frozen=True)
@@ -157,12 +158,12 @@ class Admission:
 
     def failed_start(self, name: str, exc: StartError) -> StartError:
         """Record a failed start; the error to report (saying when it is held off). A
-        start that cannot succeed by trying again (``exc.exit`` is not retryable) is held
-        off at once, for the longest hold."""
+        start that cannot succeed by trying again (``exc.failure`` is ``hopeless``: its
+        exit or the engine's own words say so) is held off at once, for the longest hold."""
         failures = self._failed_starts.setdefault(name, _Failures())
         failures.count += 1
         failures.error, failures.reason = str(exc), exc.reason
-        hopeless = failures.hopeless = exc.exit is not None and not exc.exit.retryable
+        hopeless = failures.hopeless = exc.failure is StartFailure.HOPELESS
         if failures.count < CRASH_LOOP_FAILURES and not hopeless:
             return exc
         hold = COOLDOWN_MAX_S if hopeless else min(
@@ -171,7 +172,7 @@ class Admission:
         why = "starting it again cannot help" if hopeless else \
             f"{name} failed to start {_times(failures.count)}"
         return StartError(f"{exc}\n({why}: held off for {hold:.0f} s; an explicit load "
-                          "retries now)", exc.exit)
+                          "retries now)", exc.exit, exc.failure)
 
     def started(self, name: str) -> None:
         self._failed_starts.pop(name, None)

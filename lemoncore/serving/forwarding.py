@@ -78,8 +78,6 @@ async def exchange(router: Router, model: ModelInfo, path: str, body: Body,
                     failure.should_retry = False
                 raise failure from exc
             resources.push_async_callback(upstream.aclose)
-            if stream and upstream.status_code != 200:
-                await upstream.aread()
         except BaseException:
             await resources.aclose()
             raise
@@ -109,7 +107,8 @@ async def send_when_free(router: Router, server: LoadedServer, path: str,
     delay = BUSY_RETRY_S
     deadline = anyio.current_time() + router.settings.load_timeout
     while True:
-        upstream = await send_request(server.client, path, body, stream)
+        upstream = await send_request(server.client, path, body, stream,
+                                      router.settings.max_answer_bytes)
         if upstream.status_code != 429 or server.backend.max_concurrency != 1:
             return upstream
         await upstream.aclose()

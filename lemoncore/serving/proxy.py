@@ -21,6 +21,7 @@ from starlette.types import Receive, Scope, Send
 
 from lemoncore.errors import LemonError, error_body
 from lemoncore.exits import EngineExit
+from lemoncore.serving.bounded import AnswerTooLarge, read_whole
 from lemoncore.serving.transport import relay_stream
 
 PING = b": ping\n\n"
@@ -72,8 +73,10 @@ Body = dict[str, Any] | Raw
 
 
 async def send_request(client: httpx.AsyncClient, path: str, body: Body,
-                       stream: bool) -> httpx.Response:
-    """POST to the backend; transport failures become :class:`BackendFailure`.
+                       stream: bool, limit: int) -> httpx.Response:
+    """POST to the backend; transport failures become :class:`BackendFailure`. The
+    answer is read whole (:func:`~lemoncore.serving.bounded.read_whole`, at most ``limit``
+    bytes) unless it is a ``stream`` that started (status 200).
 
     A pooled connection the backend closed before answering is retried once on a fresh
     one: the backend never read that request.
@@ -83,13 +86,19 @@ async def send_request(client: httpx.AsyncClient, path: str, body: Body,
                              headers={"content-type": body.content_type})
     for attempt in (1, 2):
         try:
-            return await client.send(request, stream=stream)
+            response = await client.send(request, stream=True)
+            break
         except httpx.RemoteProtocolError as exc:
             if attempt == 2 or "without sending" not in str(exc):
                 raise BackendFailure(f"backend connection failed: {exc!r}") from exc
         except httpx.TransportError as exc:
             raise BackendFailure(f"backend connection failed: {exc!r}") from exc
-    raise AssertionError("unreachable")
+    if stream and response.status_code == 200:
+        return response
+    try:  # the backend has the request now: a failure here is never retried on this path
+        return await read_whole(response, limit)
+    except httpx.TransportError as exc:
+        raise BackendFailure(f"backend answer broke off: {exc!r}") from exc
 
 
 class Framing(Protocol):
@@ -242,6 +251,8 @@ class SSERelay(Response):
                     died = await self.death() if self.death is not None else None
                     pending.append(framing.fail(broken("backend stream broke", exc, died,
                                                        self.suspects)))
+                except AnswerTooLarge as exc:  # a translated stream's event: not a failure
+                    pending.append(framing.fail(str(exc), exc.status, exc.type, exc.code or ""))
                 finally:
                     if stream is not None:
                         stream.before_read = None

@@ -22,6 +22,7 @@ import anyio.abc
 import structlog
 
 from lemoncore.errors import LaunchRefused, LemonError
+from lemoncore.exits import StartFailure
 from lemoncore.hosts import HostInfo
 from lemoncore.installs.backends import Backends
 from lemoncore.models import ModelError, ModelStore
@@ -43,6 +44,17 @@ WORKER_PROBE_TIMEOUT = 2.0  # seconds for an RPC worker's TCP connect and handsh
 
 class RouterError(LemonError):
     """A model cannot be found, loaded or unloaded."""
+
+
+class PinnedModel(RouterError):
+    """A caller without management rights asked to change a pinned model."""
+
+    status, code = 403, "model_pinned"
+
+    def __init__(self, name: str, change: str) -> None:
+        super().__init__(f"{name} is pinned: only a request that may use management routes "
+                         "(with the admin key, or from this machine while no admin key is "
+                         f"set) may {change} it")
 
 
 @dataclass
@@ -161,17 +173,20 @@ class Router:
 
     async def load(self, name: str, request: Mapping[str, Any] | None = None,
                    pinned: bool | None = None, explicit: bool = True,
-                   hold: bool = False, keep_alive: float | None = None) -> LoadedServer:
+                   hold: bool = False, keep_alive: float | None = None,
+                   manage: bool = True) -> LoadedServer:
         """Load ``name`` (or return it when loaded); an explicit load with new options
-        reloads it. With ``hold`` the server comes back counted busy, so no other load
-        evicts it before the caller uses it; a ``keep_alive`` (seconds) replaces the
-        server's. The load runs in the router's own task: a
+        reloads it, pinned as it was unless ``pinned`` says. Without ``manage`` (a caller
+        who may not use management routes) a pinned model is neither reloaded nor
+        unpinned: :class:`PinnedModel`. With ``hold`` the server comes back counted busy,
+        so no other load evicts it before the caller uses it; a ``keep_alive`` (seconds)
+        replaces the server's. The load runs in the router's own task: a
         caller that gives up does not cancel it, and one that waits ``load_timeout``
         seconds gets 503 ``model_loading`` with ``Retry-After`` while it goes on."""
         self.model(name)  # an unknown name fails now, without waiting for other loads
         pending = _PendingLoad(hold)
         assert self._tg is not None, "use the router as an async context manager"
-        self._tg.start_soon(self._run, pending, name, request, pinned, explicit)
+        self._tg.start_soon(self._run, pending, name, request, pinned, explicit, manage)
         try:
             with anyio.move_on_after(self.settings.load_timeout):
                 await pending.done.wait()
@@ -193,9 +208,9 @@ class Router:
         return pending.server
 
     async def _run(self, pending: _PendingLoad, name: str, request: Mapping[str, Any] | None,
-                   pinned: bool | None, explicit: bool) -> None:
+                   pinned: bool | None, explicit: bool, manage: bool) -> None:
         try:
-            server = await self._load(name, request, pinned, explicit)
+            server = await self._load(name, request, pinned, explicit, manage)
             if pending.hold and pending.waiting:  # no checkpoint since the lock's release
                 self.admission.hold(server)
                 pending.server = server
@@ -207,15 +222,20 @@ class Router:
             pending.done.set()
 
     async def _load(self, name: str, request: Mapping[str, Any] | None,
-                    pinned: bool | None, explicit: bool) -> LoadedServer:
+                    pinned: bool | None, explicit: bool, manage: bool) -> LoadedServer:
         async with self._lock:
             found = await self.plan(name, request, explicit)
             current = self.loaded(found.model.name)
+            if not manage and current is not None and current.pinned and (
+                    found.reload or pinned is False):
+                raise PinnedModel(current.model.name, "reload or unpin")
             if current is not None and not found.reload:
                 if pinned is not None:
                     current.pinned = pinned
                 current.last_used = time.monotonic()
                 return current
+            if pinned is None:
+                pinned = current is not None and current.pinned
             if found.refusal:
                 raise LaunchRefused(found.refusal)
             if found.decision.refused:
@@ -256,7 +276,8 @@ class Router:
             retry = after_failed_start([s.resident() for s in self.servers.values()],
                                        Incoming(found.model.name, found.model.model_type,
                                                 found.device, found.is_amd_gpu, found.policy))
-            if not exc.retryable or not retry.evict or found.workers:
+            if exc.failure is not StartFailure.OUT_OF_MEMORY or not retry.evict \
+                    or found.workers:
                 raise  # (a worker that failed is not a want of local memory)
             log.warning("load failed; evicting every other model and retrying once",
                         model=found.model.name, error=str(exc).splitlines()[0])
@@ -304,11 +325,14 @@ class Router:
                                      else max(0.0, until - time.monotonic())):
                 await self._idle_changed.wait()
 
-    async def unload(self, name: str) -> None:
+    async def unload(self, name: str, manage: bool = True) -> None:
+        """Unload ``name``; without ``manage``, not a pinned model (:class:`PinnedModel`)."""
         model = self.models.get(name)
         server = self.servers.get(model.name) if model else None
         if server is None:
             raise RouterError(f"model not loaded: {name}", 404, code="model_not_loaded")
+        if not manage and server.pinned:
+            raise PinnedModel(server.model.name, "unload")
         async with self._lock:
             await self.fleet.evict(server, Eviction(server.model.name, "unload",
                                                     "unload requested"))

@@ -54,8 +54,9 @@ class TranslatedFraming:
     """The relay's framing (:class:`lemoncore.serving.proxy.Framing`) for a translated
     stream: the engine's chat events in, the translator's events out."""
 
-    def __init__(self, translator: StreamTranslator) -> None:
-        self.translator, self.lines, self.ended = translator, DataLines(), False
+    def __init__(self, translator: StreamTranslator, max_event: int) -> None:
+        """``max_event``: the longest engine event read (``max_answer_bytes``)."""
+        self.translator, self.lines, self.ended = translator, DataLines(max_event), False
 
     def chunk(self, data: bytes) -> bytes:
         out = b""

@@ -50,8 +50,9 @@ async def _to_ui(request: Request) -> Response:
 
 
 def routes() -> list[BaseRoute]:
-    """The UI's routes, served after lemoncore's and the plugins' own (a plugin that
-    answers ``GET /`` itself, such as the Ollama API, keeps it)."""
+    """The UI's routes. ``/ui…`` is served before any plugin route (none may take it);
+    ``GET /`` after the plugins' (one that answers ``/`` itself, such as the Ollama
+    API, keeps it)."""
     return [Route("/", _to_ui, methods=["GET", "HEAD"]),
             Route("/ui", _to_ui, methods=["GET", "HEAD"]),
             Route("/ui/", _file, methods=["GET", "HEAD"]),

