@@ -14,7 +14,6 @@ from starlette.routing import BaseRoute, Route
 from lemoncore import routevet
 from lemoncore.api.boundary import BrowserBoundary
 from lemoncore.api.errors import EXCEPTION_HANDLERS
-from lemoncore.api.gateway import Gateway
 from lemoncore.api.guard import Guard
 from lemoncore.api.hostname import loopback_name
 from lemoncore.api.intake import Intake
@@ -80,7 +79,7 @@ def create_app(settings: Settings | None = None, *,
                                     max_header_bytes=settings.max_header_bytes))
     app = Starlette(routes=_routes(core, ui), lifespan=run, exception_handlers=EXCEPTION_HANDLERS,
                     middleware=middleware)
-    app.state.core, app.state.gateway = core, Gateway(core)
+    app.state.core = core
     return app
 
 

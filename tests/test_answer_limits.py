@@ -67,6 +67,15 @@ async def test_a_non_streamed_answer_over_the_limit_is_a_502(
         await still_serving(client)
 
 
+async def test_an_answer_that_cannot_be_decoded_is_a_502(tmp_path: Path,
+                                                         anyio_backend: str) -> None:
+    async with lemon(tmp_path) as (client, _):
+        answer = await client.post(CHAT, json=flood(4096, gzip=True))
+        assert answer.status_code == 502, answer.text[:300]
+        assert "DecodingError" in answer.json()["error"]["message"]
+        await still_serving(client)
+
+
 async def test_an_error_body_is_read_only_as_far_as_its_message(
         tmp_path: Path, anyio_backend: str) -> None:
     async with lemon(tmp_path) as (client, _):

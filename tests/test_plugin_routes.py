@@ -177,6 +177,7 @@ async def test_the_kept_routes_answer_behind_the_key(tmp_path: Path, anyio_backe
         root = await c.get("/")
         assert root.status_code == 401 and root.json()["error"]["code"] == "invalid_api_key"
         assert (await c.get("/", headers=KEY)).json() == {"hostile": "/"}
+        assert (await c.get("/", headers=ADMIN)).json() == {"hostile": "/"}  # a superset
 
 
 async def test_without_a_plugin_at_root_the_ui_redirect_stays_open(
@@ -286,6 +287,8 @@ async def test_a_plugin_websocket_passes_the_key_and_browser_guards(
             assert await handshake(
                 port, {"x-api-key": "user-secret", "Origin": f"http://127.0.0.1:{port}"}
             ) == (101, b"")
+            status, body = await handshake(port, {**KEY, "X-Pad": "a" * 20_000})
+            assert (status, error_code(body)) == (431, "request_header_fields_too_large")
             # no plugin route answers a handshake on a core path: the router's refusal
             assert await handshake(port, KEY, target="/api/v1/ws") == (403, b"")
             async with httpx.AsyncClient() as http:  # and the server keeps serving

@@ -135,14 +135,17 @@ class Handler(BaseHTTPRequestHandler):
             "usage": {"prompt_tokens": 1, "completion_tokens": 3, "total_tokens": 4}})
 
     def flood(self, size: int, status: int = 200, sse: bool = False,
-              length: bool = True) -> None:
+              length: bool = True, gzip: bool = False) -> None:
         """A hostile answer of ``size`` bytes, written 1 MiB at a time: one JSON
         object (``{"x": "aaa…"}``), or with ``sse`` one ``data:`` line that never ends;
         without ``length``, no ``Content-Length`` (the answer ends when the connection
-        closes, HTTP/1.0's way)."""
+        closes, HTTP/1.0's way); with ``gzip``, labelled gzip though it is not (and
+        though lemoncore asks for ``Accept-Encoding: identity``)."""
         head, tail = (b"data: {\"x\": \"", b"") if sse else (b'{"x": "', b'"}')
         self.send_response(status)
         self.send_header("Content-Type", "text/event-stream" if sse else "application/json")
+        if gzip:
+            self.send_header("Content-Encoding", "gzip")
         if length:
             self.send_header("Content-Length", str(size))
         self.end_headers()

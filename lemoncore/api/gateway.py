@@ -48,12 +48,12 @@ class Gateway:
 
     @staticmethod
     def of(request: Request) -> Gateway:
-        """The gateway of the app serving ``request``, with that request's rights."""
-        core = request.app.state.gateway._core
+        """The gateway of the app serving ``request``, with that request's rights: the
+        one way a route reaches the core."""
+        core: Core = request.app.state.core
         settings = core.settings
-        admin_key = settings.admin_api_key or settings.api_key
-        return Gateway(core, may_manage(request.scope, admin_key and
-                                        admin_key.get_secret_value(),
+        key = settings.admin_api_key or settings.api_key
+        return Gateway(core, may_manage(request.scope, key.get_secret_value() if key else None,
                                         settings.allow_remote_admin))
 
     def _require_manage(self, what: str) -> None:

@@ -101,8 +101,8 @@ class Guard:
         needed = required_key(scope["path"]) or ("api" if websocket else None)
         expected = self.admin_key if needed == "admin" else self.api_key if needed else None
         key = presented_key(headers)
-        if expected and not same(key, expected) and not (  # the admin key serves the API too
-                needed == "api" and self.admin_key and same(key, self.admin_key)):
+        admin = bool(self.admin_key) and same(key, self.admin_key or "")  # serves the API too
+        if expected and not same(key, expected) and not (needed == "api" and admin):
             what = "an admin API key" if needed == "admin" else "an API key"
             await send_error(send, 401, f"this route needs {what}: send 'Authorization: "
                              "Bearer <key>' or 'x-api-key: <key>'", "invalid_api_key", scope)
@@ -113,7 +113,7 @@ class Guard:
                              "admin key is set: set admin_api_key (LEMON_ADMIN_API_KEY), or "
                              "allow_remote_admin", "remote_admin_refused", scope)
             return
-        if needed is None and self.api_key and not same(presented_key(headers), self.api_key):
+        if needed is None and self.api_key and not (admin or same(key, self.api_key)):
             scope = {**scope, KEYLESS: True}  # an open path: a plugin route there refuses
         if websocket:
             await self.app(scope, receive, send)

@@ -4,7 +4,8 @@ body takes to arrive.
 Hypercorn parses the head before the app sees it, and its h11 parser refuses a head only
 while it is incomplete and over ``h11_max_incomplete_size``: a larger head that arrives
 whole in one read (hypercorn reads up to 64 KiB at a time) passes. So ``max_header_bytes``
-is checked here, on the request line and headers as parsed: over it, a 431. Once the head
+is checked here, on the request line and headers as parsed: over it, a 431 (a WebSocket
+handshake's too, before it is accepted). Once the head
 is in, hypercorn has no timeout at all (its ``keep_alive_timeout`` covers only the wait
 for a head), so a body that stalls would hold the connection forever: when the app has
 waited ``body_timeout`` seconds in all for a body's bytes, the request gets a 408 and the
@@ -32,7 +33,7 @@ class BodyTimedOut(LemonError):
 def head_bytes(scope: Scope) -> int:
     """The size of a request's head as sent: request line and ``name: value`` lines."""
     line = (
-        len(scope["method"])
+        len(scope.get("method", "GET"))  # a WebSocket handshake is a GET
         + len(scope.get("raw_path") or scope["path"].encode())
         + len(scope.get("query_string", b""))
         + len(" ?HTTP/1.1\r\n")
@@ -48,6 +49,11 @@ class Intake:
         self.app, self.body_timeout, self.max_header_bytes = app, body_timeout, max_header_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "websocket" and (size := head_bytes(scope)) > self.max_header_bytes:
+            await send_error(send, 431, f"the handshake's request line and headers are {size} "
+                             f"bytes; the limit is {self.max_header_bytes} (setting "
+                             "max_header_bytes)", "request_header_fields_too_large", scope)
+            return
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return

@@ -87,7 +87,8 @@ def hypercorn_config(settings: Settings) -> Config:
     ``keep_alive_timeout`` (``head_timeout``) closes a connection that has not sent a
     whole head that long after it opened or after its previous answer; h11 refuses (431)
     an incomplete head over ``h11_max_incomplete_size`` (``max_header_bytes``), which
-    bounds a head's memory to that plus one 64 KiB read; no ``read_timeout``, which would
+    bounds a head's memory to that plus one 64 KiB read (HTTP/2: ``h2_max_header_list_size``,
+    the same); no ``read_timeout``, which would
     cut a streamed answer whose client sends nothing. The app's
     :class:`~lemoncore.api.intake.Intake` enforces ``max_header_bytes`` exactly and
     ``body_timeout``."""
@@ -99,6 +100,7 @@ def hypercorn_config(settings: Settings) -> Config:
     config.graceful_timeout = settings.stop_grace + 1
     config.keep_alive_timeout = settings.head_timeout
     config.h11_max_incomplete_size = settings.max_header_bytes
+    config.h2_max_header_list_size = settings.max_header_bytes  # h2's decoder refuses more
     return config
 
 

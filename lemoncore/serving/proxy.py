@@ -81,9 +81,12 @@ async def send_request(client: httpx.AsyncClient, path: str, body: Body,
     A pooled connection the backend closed before answering is retried once on a fresh
     one: the backend never read that request.
     """
-    request = client.build_request("POST", path, json=body) if isinstance(body, dict) else \
+    # identity: a compressed answer would be decoded past max_answer_bytes in one read
+    identity = {"accept-encoding": "identity"}
+    request = client.build_request("POST", path, json=body, headers=identity) \
+        if isinstance(body, dict) else \
         client.build_request("POST", path, content=body.content,
-                             headers={"content-type": body.content_type})
+                             headers={**identity, "content-type": body.content_type})
     for attempt in (1, 2):
         try:
             response = await client.send(request, stream=True)
@@ -97,7 +100,7 @@ async def send_request(client: httpx.AsyncClient, path: str, body: Body,
         return response
     try:  # the backend has the request now: a failure here is never retried on this path
         return await read_whole(response, limit)
-    except httpx.TransportError as exc:
+    except (httpx.TransportError, httpx.DecodingError) as exc:
         raise BackendFailure(f"backend answer broke off: {exc!r}") from exc
 
 

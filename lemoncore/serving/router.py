@@ -80,6 +80,8 @@ class Router:
         self.fleet = Fleet(self.admission, settings.stop_grace)
         self.servers = self.fleet.servers
         self.loads = 0
+        # models pinned by a load, kept across a crash; unpinned by a load or an unload
+        self.pins: set[str] = set()
         self._lock = anyio.Lock()
         self._tg: anyio.abc.TaskGroup | None = None
         self._idle_changed = anyio.Event()
@@ -176,9 +178,10 @@ class Router:
                    hold: bool = False, keep_alive: float | None = None,
                    manage: bool = True) -> LoadedServer:
         """Load ``name`` (or return it when loaded); an explicit load with new options
-        reloads it, pinned as it was unless ``pinned`` says. Without ``manage`` (a caller
-        who may not use management routes) a pinned model is neither reloaded nor
-        unpinned: :class:`PinnedModel`. With ``hold`` the server comes back counted busy,
+        reloads it, pinned as it was (a pin outlives a crash: :attr:`pins`) unless
+        ``pinned`` says. Without ``manage`` (a caller who may not use management routes) a
+        pinned model is neither reloaded, started with request options, nor unpinned:
+        :class:`PinnedModel`. With ``hold`` the server comes back counted busy,
         so no other load evicts it before the caller uses it; a ``keep_alive`` (seconds)
         replaces the server's. The load runs in the router's own task: a
         caller that gives up does not cancel it, and one that waits ``load_timeout``
@@ -225,17 +228,18 @@ class Router:
                     pinned: bool | None, explicit: bool, manage: bool) -> LoadedServer:
         async with self._lock:
             found = await self.plan(name, request, explicit)
-            current = self.loaded(found.model.name)
-            if not manage and current is not None and current.pinned and (
-                    found.reload or pinned is False):
-                raise PinnedModel(current.model.name, "reload or unpin")
+            current, name = self.loaded(found.model.name), found.model.name
+            if not manage and name in self.pins and (
+                    found.reload or pinned is False or (current is None and request)):
+                raise PinnedModel(name, "reload with other options or unpin")
             if current is not None and not found.reload:
                 if pinned is not None:
                     current.pinned = pinned
+                    self._pin(name, pinned)
                 current.last_used = time.monotonic()
                 return current
-            if pinned is None:
-                pinned = current is not None and current.pinned
+            if pinned is None:  # a reload, or a start after a crash, keeps the pin
+                pinned = name in self.pins
             if found.refusal:
                 raise LaunchRefused(found.refusal)
             if found.decision.refused:
@@ -249,9 +253,13 @@ class Router:
             except StartError as exc:
                 raise self.admission.failed_start(found.model.name, exc) from exc
             self.admission.started(found.model.name)
+            self._pin(found.model.name, bool(pinned))
             self.fleet.add(server)
             self.loads += 1
             return server
+
+    def _pin(self, name: str, pinned: bool) -> None:
+        (self.pins.add if pinned else self.pins.discard)(name)
 
     async def _execute(self, found: LoadPlan, pinned: bool) -> LoadedServer:
         status = await self.backends.ensure_installed(await anyio.to_thread.run_sync(
@@ -326,17 +334,20 @@ class Router:
                 await self._idle_changed.wait()
 
     async def unload(self, name: str, manage: bool = True) -> None:
-        """Unload ``name``; without ``manage``, not a pinned model (:class:`PinnedModel`)."""
+        """Unload ``name``; without ``manage``, not a pinned model (:class:`PinnedModel`,
+        decided under the load lock, so a pin that lands first holds)."""
         model = self.models.get(name)
-        server = self.servers.get(model.name) if model else None
-        if server is None:
-            raise RouterError(f"model not loaded: {name}", 404, code="model_not_loaded")
-        if not manage and server.pinned:
-            raise PinnedModel(server.model.name, "unload")
         async with self._lock:
+            server = self.servers.get(model.name) if model else None
+            if server is None:
+                raise RouterError(f"model not loaded: {name}", 404, code="model_not_loaded")
+            if not manage and server.model.name in self.pins:
+                raise PinnedModel(server.model.name, "unload")
+            self.pins.discard(server.model.name)
             await self.fleet.evict(server, Eviction(server.model.name, "unload",
                                                     "unload requested"))
 
     async def unload_all(self) -> None:
         async with self._lock:
+            self.pins.clear()
             await self.fleet.evict_all("unload all")

@@ -18,6 +18,7 @@ removes what it ran (``stopped``) unless the container had already ended (``cras
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 from collections.abc import Mapping
@@ -223,7 +224,8 @@ class ContainerServer(Lifecycle):
                 await pump(functools.partial(_receive, process.stdout), output)
         except Exception:  # this container's business only: log it, end it
             log.exception("container output could not be read", model=self.name)
-            await run(self.engine, "kill", container)
+            with contextlib.suppress(OSError):  # the tool itself gone: the drift check sees it
+                await run(self.engine, "kill", container)
 
     async def _watch_drift(self, task_group: anyio.abc.TaskGroup, ready_within: float) -> None:
         """Relaunch a container that no longer is what was launched."""
