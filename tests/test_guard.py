@@ -4,6 +4,7 @@ other ASGI scopes on the middleware itself."""
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -15,7 +16,7 @@ import pytest
 
 from lemoncore import Settings, create_app, hookimpl
 from lemoncore.api.boundary import BrowserBoundary
-from lemoncore.api.guard import Guard
+from lemoncore.api.guard import ADMIN_ENDPOINTS, Guard
 from lemoncore.hosts import HostDevice, HostInfo
 from lemoncore.launch import InstallPlan, LaunchContext, LaunchSpec
 from lemoncore.recipes import Backend, DeviceKind, ModelInfo, Recipe, SupportRow
@@ -315,3 +316,12 @@ async def test_lifespan_passes_and_unknown_scope_types_are_refused(anyio_backend
         with pytest.raises(ValueError, match="webtransport"):
             await through(middleware, {"type": "webtransport", "path": "/", "headers": []},
                           **options)
+
+
+def test_the_web_ui_sends_the_admin_key_to_the_routes_the_guard_guards() -> None:
+    """The UI decides which key a call needs with its own copy of the rule (``ADMIN_ROUTE``
+    in ``app.js``); it must name the guard's management endpoints, no more, no fewer."""
+    app_js = (Path(__file__).resolve().parents[1] / "lemoncore" / "ui" / "static" / "app.js")
+    found = re.search(r"const ADMIN_ROUTE = /\\/\(([a-z|]+)\)", app_js.read_text())
+    assert found is not None, "app.js no longer defines ADMIN_ROUTE as this test reads it"
+    assert set(found.group(1).split("|")) == ADMIN_ENDPOINTS

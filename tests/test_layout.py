@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1] / "lemoncore"
@@ -59,3 +60,13 @@ def test_the_rule_sees_a_violation(tmp_path: Path) -> None:
     module.write_text("from lemoncore.api.errors import ApiError\nimport lemoncore.cli\n"
                       "from lemoncore import app\n")
     assert {part(m) for m in imports(module)} == {"api", "cli", "app"}
+
+
+def test_the_serving_design_notes_name_the_modules_that_exist() -> None:
+    """``serving/DESIGN.md`` names each module of ``lemoncore/serving`` (`name.py`), and
+    only modules that exist: the notes cannot drift from the code unnoticed."""
+    serving = ROOT / "serving"
+    named = set(re.findall(r"`(\w+)\.py`", (serving / "DESIGN.md").read_text()))
+    modules = {p.stem for p in serving.glob("*.py")} - {"__init__"}
+    assert named - modules == set(), "DESIGN.md names modules that do not exist"
+    assert modules - named == set(), "modules DESIGN.md does not describe"

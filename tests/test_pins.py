@@ -18,7 +18,8 @@ import pytest
 
 from lemoncore import Settings, create_app
 from lemoncore.app import core_of
-from lemoncore.serving.router import PinnedModel, Router
+from lemoncore.serving.refusals import PinnedModel
+from lemoncore.serving.router import Router
 
 sys.path.insert(0, str(Path(__file__).parent))  # pytest's importlib mode adds no test dirs
 from tinyplugin import MODEL, tiny_plugin

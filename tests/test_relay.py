@@ -13,6 +13,7 @@ import httpx
 import pytest
 from starlette.types import Message
 
+from lemoncore.serving.answer import Answer
 from lemoncore.serving.proxy import DONE, SSERelay
 from lemoncore.serving.transport import backend_transport, relay_stream
 
@@ -76,7 +77,8 @@ async def relay(url: str) -> list[tuple[float, bytes]]:
             if message["type"] == "http.response.body" and message.get("body"):
                 sent.append((anyio.current_time(), message["body"]))
 
-        await SSERelay(response, 30.0, resources)({"type": "http"}, receive, send)
+        await SSERelay(Answer(None, response, resources), 30.0)(
+            {"type": "http"}, receive, send)
     return sent
 
 

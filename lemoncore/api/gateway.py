@@ -32,7 +32,7 @@ from lemoncore.errors import LemonError
 from lemoncore.launch import ProgressCallback
 from lemoncore.recipes import Endpoint, ModelInfo
 from lemoncore.serving.forwarding import exchange
-from lemoncore.serving.proxy import STREAM_DEATH_WAIT_S, BackendFailure, broken
+from lemoncore.serving.proxy import BackendFailure, broken
 from lemoncore.serving.sse import DONE, DataLines, error_message
 
 
@@ -152,7 +152,7 @@ class Gateway:
         model, endpoint, keep_alive = self._endpoint(path, body)
         answer = await exchange(self._core.router, model, path, body, stream=False,
                                 retry=endpoint.retried, keep_alive=keep_alive)
-        async with answer.resources:
+        async with answer:
             if answer.upstream.status_code != 200:
                 raise backend_error(answer.upstream)
             reply: dict[str, Any] = json.loads(answer.upstream.content)
@@ -165,32 +165,26 @@ class Gateway:
         its generation."""
         body = {**body, "stream": True}
         model, endpoint, keep_alive = self._endpoint(path, body)
-        fleet = self._core.router.fleet
         answer = await exchange(self._core.router, model, path, body, stream=True,
                                 retry=endpoint.retried, keep_alive=keep_alive)
-        async with answer.resources:
+        async with answer:
             if answer.upstream.status_code != 200:
                 raise backend_error(answer.upstream)
-            lines, usage = DataLines(self._core.settings.max_answer_bytes), None
-            broke: bool | None = None  # how the engine's stream ended, once it has
+            lines = DataLines(self._core.settings.max_answer_bytes)
             try:
                 async for chunk in answer.upstream.aiter_raw():
                     for event in lines.feed(chunk):
                         if event is DONE:
-                            broke = False
+                            answer.end(failed=False)
                             return
                         if (message := error_message(event)) is not None:
-                            broke = True
+                            answer.end(failed=True)
                             raise LemonError(f"backend error: {message}", 502,
                                              "backend_error", "backend_error")
-                        usage = event.get("usage") or usage
+                        answer.usage = event.get("usage") or answer.usage
                         yield event
-                broke = False  # an engine that omits [DONE]
+                answer.end(failed=False)  # an engine that omits [DONE]
             except httpx.TransportError as exc:
-                broke = True
-                death = await fleet.death(answer.server, STREAM_DEATH_WAIT_S)
-                raise BackendFailure(broken("backend stream broke", exc, death)) from exc
-            finally:
-                fleet.count_usage(model.name, usage)
-                if broke is not None:  # not when the consumer left
-                    fleet.record_outcome(answer.server, failed=broke)
+                answer.end(failed=True)
+                raise BackendFailure(broken("backend stream broke", exc,
+                                            await answer.death())) from exc

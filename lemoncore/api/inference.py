@@ -3,7 +3,6 @@ plugins register) and the model list."""
 
 from __future__ import annotations
 
-import functools
 import json
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -24,8 +23,9 @@ from lemoncore.core import Core
 from lemoncore.errors import LemonError, error_body
 from lemoncore.installs.backends import BackendState
 from lemoncore.recipes import OPENAI_ENDPOINTS, Endpoint, ModelInfo, Tier
-from lemoncore.serving.forwarding import Exchange, exchange, not_served
-from lemoncore.serving.proxy import STREAM_DEATH_WAIT_S, Body, Framing, Raw, SSERelay
+from lemoncore.serving.answer import Answer
+from lemoncore.serving.forwarding import exchange, not_served
+from lemoncore.serving.proxy import Body, Framing, Raw, SSERelay
 from lemoncore.translation import TRANSLATIONS, TranslatedFraming, Translation
 
 
@@ -151,7 +151,7 @@ async def _translated(core: Core, model: ModelInfo, endpoint: Endpoint,
     answer = await exchange(core.router, model, translation.target,
                             {**translation.request(body), "stream": False}, stream=False,
                             retry=endpoint.retried, keep_alive=keep_alive)
-    async with answer.resources:
+    async with answer:
         if answer.upstream.status_code != 200:
             raise backend_error(answer.upstream)
         return JSONResponse(translation.reply(json.loads(answer.upstream.content), body))
@@ -165,9 +165,9 @@ async def _translated_stream(core: Core, model: ModelInfo, endpoint: Endpoint,
     answer = await exchange(core.router, model, translation.target, translation.request(body),
                             stream=True, retry=endpoint.retried, keep_alive=keep_alive)
     if answer.upstream.status_code != 200:
-        async with answer.resources:
+        async with answer:
             raise backend_error(answer.upstream)
-    return _relay(core, model, answer, framing)
+    return _relay(core, answer, framing)
 
 
 async def _forward(request: Request, core: Core, endpoint: Endpoint, model: ModelInfo,
@@ -248,7 +248,7 @@ async def _complete(core: Core, model: ModelInfo, endpoint: Endpoint, body: Body
                     keep_alive: float | None) -> Response:
     answer = await exchange(core.router, model, endpoint.path, body, stream=False,
                             retry=endpoint.retried, keep_alive=keep_alive)
-    async with answer.resources:
+    async with answer:
         return backend_response(answer.upstream)
 
 
@@ -257,20 +257,15 @@ async def _stream(core: Core, model: ModelInfo, endpoint: Endpoint, body: Body,
     answer = await exchange(core.router, model, endpoint.path, body, stream=True,
                             retry=endpoint.retried, keep_alive=keep_alive)
     if answer.upstream.status_code != 200:
-        async with answer.resources:
+        async with answer:
             return backend_response(answer.upstream)
-    return _relay(core, model, answer)
+    return _relay(core, answer)
 
 
-def _relay(core: Core, model: ModelInfo, answer: Exchange,
-           framing: Framing | None = None) -> SSERelay:
-    return SSERelay(answer.upstream, core.settings.heartbeat_interval, answer.resources,
-                    core.router.admission.cut_at_drain_deadline,
-                    functools.partial(core.router.fleet.count_usage, model.name),
-                    functools.partial(core.router.fleet.record_outcome, answer.server),
-                    framing, _worker_hint(answer.server.workers),
-                    functools.partial(core.router.fleet.death, answer.server,
-                                      STREAM_DEATH_WAIT_S))
+def _relay(core: Core, answer: Answer, framing: Framing | None = None) -> SSERelay:
+    assert answer.server is not None
+    return SSERelay(answer, core.settings.heartbeat_interval, framing,
+                    _worker_hint(answer.server.workers))
 
 
 def _worker_hint(workers: tuple[str, ...]) -> str:

@@ -8,8 +8,11 @@ The commands live by area: :mod:`~lemoncore.cli.serving` (serve, explain),
 (backends, tiers), :mod:`~lemoncore.cli.validate`, :mod:`~lemoncore.cli.worker`,
 :mod:`~lemoncore.cli.lock` (lock, lock refresh), :mod:`~lemoncore.cli.models` (models,
 pull), :mod:`~lemoncore.cli.measure` (bench, launch), with shared helpers in
-:mod:`~lemoncore.cli.common`. Each command imports what it needs when it runs, so
-``lemon --help`` stays fast.
+:mod:`~lemoncore.cli.common`. Every command that talks to a running server does it
+through :class:`~lemoncore.cli.remote.Remote` (its URL, and the key each route needs).
+Each command imports what it needs when it runs (the settings, pydantic, httpx, anyio,
+structlog, rich), so ``lemon --help`` loads none of them
+(``tests/test_import_budget.py``).
 """
 
 from __future__ import annotations
@@ -17,8 +20,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-
-from pydantic import ValidationError
+from typing import TYPE_CHECKING, TypeGuard
 
 from lemoncore.cli import (
     backends,
@@ -36,6 +38,9 @@ from lemoncore.cli import (
 from lemoncore.cli.common import progress_bar
 from lemoncore.cli.remote import RemoteError
 from lemoncore.cli.serving import serve_app
+
+if TYPE_CHECKING:
+    from pydantic import ValidationError
 
 __all__ = ["main", "parser", "progress_bar", "serve_app"]
 
@@ -67,8 +72,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except RemoteError as exc:  # a running server's answer, or its absence
         print(exc, file=sys.stderr)
         return 1
-    except ValidationError as exc:  # a setting (LEMON_*, the flags) that cannot be used
-        if exc.title != "Settings":
+    except Exception as exc:  # a setting (LEMON_*, the flags) that cannot be used
+        if not _settings_error(exc):
             raise
         for error in exc.errors():
             name = ".".join(str(part) for part in error["loc"])
@@ -76,3 +81,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                   f"{error['msg'].removeprefix('Value error, ')}", file=sys.stderr)
         return 2
     return result
+
+
+def _settings_error(exc: Exception) -> TypeGuard[ValidationError]:
+    """Whether ``exc`` is pydantic's refusal of the settings (pydantic is imported only
+    when one could have been raised, that is when it is already loaded)."""
+    if "pydantic" not in sys.modules:
+        return False
+    from pydantic import ValidationError
+
+    return isinstance(exc, ValidationError) and exc.title == "Settings"

@@ -12,8 +12,6 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import anyio
-
 from lemoncore.cli.common import core_from, print_result, progress_bar
 
 if TYPE_CHECKING:
@@ -156,6 +154,8 @@ def _migrate(core: Any, name: str | None, yes: bool, as_json: bool) -> int:
 
 
 def _install(core: Any, target: str, yes: bool, trust_download: bool = False) -> int:
+    import anyio
+
     from lemoncore.api.manage import tier_notice
     from lemoncore.errors import InstallError
     from lemoncore.installs.backends import THEROCK, BackendError
@@ -199,6 +199,8 @@ def _install(core: Any, target: str, yes: bool, trust_download: bool = False) ->
 
 
 def _uninstall(core: Any, target: str) -> int:
+    import anyio
+
     removed = anyio.run(core.backends.uninstall, target)
     print(f"{target}: {'removed' if removed else 'was not installed by lemoncore'}",
           file=sys.stderr)

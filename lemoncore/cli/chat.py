@@ -15,6 +15,7 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from lemoncore.cli.common import add_server_arg
 from lemoncore.cli.remote import Remote, RemoteError
 
 if TYPE_CHECKING:
@@ -32,8 +33,7 @@ def _pull_if_needed(remote: Remote, model: str) -> None:
 
     with Progress(*Progress.get_default_columns(), DownloadColumn(), TransferSpeedColumn(),
                   transient=True) as bar, \
-            remote.events("/api/v1/pull", {"model_name": model, "stream": True},
-                          admin=True) as events:
+            remote.events("/api/v1/pull", {"model_name": model, "stream": True}) as events:
         task = bar.add_task(f"pulling {model}", total=None)
         for event, data in events:
             if event == "progress":
@@ -137,6 +137,5 @@ def add_run(sub: Subparsers) -> None:
     run.add_argument("--verbose", action="store_true", help="tokens and speed per answer")
     run.add_argument("--max-tokens", dest="max_tokens", type=int,
                      help="at most this many tokens per answer (default: the engine's)")
-    run.add_argument("--server", help="server URL (default: http://<host>:<port> from "
-                     "settings)")
+    add_server_arg(run, json_flag=False)
     run.set_defaults(func=cmd_run)

@@ -1,7 +1,8 @@
 """What every ``lemon`` command shares: the clock that startup time is measured from,
 turning parsed flags into :class:`~lemoncore.settings.Settings` and a built core, printing
-a result as JSON or as the command's own table, and the download progress bar (rich).
-Nothing here imports a plugin or a backend until a command asks for the core.
+a result as JSON or as the command's own table, the ``--server`` flag of the commands
+that talk to a running server (:mod:`lemoncore.cli.remote`), and the download progress bar
+(rich). Nothing here imports the settings, a plugin or a backend until a command asks.
 """
 
 from __future__ import annotations
@@ -12,17 +13,29 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeAlias
 
-from lemoncore.settings import Settings
-
 if TYPE_CHECKING:
     from rich.progress import TaskID
+
+    from lemoncore.settings import Settings
     Subparsers: TypeAlias = argparse._SubParsersAction[argparse.ArgumentParser]
     """What ``add_subparsers`` returns; each command module adds its parsers to it."""
 
 STARTED = time.perf_counter()
 
 
+SERVER_HELP = "server URL (default: http://<host>:<port> from settings)"
+
+
+def add_server_arg(p: argparse.ArgumentParser, json_flag: bool = True) -> None:
+    """``--server URL`` (and ``--json``) for a command that talks to a running server."""
+    p.add_argument("--server", help=SERVER_HELP)
+    if json_flag:
+        p.add_argument("--json", action="store_true")
+
+
 def settings_from(args: argparse.Namespace) -> Settings:
+    from lemoncore.settings import Settings
+
     flags = {k: v for k, v in vars(args).items()
              if v is not None and k in Settings.model_fields}
     return Settings(**flags)

@@ -9,7 +9,7 @@ import argparse
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
-from lemoncore.cli.common import parse_options, print_result
+from lemoncore.cli.common import add_server_arg, parse_options, print_result
 from lemoncore.cli.remote import Remote, RemoteError
 
 if TYPE_CHECKING:
@@ -47,7 +47,7 @@ def held_off_line(held: dict[str, Any]) -> str:
 def cmd_ps(args: argparse.Namespace) -> int:
     """The server's loaded models, the models it holds off after failed starts (and why),
     then this machine's RPC workers (``lemon worker``). ``--json``: the loaded models."""
-    from lemoncore.cli.worker import describe, read_worker_states
+    from lemoncore.rpc.records import describe, read_worker_states
     from lemoncore.settings import Settings
 
     health = Remote.from_args(args).get("/api/v1/health")
@@ -94,7 +94,7 @@ def cmd_load(args: argparse.Namespace) -> int:
         body["pinned"] = True
     if args.keep_alive is not None:
         body["keep_alive"] = args.keep_alive
-    loaded = Remote.from_args(args).post("/api/v1/load", body, admin=True)
+    loaded = Remote.from_args(args).post("/api/v1/load", body)
     print_result(loaded, args.json, lambda: print(
         f"loaded {loaded['model_name']} on {loaded['recipe']}:{loaded['backend']} "
         f"({loaded['device']}){', pinned' if loaded['pinned'] else ''}"))
@@ -105,14 +105,13 @@ def cmd_unload(args: argparse.Namespace) -> int:
     if bool(args.model) == args.all:
         raise RemoteError("name a model, or give --all")
     body = {"model_name": args.model} if args.model else {}
-    done = Remote.from_args(args).post("/api/v1/unload", body, admin=True)
+    done = Remote.from_args(args).post("/api/v1/unload", body)
     print_result(done, args.json, lambda: print(done["message"]))
     return 0
 
 
 def cmd_rm(args: argparse.Namespace) -> int:
-    done = Remote.from_args(args).post("/api/v1/delete", {"model_name": args.model},
-                                       admin=True)
+    done = Remote.from_args(args).post("/api/v1/delete", {"model_name": args.model})
     print_result(done, args.json, lambda: print(done["message"]))
     return 0
 
@@ -125,10 +124,10 @@ def cmd_logs(args: argparse.Namespace) -> int:
     remote = Remote.from_args(args)
     try:
         if not args.follow:
-            for entry in remote.get(f"/api/v1/logs?{query}", admin=True)["data"]:
+            for entry in remote.get(f"/api/v1/logs?{query}")["data"]:
                 print(entry["line"])
             return 0
-        with remote.stream_get(f"/api/v1/logs?{query}&follow=true", admin=True) as events:
+        with remote.stream_get(f"/api/v1/logs?{query}&follow=true") as events:
             for event, entry in events:
                 if event == "line":
                     print(entry["line"], flush=True)
@@ -137,17 +136,10 @@ def cmd_logs(args: argparse.Namespace) -> int:
     return 0
 
 
-def _server_arg(p: argparse.ArgumentParser, json_flag: bool = True) -> None:
-    p.add_argument("--server", help="server URL (default: http://<host>:<port> from "
-                   "settings)")
-    if json_flag:
-        p.add_argument("--json", action="store_true")
-
-
 def add_control(sub: Subparsers) -> None:
     ps = sub.add_parser("ps", help="loaded models: backend, device, status, idle time, "
                         "when idleness unloads them, memory; models held off, and why")
-    _server_arg(ps)
+    add_server_arg(ps)
     ps.set_defaults(func=cmd_ps)
     load = sub.add_parser("load", help="load a model (or reload it with new options)")
     load.add_argument("model")
@@ -157,21 +149,21 @@ def add_control(sub: Subparsers) -> None:
     load.add_argument("--keep-alive", metavar="DURATION",
                       help="unload it after this long with no request: seconds or '10m'; "
                       "0: after its next answer; -1: never (default: the server's setting)")
-    _server_arg(load)
+    add_server_arg(load)
     load.set_defaults(func=cmd_load)
     unload = sub.add_parser("unload", help="unload a model, or --all")
     unload.add_argument("model", nargs="?")
     unload.add_argument("--all", action="store_true")
-    _server_arg(unload)
+    add_server_arg(unload)
     unload.set_defaults(func=cmd_unload)
     rm = sub.add_parser("rm", help="delete a downloaded model")
     rm.add_argument("model")
-    _server_arg(rm)
+    add_server_arg(rm)
     rm.set_defaults(func=cmd_rm)
     logs = sub.add_parser("logs", help="the server's recent log lines (-f: and new ones)")
     logs.add_argument("-f", "--follow", action="store_true")
     logs.add_argument("--model", help="only lines about this model (its backend's output)")
     logs.add_argument("-n", "--lines", type=int, help="at most this many recent lines")
-    _server_arg(logs, json_flag=False)
+    add_server_arg(logs, json_flag=False)
     logs.set_defaults(func=cmd_logs)
 

@@ -4,7 +4,8 @@
 file) while it runs; ``stop`` and ``status`` find it there. ``--detach`` starts the same
 command in a new session with its output in ``<cache_dir>/run/serve-<port>.log`` and
 returns once the server answers ``/live``. ``stop`` sends SIGTERM, which drains requests
-and stops every backend and container (``serve_app``), and waits for the exit.
+and stops every backend and container (``serve_app``), and waits for the exit. Whether a
+server answers is asked through :class:`~lemoncore.cli.remote.Remote` (``/live``).
 """
 
 from __future__ import annotations
@@ -19,12 +20,13 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
-
-import httpx
+from typing import TYPE_CHECKING, Any
 
 from lemoncore.cli.common import print_result, settings_from
-from lemoncore.settings import Settings
+from lemoncore.cli.remote import Remote
+
+if TYPE_CHECKING:
+    from lemoncore.settings import Settings
 
 START_TIMEOUT_S = 120.0
 
@@ -55,8 +57,7 @@ def recorded(settings: Settings, log_file: str | None) -> Iterator[None]:
     """Record this process as the server on its port while the block runs."""
     path = state_file(settings)
     path.parent.mkdir(parents=True, exist_ok=True)
-    host = "127.0.0.1" if settings.host in {"0.0.0.0", "::"} else settings.host
-    path.write_text(json.dumps({"pid": os.getpid(), "url": f"http://{host}:{settings.port}",
+    path.write_text(json.dumps({"pid": os.getpid(), "url": Remote.for_settings(settings).url,
                                 "log": log_file, "started": time.time()}))
     try:
         yield
@@ -79,18 +80,17 @@ def detach(args: argparse.Namespace, argv: list[str]) -> int:
         child = subprocess.Popen(
             [sys.executable, "-m", "lemoncore.cli", *argv, "--log-file", str(log)],
             stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True)
-    url = f"http://127.0.0.1:{settings.port}"
+    url = Remote.for_settings(settings).url
     deadline = time.monotonic() + START_TIMEOUT_S
     while time.monotonic() < deadline:
         if child.poll() is not None:
             tail = log.read_text(errors="replace").splitlines()[-15:]
             print("lemon serve exited at start:\n" + "\n".join(tail), file=sys.stderr)
             return 1
-        with contextlib.suppress(httpx.TransportError):
-            if httpx.get(url + "/live", timeout=1).status_code == 200:
-                print(f"lemoncore is serving {url}/v1 (pid {child.pid}, log {log}); "
-                      "stop it with: lemon stop")
-                return 0
+        if Remote(url).live(timeout=1):
+            print(f"lemoncore is serving {url}/v1 (pid {child.pid}, log {log}); "
+                  "stop it with: lemon stop")
+            return 0
         time.sleep(0.1)
     print(f"lemon serve did not answer within {START_TIMEOUT_S:.0f} s; see {log}",
           file=sys.stderr)
@@ -114,7 +114,7 @@ def _stopped(pid: int, within: float) -> bool:
 def cmd_stop(args: argparse.Namespace) -> int:
     """Stop the server recorded on this port and the RPC workers (``lemon worker``)
     recorded on this machine."""
-    from lemoncore.cli.worker import read_worker_states
+    from lemoncore.rpc.records import read_worker_states
 
     settings = settings_from(args)
     state, workers = read_state(settings), read_worker_states(settings.cache_dir)
@@ -147,7 +147,7 @@ def cmd_stop(args: argparse.Namespace) -> int:
 
 def cmd_status(args: argparse.Namespace) -> int:
     """The server recorded on this port, and this machine's RPC workers."""
-    from lemoncore.cli.worker import describe, read_worker_states
+    from lemoncore.rpc.records import describe, read_worker_states
 
     settings = settings_from(args)
     state, workers = read_state(settings), read_worker_states(settings.cache_dir)
@@ -162,10 +162,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         for worker in workers:
             print(describe(worker))
 
-    live = False
-    if state is not None:
-        with contextlib.suppress(httpx.TransportError):
-            live = httpx.get(state["url"] + "/live", timeout=2).status_code == 200
+    live = state is not None and Remote(state["url"]).live(timeout=2)
     result = {"running": state is not None, "answering": live, **(state or {}),
               "workers": workers}
     print_result(result, args.json, show)

@@ -10,8 +10,6 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
-import anyio
-
 from lemoncore.cli.common import core_from, print_result
 
 if TYPE_CHECKING:
@@ -40,6 +38,8 @@ def cmd_lock(args: argparse.Namespace) -> int:
 def _refresh(core: Any, targets: list[str], yes: bool, check: bool, as_json: bool) -> int:
     """Show old -> new per pin; record the new ones only on the administrator's word;
     ``check``: exit 1 when a pin is stale or a publisher could not be asked (for CI)."""
+    import anyio
+
     from lemoncore.installs import refresh
     from lemoncore.installs.backends import BackendError
     from lemoncore.plugins import PluginError

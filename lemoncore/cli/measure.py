@@ -2,6 +2,8 @@
 ``lemon bench`` measures TTFT and decode / prompt tokens per second, warm and cold;
 ``lemon launch`` starts a coding agent wired to the server, or, with several models or
 backends (or ``--out``), runs it non-interactively once per target and tabulates the runs.
+Both reach the server through :class:`~lemoncore.cli.remote.Remote`: its URL, and its keys
+(the agent gets ``LEMON_API_KEY``, never the admin key; loads send the admin key).
 """
 
 from __future__ import annotations
@@ -11,28 +13,27 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from lemoncore.cli.common import print_result
-from lemoncore.settings import Settings
+from lemoncore.cli.common import add_server_arg, print_result
 
 if TYPE_CHECKING:
     from lemoncore.cli.common import Subparsers
 
+LOAD, CHAT = "/api/v1/load", "/v1/chat/completions"  # routes whose keys bench and agents use
+
 
 def cmd_bench(args: argparse.Namespace) -> int:
     """Measure models on a running server: TTFT, decode and prompt tokens/s, warm and cold."""
-    import os
-
     import httpx
 
     from lemoncore.bench import bench, targets
+    from lemoncore.cli.remote import Remote
 
-    url = args.server or f"http://127.0.0.1:{Settings().port}"
-    key = os.environ.get("LEMON_ADMIN_API_KEY") or os.environ.get("LEMON_API_KEY")
-    try:
-        report = bench(url, targets(args.models, args.backend), args.reps,
-                       not args.warm_only, args.max_tokens, key)
+    remote = Remote.from_args(args)
+    try:  # one client loads and asks: the admin key serves inference routes too
+        report = bench(remote.url, targets(args.models, args.backend), args.reps,
+                       not args.warm_only, args.max_tokens, remote.key(LOAD))
     except (httpx.HTTPError, RuntimeError) as exc:
-        print(f"benchmark against {url} failed: {exc}", file=sys.stderr)
+        print(f"benchmark against {remote.url} failed: {exc}", file=sys.stderr)
         return 1
 
     def table() -> None:
@@ -71,6 +72,7 @@ def cmd_launch(args: argparse.Namespace) -> int:
     from lemoncore.agents import AGENTS, agent_command
     from lemoncore.bench import client_for, select
     from lemoncore.bench import targets as bench_targets
+    from lemoncore.cli.remote import Remote
 
     agent = AGENTS.get(args.agent)
     if agent is None:
@@ -82,21 +84,12 @@ def cmd_launch(args: argparse.Namespace) -> int:
         print(f"{args.agent} is not installed; install it with: {agent.install}",
               file=sys.stderr)
         return 127
-    url = args.server or f"http://127.0.0.1:{Settings().port}"
-    ids = []
-    for model in args.model:
-        try:
-            found = httpx.get(f"{url}/v1/models/{model}", timeout=10)
-        except httpx.TransportError:
-            print(f"no lemoncore server at {url}; start one with 'lemon serve'", file=sys.stderr)
-            return 1
-        if found.status_code != 200:
-            print(found.json()["error"]["message"], file=sys.stderr)
-            return 1
-        ids.append(found.json()["id"])
+    remote = Remote.from_args(args)
+    url = remote.url
+    ids = [remote.get(f"/v1/models/{model}", timeout=10)["id"] for model in args.model]
     extra = [*shlex.split(args.agent_args or ""), *args.passthrough]
-    key = os.environ.get("LEMON_API_KEY", "lemoncore")  # the agent's: never the admin key
-    admin = os.environ.get("LEMON_ADMIN_API_KEY") or os.environ.get("LEMON_API_KEY")
+    key = remote.key(CHAT) or "lemoncore"  # the agent's: never the admin key
+    admin = remote.key(LOAD)
     targets = [t for b in (args.backend or [None]) for t in bench_targets(ids, b)]
     targets.sort(key=lambda t: ids.index(t.model))
     if agent.note:
@@ -140,8 +133,7 @@ def add_bench(sub: Subparsers) -> None:
     bench_p.add_argument("--reps", type=int, default=5)
     bench_p.add_argument("--max-tokens", dest="max_tokens", type=int, default=96)
     bench_p.add_argument("--warm-only", action="store_true", help="skip cold starts")
-    bench_p.add_argument("--server", help="server URL (default: http://127.0.0.1:<port>)")
-    bench_p.add_argument("--json", action="store_true")
+    add_server_arg(bench_p)
     bench_p.set_defaults(func=cmd_bench)
 
 
@@ -158,6 +150,5 @@ def add_launch(sub: Subparsers) -> None:
     launch.add_argument("--out", type=Path, help="results directory (comparison runs)")
     launch.add_argument("--timeout", type=float, default=1800,
                         help="seconds one agent run may take (comparison runs)")
-    launch.add_argument("--server", help="server URL (default: http://127.0.0.1:<port>)")
-    launch.add_argument("--json", action="store_true")
+    add_server_arg(launch)
     launch.set_defaults(func=cmd_launch)

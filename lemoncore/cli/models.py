@@ -9,8 +9,6 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
-import anyio
-
 from lemoncore.cli.common import core_from, print_result
 
 if TYPE_CHECKING:
@@ -34,6 +32,8 @@ def cmd_models(args: argparse.Namespace) -> int:
 
 
 def cmd_pull(args: argparse.Namespace) -> int:
+    import anyio
+
     from lemoncore.models import ModelError
     from lemoncore.recipes import ModelInfo
 

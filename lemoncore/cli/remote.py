@@ -1,9 +1,16 @@
-"""The running server as the commands that talk to it reach it.
+"""The running server, as every command that talks to it reaches it: one client.
 
 The URL is ``--server``, else ``http://<host>:<port>`` from lemoncore's settings
-(``LEMON_HOST``, ``LEMON_PORT``, the config file); keys are ``LEMON_API_KEY`` and
-``LEMON_ADMIN_API_KEY`` (management calls send the admin key when one is set). Failures
+(``LEMON_HOST``, ``LEMON_PORT``, the config file; a wildcard bind is reached on
+127.0.0.1). The key a request carries is the one its route needs, decided by the
+server's own rule (:func:`lemoncore.api.guard.required_key`), so the CLI and the server
+cannot disagree: a management route (load, unload, pull, delete, logs, ...) gets
+``LEMON_ADMIN_API_KEY`` (else ``LEMON_API_KEY``, which the server's admin key defaults
+to), any other API route ``LEMON_API_KEY``, an open route (``/live``) none. Failures
 become :class:`RemoteError` with a message a person can act on.
+
+httpx and the settings are imported when a command first talks to a server, not with
+the command line (``lemon --help`` stays fast).
 """
 
 from __future__ import annotations
@@ -12,15 +19,16 @@ import argparse
 import json
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
-from typing import Any
-
-import httpx
+from typing import TYPE_CHECKING, Any
 
 from lemoncore.errors import LemonError
-from lemoncore.settings import Settings
 
-# A stream may wait long for a load, then for each token; only connecting is bounded.
-STREAM_TIMEOUT = httpx.Timeout(None, connect=10)
+if TYPE_CHECKING:
+    import httpx
+
+    from lemoncore.settings import Settings
+
+STREAM_CONNECT_TIMEOUT_S = 10.0  # a stream may wait long for a load, then for each token
 
 
 class RemoteError(LemonError):
@@ -28,6 +36,9 @@ class RemoteError(LemonError):
 
 
 class Remote:
+    """A running server at ``url``; ``api_key`` and ``admin_key`` as the settings name
+    them (``admin_key`` defaults to ``api_key``, as the server's does)."""
+
     def __init__(self, url: str, api_key: str | None = None,
                  admin_key: str | None = None) -> None:
         self.url = url.rstrip("/")
@@ -35,70 +46,110 @@ class Remote:
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> Remote:
-        settings = Settings()
+        """The server ``args.server`` names, else the one the settings describe."""
+        from lemoncore.settings import Settings
+
+        return cls.for_settings(Settings(), getattr(args, "server", None))
+
+    @classmethod
+    def for_settings(cls, settings: Settings, server: str | None = None) -> Remote:
+        """The server ``settings`` describe (or at ``server``), with their keys."""
         host = "127.0.0.1" if settings.host in {"0.0.0.0", "::", ""} else settings.host
         host = f"[{host}]" if ":" in host else host
         key = settings.api_key.get_secret_value() if settings.api_key else None
         admin = settings.admin_api_key.get_secret_value() if settings.admin_api_key else None
-        return cls(getattr(args, "server", None) or f"http://{host}:{settings.port}", key,
-                   admin)
+        return cls(server or f"http://{host}:{settings.port}", key, admin)
 
-    def _headers(self, admin: bool) -> dict[str, str]:
-        key = self.admin_key if admin else self.api_key
+    def key(self, path: str) -> str | None:
+        """The key a request to ``path`` (a query string may follow) carries, or ``None``."""
+        needed = _needed(path)
+        return None if needed is None else self.admin_key if needed == "admin" else \
+            self.api_key
+
+    def _headers(self, path: str) -> dict[str, str]:
+        key = self.key(path)
         return {"Authorization": f"Bearer {key}"} if key else {}
 
-    def _check(self, response: httpx.Response) -> Any:
+    def _check(self, response: httpx.Response, path: str) -> Any:
         if response.status_code >= 400:
             try:
                 error = response.json()["error"]
                 message = error["message"] if isinstance(error, dict) else str(error)
             except (ValueError, KeyError, TypeError):
                 message = response.text[:300]
-            raise RemoteError(f"{response.status_code}: {message}")
+            hint = ""
+            if response.status_code == 401:
+                hint = ("; management routes need the server's admin key: set "
+                        "LEMON_ADMIN_API_KEY (or LEMON_API_KEY, which it defaults to)"
+                        if _needed(path) == "admin" else
+                        "; set LEMON_API_KEY to the server's key")
+            raise RemoteError(f"{response.status_code}: {message}{hint}")
         return response.json()
 
-    def _unreachable(self, exc: httpx.TransportError) -> RemoteError:
+    def _unreachable(self, exc: Exception) -> RemoteError:
         return RemoteError(f"no lemoncore server at {self.url} ({exc.__class__.__name__}); "
                            "start one with 'lemon serve' (or pass --server URL)")
 
-    def get(self, path: str, admin: bool = False) -> Any:
+    def live(self, timeout: float = 2) -> bool:
+        """Whether the server answers ``/live`` within ``timeout`` seconds."""
+        import httpx
+
         try:
-            return self._check(httpx.get(self.url + path, headers=self._headers(admin),
-                                         timeout=30))
+            return httpx.get(self.url + "/live", timeout=timeout).status_code == 200
+        except httpx.TransportError:
+            return False
+
+    def get(self, path: str, timeout: float = 30) -> Any:
+        import httpx
+
+        try:
+            return self._check(httpx.get(self.url + path, headers=self._headers(path),
+                                         timeout=timeout), path)
         except httpx.TransportError as exc:
             raise self._unreachable(exc) from exc
 
-    def post(self, path: str, body: dict[str, Any], admin: bool = False,
+    def post(self, path: str, body: dict[str, Any],
              timeout: float = 600) -> Any:
+        import httpx
+
         try:
             return self._check(httpx.post(self.url + path, json=body, timeout=timeout,
-                                          headers=self._headers(admin)))
+                                          headers=self._headers(path)), path)
         except httpx.TransportError as exc:
             raise self._unreachable(exc) from exc
 
-    def events(self, path: str, body: dict[str, Any], admin: bool = False
+    def events(self, path: str, body: dict[str, Any]
                ) -> AbstractContextManager[Iterator[tuple[str, Any]]]:
         """POST ``body`` and iterate its SSE events as ``(event, data)``: ``data`` parsed
         as JSON, ``[DONE]`` as ``None``; an unnamed event is ``message``."""
-        return self._stream("POST", path, body, admin)
+        return self._stream("POST", path, body)
 
-    def stream_get(self, path: str, admin: bool = False
-                   ) -> AbstractContextManager[Iterator[tuple[str, Any]]]:
+    def stream_get(self, path: str) -> AbstractContextManager[Iterator[tuple[str, Any]]]:
         """GET ``path`` and iterate its SSE events, as :meth:`events` does."""
-        return self._stream("GET", path, None, admin)
+        return self._stream("GET", path, None)
 
     @contextmanager
-    def _stream(self, method: str, path: str, body: dict[str, Any] | None, admin: bool
+    def _stream(self, method: str, path: str, body: dict[str, Any] | None
                 ) -> Iterator[Iterator[tuple[str, Any]]]:
+        import httpx
+
+        timeout = httpx.Timeout(None, connect=STREAM_CONNECT_TIMEOUT_S)
         try:
-            with httpx.stream(method, self.url + path, json=body, timeout=STREAM_TIMEOUT,
-                              headers=self._headers(admin)) as response:
+            with httpx.stream(method, self.url + path, json=body, timeout=timeout,
+                              headers=self._headers(path)) as response:
                 if response.status_code >= 400:
                     response.read()
-                    self._check(response)
+                    self._check(response, path)
                 yield _parse_events(response.iter_lines())
         except httpx.TransportError as exc:
             raise self._unreachable(exc) from exc
+
+
+def _needed(path: str) -> str | None:
+    """``admin``, ``api`` or ``None``: the server's rule for the route."""
+    from lemoncore.api.guard import required_key
+
+    return required_key(path.partition("?")[0])
 
 
 def _parse_events(lines: Iterator[str]) -> Iterator[tuple[str, Any]]:

@@ -1,6 +1,8 @@
 """Commands that face the HTTP server: ``lemon serve`` runs it (Hypercorn, with a graceful
 stop on SIGINT/SIGTERM, via :func:`serve_app`, which tests and other entry points reuse),
-and ``lemon explain`` asks a running one what loading a model would do, without doing it.
+and ``lemon explain`` asks a running one what loading a model would do, without doing it
+(a dry-run load: a management route, so it sends the admin key, :mod:`lemoncore.cli.remote`).
+anyio, structlog and the settings are imported when a command runs.
 """
 
 from __future__ import annotations
@@ -8,26 +10,28 @@ from __future__ import annotations
 import argparse
 import json
 import signal
-import sys
 import time
 from typing import TYPE_CHECKING
 
-import anyio
-import structlog
-
-from lemoncore.cli.common import STARTED, parse_options, print_result, settings_from
-from lemoncore.settings import Settings
+from lemoncore.cli.common import (
+    STARTED,
+    add_server_arg,
+    parse_options,
+    print_result,
+    settings_from,
+)
 
 if TYPE_CHECKING:
     from hypercorn.config import Config
     from starlette.applications import Starlette
 
     from lemoncore.cli.common import Subparsers
-
-log = structlog.get_logger("lemoncore.cli")
+    from lemoncore.settings import Settings
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    import structlog
+
     from lemoncore.app import create_app
     from lemoncore.logs import configure_logging
 
@@ -40,6 +44,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     settings = settings_from(args)
     configure_logging(settings.log_format, settings.log_level)
     if settings.host not in {"127.0.0.1", "localhost", "::1"} and settings.api_key is None:
+        log = structlog.get_logger("lemoncore.cli")
         log.warning("binding beyond loopback without an API key: anyone who can reach this "
                     "address can use the server; set LEMON_API_KEY", host=settings.host)
     app = create_app(settings)
@@ -55,9 +60,13 @@ def serve_app(app: Starlette) -> None:
     seconds (streams then end with an error frame); Hypercorn's own grace is a second
     longer, so those answers still reach their clients. Then every backend is stopped.
     """
+    import anyio
+    import structlog
     from hypercorn.asyncio import serve
 
     from lemoncore.app import core_of
+
+    log = structlog.get_logger("lemoncore.cli")
 
     core = core_of(app)
     settings = core.settings
@@ -106,21 +115,10 @@ def hypercorn_config(settings: Settings) -> Config:
 
 def cmd_explain(args: argparse.Namespace) -> int:
     """Ask a running server what loading a model would do, without doing it."""
-    import httpx
+    from lemoncore.cli.remote import Remote
 
-    options = parse_options(args.option)
-    url = args.server or f"http://127.0.0.1:{Settings().port}"
-    try:
-        response = httpx.post(f"{url}/api/v1/load", timeout=30,
-                              json={"model_name": args.model, "dry_run": True, **options})
-    except httpx.TransportError as exc:
-        print(f"no lemoncore server at {url} ({exc}); start one with 'lemon serve'",
-              file=sys.stderr)
-        return 1
-    plan = response.json()
-    if response.status_code != 200:
-        print(plan["error"]["message"], file=sys.stderr)
-        return 1
+    body = {"model_name": args.model, "dry_run": True, **parse_options(args.option)}
+    plan = Remote.from_args(args).post("/api/v1/load", body, timeout=30)
 
     def text() -> None:
         print(f"{plan['model_name']}: {plan['recipe']}:{plan['backend']} "
@@ -162,6 +160,5 @@ def add_explain(sub: Subparsers) -> None:
     explain.add_argument("model")
     explain.add_argument("-o", "--option", action="append", default=[],
                          help="a load option, e.g. -o backend=cpu -o ctx_size=8192")
-    explain.add_argument("--server", help="server URL (default: http://127.0.0.1:<port>)")
-    explain.add_argument("--json", action="store_true")
+    add_server_arg(explain)
     explain.set_defaults(func=cmd_explain)

@@ -2,11 +2,16 @@
 
 :mod:`~lemoncore.serving.router` sequences a load: it gathers facts, asks the pure
 :mod:`~lemoncore.serving.planner` (options, backend, the plugins' answers, and the
-evictions :mod:`~lemoncore.serving.eviction` decides), lets
+evictions :mod:`~lemoncore.serving.eviction` decides), checks what it may not do
+(:mod:`~lemoncore.serving.refusals`, :mod:`~lemoncore.serving.workers`), lets
 :mod:`~lemoncore.serving.admission` refuse or queue, has :mod:`~lemoncore.serving.fleet`
-evict and :mod:`~lemoncore.serving.launcher` start. :mod:`~lemoncore.serving.forwarding`
-is the one path a request takes to its engine (retry, outcomes) and
-:mod:`~lemoncore.serving.proxy` relays the answer. May import the plugin-facing modules,
+evict and :mod:`~lemoncore.serving.launcher` start a
+:class:`~lemoncore.serving.server.LoadedServer`; loads outlive their callers
+(:mod:`~lemoncore.serving.pending`) and idle servers are unloaded
+(:mod:`~lemoncore.serving.idle`). :mod:`~lemoncore.serving.forwarding` is the one path a
+request takes to its engine (retry), returning an :mod:`~lemoncore.serving.answer` that
+records its outcome once, whoever relays it (:mod:`~lemoncore.serving.proxy`, a
+translation, a plugin through the gateway). May import the plugin-facing modules,
 :mod:`lemoncore.installs`, the plugin host, models and settings; never the HTTP API or
 the CLI (``tests/test_layout.py``).
 """

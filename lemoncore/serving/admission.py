@@ -16,7 +16,7 @@ import structlog
 
 from lemoncore.errors import LemonError
 from lemoncore.exits import StartFailure
-from lemoncore.serving.launcher import LoadedServer
+from lemoncore.serving.server import LoadedServer
 from lemoncore.settings import Settings
 from lemoncore.supervisor import StartError
 
@@ -31,8 +31,9 @@ CRASH_LOOP_FAILURES, COOLDOWN_S, COOLDOWN_MAX_S = 3, 5.0, 300.0
 WEDGED_AFTER = 3
 
 
-class Refused(LemonError):
-    """A request or load is not admitted now; ``retry_after`` says when to try again."""
+class NotAdmitted(LemonError):
+    """A request or load is not admitted now (503); ``retry_after`` says when to try
+    again. Shutting down, a full queue, a crash-loop cooldown, a load still running."""
 
     status, type = 503, "server_busy"
 
@@ -81,7 +82,7 @@ class Admission:
 
     def refuse_if_closing(self) -> None:
         if self.closing:
-            raise Refused("the server is shutting down; retry once it is back", 503,
+            raise NotAdmitted("the server is shutting down; retry once it is back", 503,
                           "server_error", "shutting_down", retry_after=self.settings.stop_grace)
 
     @contextmanager
@@ -119,7 +120,7 @@ class Admission:
             yield
             return
         if server.gate.value == 0 and server.queued >= self.settings.max_queue:
-            raise Refused(f"{server.model.name} is busy: {server.queued} requests already "
+            raise NotAdmitted(f"{server.model.name} is busy: {server.queued} requests already "
                           "wait for a free slot; retry shortly", code="queue_full",
                           retry_after=1)
         server.queued += 1
@@ -132,9 +133,11 @@ class Admission:
         finally:
             server.gate.release()
 
-    def record_outcome(self, server: LoadedServer, failed: bool) -> bool:
-        """Count consecutive failed requests (5xx, broken connections or streams) of a
-        server that still looks alive; True when it is wedged (``WEDGED_AFTER``)."""
+    def wedged_after(self, server: LoadedServer, failed: bool) -> bool:
+        """Count one request's outcome toward ``server.failures``, the consecutive failed
+        requests (5xx, broken connections or streams) of a server that still looks alive
+        (a success resets it); True when that makes it wedged (``WEDGED_AFTER``). Only
+        counts: :meth:`~lemoncore.serving.fleet.Fleet.record_outcome` restarts it."""
         server.failures = server.failures + 1 if failed else 0
         return server.failures >= WEDGED_AFTER
 
@@ -146,7 +149,7 @@ class Admission:
         failures = self._failed_starts.get(name, _Failures())
         wait = failures.held_until - time.monotonic()
         if wait > 0:
-            refused = Refused(
+            refused = NotAdmitted(
                 f"{name} failed to start {_times(failures.count)}; lemoncore holds it off "
                 f"for {wait:.0f} s more instead of respawning it per request (an explicit "
                 f"load retries now: lemon load {name}, or POST /api/v1/load). The last "

@@ -2,8 +2,10 @@
 
 The router gathers the loaded servers and the incoming load, calls :func:`decide` (or,
 after a failed start, :func:`after_failed_start`; for a wedged server, :func:`wedged`;
-for servers left idle, :func:`idle`), and executes the answer; it never makes an eviction
-choice of its own.
+for servers left idle, :func:`idle`, through :mod:`~lemoncore.serving.idle`), and
+executes the answer; it never makes an eviction choice of its own. Each
+:class:`EvictionOrder` names its :class:`EvictionKind` (a ``StrEnum``: logs, ``/metrics``
+and ``dry_run`` replies show the plain strings).
 
 Rules, in order:
 
@@ -28,6 +30,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 
 from lemoncore.durations import describe
 from lemoncore.recipes import Device, ModelType, SlotPolicy
@@ -73,12 +76,28 @@ class Incoming:
     workers: tuple[str, ...] = ()  # RPC workers it needs (host:port)
 
 
+class EvictionKind(StrEnum):
+    """Why a server is stopped: a stable label (the ``reason`` of
+    ``lemon_evictions_total``, ``kind`` in a ``dry_run``'s evictions, the log's ``kind``)."""
+
+    LRU = "lru"
+    EXCLUSIVE_GPU = "exclusive_gpu"
+    EXCLUSIVE_NPU = "exclusive_npu"
+    COEXIST_BY_TYPE = "coexist_by_type"
+    RELOAD = "reload"
+    LOAD_FAILURE = "load_failure"
+    WEDGED = "wedged"
+    IDLE = "idle"
+    WORKER_BUSY = "worker_busy"
+    UNLOAD = "unload"  # asked for (an unload, unload all, or the shutdown)
+
+
 @dataclass(frozen=True)
-class Eviction:
-    """``kind`` is a stable label (metrics); ``reason`` is a sentence for people."""
+class EvictionOrder:
+    """Stop server ``name``: ``kind`` is the stable label; ``reason`` a sentence for people."""
 
     name: str
-    kind: str
+    kind: EvictionKind
     reason: str
 
 
@@ -86,35 +105,35 @@ class Eviction:
 class Decision:
     """Evictions to perform, in order, or the reason the load cannot proceed."""
 
-    evict: tuple[Eviction, ...] = ()
+    evict: tuple[EvictionOrder, ...] = ()
     refused: str | None = None
 
 
-def conflict(resident: Resident, incoming: Incoming) -> Eviction | None:
+def conflict(resident: Resident, incoming: Incoming) -> EvictionOrder | None:
     """Why ``resident`` cannot stay beside ``incoming``, if it cannot."""
-    r, i = resident, incoming
+    r, i, kind = resident, incoming, EvictionKind
     if shared := [w for w in i.workers if w in r.workers]:
-        return Eviction(r.name, "worker_busy", f"{i.name} needs the RPC worker "
-                        f"{', '.join(shared)} and {r.name} holds it")
+        return EvictionOrder(r.name, kind.WORKER_BUSY, f"{i.name} needs the RPC worker "
+                             f"{', '.join(shared)} and {r.name} holds it")
     if r.policy is SlotPolicy.UNMETERED or i.policy is SlotPolicy.UNMETERED:
         return None
     if i.policy is SlotPolicy.EXCLUSIVE_GPU and r.is_amd_gpu:
-        return Eviction(r.name, "exclusive_gpu",
-                        f"{i.name} needs the AMD GPU to itself and {r.name} is on it")
+        return EvictionOrder(r.name, kind.EXCLUSIVE_GPU,
+                             f"{i.name} needs the AMD GPU to itself and {r.name} is on it")
     if r.policy is SlotPolicy.EXCLUSIVE_GPU and i.is_amd_gpu:
-        return Eviction(r.name, "exclusive_gpu",
-                        f"{r.name} holds the AMD GPU exclusively and {i.name} needs it")
+        return EvictionOrder(r.name, kind.EXCLUSIVE_GPU,
+                             f"{r.name} holds the AMD GPU exclusively and {i.name} needs it")
     if i.policy is SlotPolicy.EXCLUSIVE_NPU and r.device is Device.NPU:
-        return Eviction(r.name, "exclusive_npu",
-                        f"{i.name} needs the NPU to itself and {r.name} is on it")
+        return EvictionOrder(r.name, kind.EXCLUSIVE_NPU,
+                             f"{i.name} needs the NPU to itself and {r.name} is on it")
     if r.policy is SlotPolicy.EXCLUSIVE_NPU and i.device is Device.NPU:
-        return Eviction(r.name, "exclusive_npu",
-                        f"{r.name} holds the NPU exclusively and {i.name} needs it")
+        return EvictionOrder(r.name, kind.EXCLUSIVE_NPU,
+                             f"{r.name} holds the NPU exclusively and {i.name} needs it")
     if (i.policy is SlotPolicy.COEXIST_BY_TYPE and r.policy is SlotPolicy.COEXIST_BY_TYPE
             and r.model_type is i.model_type):
-        return Eviction(r.name, "coexist_by_type",
-                        f"{i.name} allows one {i.model_type.value} server of its kind and "
-                        f"{r.name} is one")
+        return EvictionOrder(r.name, kind.COEXIST_BY_TYPE,
+                             f"{i.name} allows one {i.model_type.value} server of its kind "
+                             f"and {r.name} is one")
     return None
 
 
@@ -124,32 +143,39 @@ def decide(residents: Sequence[Resident], incoming: Incoming, max_loaded: int) -
     if decision.refused or not incoming.reload or \
             not any(r.name == incoming.name for r in residents):
         return decision
-    return Decision(evict=(Eviction(incoming.name, "reload",
-                                    "reload with new options or backend"), *decision.evict))
+    return Decision(evict=(EvictionOrder(incoming.name, EvictionKind.RELOAD,
+                                         "reload with new options or backend"),
+                           *decision.evict))
 
 
-def after_failed_start(residents: Sequence[Resident], incoming: Incoming) -> Decision:
-    """A start that failed for want of memory gets one retry: every other unpinned
-    server goes first (busy ones are waited for)."""
+def after_failed_start(residents: Sequence[Resident], incoming: Incoming,
+                       out_of_memory: bool) -> Decision:
+    """A start that failed for want of memory (``out_of_memory``) gets one retry: every
+    other unpinned server goes first (busy ones are waited for). No retry (an empty
+    decision) for any other failure, when nothing could be freed, or for a load on RPC
+    workers (a worker that failed is not a want of local memory)."""
+    if not out_of_memory or incoming.workers:
+        return Decision()
     return Decision(evict=tuple(
-        Eviction(r.name, "load_failure", f"loading {incoming.name} failed; freeing memory "
-                                         "to retry")
+        EvictionOrder(r.name, EvictionKind.LOAD_FAILURE,
+                      f"loading {incoming.name} failed; freeing memory to retry")
         for r in residents if r.name != incoming.name and not r.pinned))
 
 
 def wedged(resident: Resident, failures: int) -> Decision:
     """A server whose requests keep failing while its process looks alive is restarted,
     pinned or not: the next request gets a fresh process."""
-    return Decision(evict=(Eviction(resident.name, "wedged", f"{failures} consecutive "
-                                    "failed requests while its health was fine"),))
+    return Decision(evict=(EvictionOrder(resident.name, EvictionKind.WEDGED,
+                                         f"{failures} consecutive failed requests while "
+                                         "its health was fine"),))
 
 
 def idle(residents: Sequence[Resident], now: float) -> Decision:
     """Unload what has been idle past its ``keep_alive`` (``now`` on ``last_used``'s
     clock); busy and pinned servers stay."""
     return Decision(evict=tuple(
-        Eviction(r.name, "idle", f"idle for {now - r.last_used:.0f} s; its keep_alive is "
-                                 f"{describe(r.keep_alive)}")
+        EvictionOrder(r.name, EvictionKind.IDLE, f"idle for {now - r.last_used:.0f} s; its "
+                      f"keep_alive is {describe(r.keep_alive)}")
         for r in residents if (until := r.idle_until()) is not None and until <= now))
 
 
@@ -179,7 +205,7 @@ def _make_room(residents: Sequence[Resident], incoming: Incoming,
             f"all {len(pool)} {incoming.model_type.value} slots hold pinned models; unload or "
             f"unpin one, or raise max_loaded_models (now {max_loaded})"))
     for r in candidates[:max(excess, 0)]:
-        evict[r.name] = Eviction(r.name, "lru", (
+        evict[r.name] = EvictionOrder(r.name, EvictionKind.LRU, (
             f"{incoming.model_type.value} slots are full ({len(pool)}/{max_loaded}) and "
             f"{r.name} is the least recently used{' (busy: waits for it)' if r.busy else ''}"))
     return Decision(evict=tuple(evict.values()))

@@ -14,22 +14,22 @@ import structlog
 from lemoncore.exits import EngineExit, classify
 from lemoncore.launch import Runner
 from lemoncore.serving.admission import Admission
-from lemoncore.serving.eviction import Decision, Eviction, wedged
-from lemoncore.serving.launcher import LoadedServer
+from lemoncore.serving.eviction import Decision, EvictionKind, EvictionOrder, Resident, wedged
+from lemoncore.serving.server import LoadedServer
 from lemoncore.supervisor import BackendProcess
 
 log = structlog.get_logger("lemoncore.serving.fleet")
 
 DEATH_WAIT_S = 1.0  # after a broken connection, how long to wait to learn the backend died
-EVICTION_KINDS = ("lru", "exclusive_gpu", "exclusive_npu", "coexist_by_type", "reload",
-                  "load_failure", "wedged", "idle", "worker_busy", "unload")
 
 
 class Fleet:
+    """The loaded servers by model name, and the evictions, tokens and answers counted."""
+
     def __init__(self, admission: Admission, stop_grace: float) -> None:
         self.admission, self.stop_grace = admission, stop_grace
         self.servers: dict[str, LoadedServer] = {}
-        self.evictions: Counter[str] = Counter({k: 0 for k in EVICTION_KINDS})
+        self.evictions: Counter[EvictionKind] = Counter(dict.fromkeys(EvictionKind, 0))
         self.tokens: Counter[tuple[str, str]] = Counter()  # (model, kind), from usage
         self.answers: Counter[tuple[str, str, int]] = Counter()  # (model, path, status)
         self.task_group: anyio.abc.TaskGroup | None = None  # for removals in the background
@@ -38,18 +38,22 @@ class Fleet:
         self.servers[server.model.name] = server
         server.process.on_exit(lambda _: self._forget_if_crashed(server))
 
+    def residents(self) -> list[Resident]:
+        """The loaded servers as the eviction policy sees them."""
+        return [s.resident() for s in self.servers.values()]
+
     async def carry_out(self, decision: Decision) -> None:
         for eviction in decision.evict:
             if (victim := self.servers.get(eviction.name)) is not None:
                 await self.evict(victim, eviction)
 
-    async def evict(self, server: LoadedServer, why: Eviction,
+    async def evict(self, server: LoadedServer, why: EvictionOrder,
                     drain_timeout: float | None = None) -> None:
         """Remove from service, wait for in-flight requests to finish, then stop."""
         if self.servers.get(server.model.name) is server:
             del self.servers[server.model.name]
         self.evictions[why.kind] += 1
-        log.info("evicting", model=server.model.name, kind=why.kind, reason=why.reason,
+        log.info("evicting", model=server.model.name, kind=why.kind.value, reason=why.reason,
                  in_flight=server.in_flight)
         with anyio.move_on_after(drain_timeout):
             await server.drained.wait()
@@ -57,10 +61,11 @@ class Fleet:
         await server.client.aclose()
 
     async def evict_all(self, why: str, drain_timeout: float | None = None) -> None:
+        """Evict every server at once (kind ``unload``, reason ``why``)."""
         async with anyio.create_task_group() as tg:
             for server in list(self.servers.values()):
-                tg.start_soon(self.evict, server, Eviction(server.model.name, "unload", why),
-                              drain_timeout)
+                tg.start_soon(self.evict, server, EvictionOrder(
+                    server.model.name, EvictionKind.UNLOAD, why), drain_timeout)
 
     def count_usage(self, model: str, usage: Any) -> None:
         """Add a backend answer's ``usage`` (prompt and completion tokens) to the totals."""
@@ -72,7 +77,7 @@ class Fleet:
     def record_outcome(self, server: LoadedServer, failed: bool) -> None:
         """Feed wedge detection; a wedged server is restarted (the next request gets a
         fresh process)."""
-        if self.admission.record_outcome(server, failed) and \
+        if self.admission.wedged_after(server, failed) and \
                 self.servers.get(server.model.name) is server:
             log.warning("backend wedged: restarting it", model=server.model.name,
                         failures=server.failures)

@@ -2,22 +2,22 @@
 (loading it if needed), let the backend's owner adjust the body, send it (waiting out a
 single-slot engine's 429), retry once on a fresh server when the backend died (an error
 that is not retried names how it died; a death retrying cannot help, SIGILL, holds the
-model off like a failed start), and feed every outcome to wedge detection (a
-stream's when it ends, through the relay)."""
+model off like a failed start). What comes back is an :class:`~lemoncore.serving.answer.
+Answer`, which records the outcome and usage when its relay closes it; a request that
+got no answer (the backend could not be reached) is recorded here."""
 
 from __future__ import annotations
 
 import contextlib
 import json
 from contextlib import AsyncExitStack
-from dataclasses import dataclass
 
 import anyio
 import httpx
 
 from lemoncore.errors import LemonError
 from lemoncore.recipes import Backend, ModelInfo, Recipe
-from lemoncore.serving.launcher import LoadedServer
+from lemoncore.serving.answer import Answer, failed
 from lemoncore.serving.proxy import (
     CUT_AT_SHUTDOWN,
     BackendFailure,
@@ -26,30 +26,22 @@ from lemoncore.serving.proxy import (
     send_request,
 )
 from lemoncore.serving.router import Router
+from lemoncore.serving.server import LoadedServer
 from lemoncore.supervisor import StartError
 
 # Back-off while a single-slot engine still works on an abandoned request.
 BUSY_RETRY_S, BUSY_RETRY_MAX_S = 0.05, 1.0
 
 
-@dataclass
-class Exchange:
-    """A backend's answer. ``resources`` (the hold on the server, the response) must be
-    closed once the answer has been relayed."""
-
-    server: LoadedServer
-    upstream: httpx.Response
-    resources: AsyncExitStack
-
-
 async def exchange(router: Router, model: ModelInfo, path: str, body: Body,
                    stream: bool, retry: bool = True, keep_alive: float | None = None
-                   ) -> Exchange:
+                   ) -> Answer:
     """Send ``body`` to ``model``'s server; with ``retry``, once more to a fresh server
     when the backend died before answering. A ``keep_alive`` (seconds) replaces the
-    server's (:meth:`Router.acquire`). A complete answer (or a stream's failed
-    start) counts toward wedge detection now; a stream that starts counts when it ends.
-    A non-streaming request still waiting at a shutdown's drain deadline is cut (503)."""
+    server's (:meth:`Router.acquire`). The answer must be closed (``async with``); a
+    complete one (or a stream's failed start) has ended already, a stream that started
+    ends as its relay says. A non-streaming request still waiting at a shutdown's drain
+    deadline is cut (503)."""
     for attempt in (1, 2) if retry else (2,):  # only a first attempt is retried
         resources = AsyncExitStack()
         try:
@@ -82,12 +74,14 @@ async def exchange(router: Router, model: ModelInfo, path: str, body: Body,
             await resources.aclose()
             raise
         router.fleet.answers[model.name, path, upstream.status_code] += 1
+        answer = Answer(server, upstream, resources, router.fleet,
+                        router.admission.cut_at_drain_deadline)
         if not stream or upstream.status_code != 200:
-            router.fleet.record_outcome(server, failed=upstream.status_code >= 500)
+            answer.end(failed(upstream.status_code))
         if not stream and upstream.status_code == 200:
             with contextlib.suppress(ValueError, AttributeError):
-                router.fleet.count_usage(model.name, json.loads(upstream.content).get("usage"))
-        return Exchange(server, upstream, resources)
+                answer.usage = json.loads(upstream.content).get("usage")
+        return answer
     raise AssertionError("unreachable")
 
 

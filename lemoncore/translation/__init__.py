@@ -57,6 +57,7 @@ class TranslatedFraming:
     def __init__(self, translator: StreamTranslator, max_event: int) -> None:
         """``max_event``: the longest engine event read (``max_answer_bytes``)."""
         self.translator, self.lines, self.ended = translator, DataLines(max_event), False
+        self.error = False  # the engine's stream carried an error event
 
     def chunk(self, data: bytes) -> bytes:
         out = b""
@@ -66,6 +67,7 @@ class TranslatedFraming:
             if event is DONE:
                 out += self.end()
             elif (message := error_message(event)) is not None:
+                self.error = True
                 out += self.fail(f"backend error: {message}")
             elif isinstance(event, dict):
                 out += self.translator.feed(event)

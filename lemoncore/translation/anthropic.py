@@ -18,6 +18,7 @@ import uuid
 from typing import Any
 
 from lemoncore.errors import LemonError
+from lemoncore.translation.walk import ChunkWalk
 
 _STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use",
                  "function_call": "tool_use", "content_filter": "refusal"}
@@ -235,7 +236,7 @@ def _event(kind: str, data: dict[str, Any]) -> bytes:
     return f"event: {kind}\ndata: {payload}\n\n".encode()
 
 
-class MessagesStream:
+class MessagesStream(ChunkWalk):
     """Chat-completion stream chunks → Anthropic's SSE events, one chunk at a time.
 
     Text and each tool call (by its chat ``index``) become content blocks in the order
@@ -245,8 +246,8 @@ class MessagesStream:
     """
 
     def __init__(self, model: str) -> None:
+        super().__init__()
         self.model = model
-        self._started = self._done = False
         self._usage: dict[str, int] = _usage(None)
         self._blocks = 0  # content blocks started so far
         self._open: int | None = None  # index of the open block
@@ -255,8 +256,7 @@ class MessagesStream:
         self._finish: Any = None
         self._choice: dict[str, Any] = {}
 
-    def _start(self, chunk: dict[str, Any]) -> bytes:
-        self._started = True
+    def start(self, chunk: dict[str, Any]) -> bytes:
         message: dict[str, Any] = {
             "id": _message_id(chunk.get("id")), "type": "message", "role": "assistant",
             "model": self.model, "content": [], "stop_reason": None, "stop_sequence": None,
@@ -272,7 +272,7 @@ class MessagesStream:
         self._open, self._blocks = self._blocks, self._blocks + 1
         return out + _event("content_block_start", {"index": self._open, "content_block": block})
 
-    def _tool_delta(self, call: dict[str, Any]) -> bytes:
+    def tool_call(self, call: dict[str, Any]) -> bytes:
         out, function = b"", call.get("function") or {}
         key = int(call.get("index", len(self._tools)))
         if key not in self._tools:
@@ -285,36 +285,26 @@ class MessagesStream:
                 "type": "input_json_delta", "partial_json": function["arguments"]}})
         return out
 
-    def feed(self, chunk: dict[str, Any]) -> bytes:
-        """One parsed chunk → zero or more complete SSE events."""
-        if self._done:
-            return b""
-        if chunk.get("error"):
-            error = chunk["error"]
-            return self.fail(str(error.get("message") if isinstance(error, dict) else error))
-        if chunk.get("usage"):
-            self._usage = _usage(chunk["usage"])
-        out = b"" if self._started else self._start(chunk)
-        for choice in chunk.get("choices") or []:
-            delta = choice.get("delta") or {}
-            if delta.get("content"):
-                if self._text is None:
-                    out += self._begin({"type": "text", "text": ""})
-                    self._text = self._open
-                out += _event("content_block_delta", {"index": self._text, "delta": {
-                    "type": "text_delta", "text": delta["content"]}})
-            for call in delta.get("tool_calls") or []:
-                out += self._tool_delta(call)
-            if choice.get("finish_reason"):
-                self._finish, self._choice = choice["finish_reason"], choice
-        return out
+    def usage(self, usage: Any) -> None:
+        self._usage = _usage(usage)
+
+    def text(self, text: str) -> bytes:
+        out = b""
+        if self._text is None:
+            out = self._begin({"type": "text", "text": ""})
+            self._text = self._open
+        return out + _event("content_block_delta", {"index": self._text, "delta": {
+            "type": "text_delta", "text": text}})
+
+    def finished(self, choice: dict[str, Any]) -> None:
+        self._finish, self._choice = choice["finish_reason"], choice
 
     def finish(self) -> bytes:
         """At the upstream's ``[DONE]``: close the open block, then ``message_delta``
         (stop reason, usage) and ``message_stop``."""
         if self._done:
             return b""
-        out = (b"" if self._started else self._start({})) + self._close()
+        out = self.started({}) + self._close()
         self._done = True
         stop_reason, stop_sequence = _stop(self._finish, self._choice, bool(self._tools))
         return out + _event("message_delta", {

@@ -19,6 +19,7 @@ import uuid
 from typing import Any
 
 from lemoncore.errors import LemonError
+from lemoncore.translation.walk import ChunkWalk
 
 _STATELESS = ("lemoncore keeps no conversation state: send the whole conversation in "
               "'input' (earlier output items included) instead")
@@ -227,7 +228,7 @@ def from_chat(chat: dict[str, Any], body: dict[str, Any]) -> dict[str, Any]:
                      _usage(chat.get("usage")))
 
 
-class ResponsesStream:
+class ResponsesStream(ChunkWalk):
     """Chat-completion stream chunks → the Responses SSE events, one chunk at a time.
 
     Text and each tool call (by its chat ``index``) become output items in the order
@@ -237,10 +238,10 @@ class ResponsesStream:
     """
 
     def __init__(self, body: dict[str, Any]) -> None:
+        super().__init__()
         self.body = body
         self._id, self._created = _id("resp"), int(time.time())
         self._seq = 0
-        self._started = self._done = False
         self._items: list[dict[str, Any]] = []  # output items, by output_index
         self._open: int | None = None
         self._text: int | None = None  # output_index of the open message item
@@ -284,7 +285,7 @@ class ResponsesStream:
         return out + self._event("response.output_item.added", output_index=self._open,
                                  item=added)
 
-    def _text_delta(self, text: str) -> bytes:
+    def text(self, text: str) -> bytes:
         out, index = b"", self._text
         if index is None:
             item = _message_item(_id("msg"), "", "in_progress")
@@ -297,7 +298,7 @@ class ResponsesStream:
         return out + self._event("response.output_text.delta", item_id=item["id"],
                                  output_index=index, content_index=0, delta=text, logprobs=[])
 
-    def _call_delta(self, call: dict[str, Any]) -> bytes:
+    def tool_call(self, call: dict[str, Any]) -> bytes:
         out, function = b"", call.get("function") or {}
         key = int(call.get("index", len(self._calls)))
         if key not in self._calls:
@@ -312,36 +313,22 @@ class ResponsesStream:
                                output_index=index, delta=function["arguments"])
         return out
 
-    def feed(self, chunk: dict[str, Any]) -> bytes:
-        """One parsed chunk → zero or more complete SSE events."""
-        if self._done:
-            return b""
-        if chunk.get("error"):
-            error = chunk["error"]
-            return self.fail(str(error.get("message") if isinstance(error, dict) else error))
-        if chunk.get("usage"):
-            self._usage = _usage(chunk["usage"])
-        out = b""
-        if not self._started:
-            self._started = True
-            out = self._event("response.created", response=self._response("in_progress"))
-            out += self._event("response.in_progress", response=self._response("in_progress"))
-        for choice in chunk.get("choices") or []:
-            delta = choice.get("delta") or {}
-            if delta.get("content"):
-                out += self._text_delta(delta["content"])
-            for call in delta.get("tool_calls") or []:
-                out += self._call_delta(call)
-            if choice.get("finish_reason"):
-                self._length = choice["finish_reason"] == "length"
-        return out
+    def start(self, chunk: dict[str, Any]) -> bytes:
+        return (self._event("response.created", response=self._response("in_progress"))
+                + self._event("response.in_progress", response=self._response("in_progress")))
+
+    def usage(self, usage: Any) -> None:
+        self._usage = _usage(usage)
+
+    def finished(self, choice: dict[str, Any]) -> None:
+        self._length = choice["finish_reason"] == "length"
 
     def finish(self) -> bytes:
         """At the upstream's ``[DONE]``: close the open item, then ``response.completed``
         (``response.incomplete`` when the token limit cut it) with the whole response."""
         if self._done:
             return b""
-        out = self.feed({"choices": []})
+        out = self.started({})
         self._done = True
         status = "incomplete" if self._length else "completed"
         out += self._close(status)

@@ -1,0 +1,49 @@
+"""What the conformance kit runs against: :class:`ConformanceTarget` (a running server,
+the model, the backend) and :data:`SAMPLES`, a request for each endpoint lemoncore routes
+itself. Public as :mod:`lemoncore.conformance`'s names."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+
+class Served(Protocol):
+    """A running lemoncore server (``lemoncore.testing.ServerProcess`` is one)."""
+
+    @property
+    def url(self) -> str: ...
+
+    @property
+    def api(self) -> str: ...
+
+
+@dataclass
+class ConformanceTarget:
+    """``samples``: a request for each endpoint your backend declares beyond lemoncore's
+    own (``register_endpoints``), as ``httpx.post`` keyword arguments without the model
+    (``{"json": {...}}``, or ``{"data": {...}, "files": {...}}`` for an upload)."""
+
+    server: Served
+    model: str
+    backend: str  # recipe:backend
+    completions: bool = True  # the engine serves /v1/completions (non-streaming)
+    stop_grace: float = 5.0
+    samples: dict[str, dict[str, Any]] = field(default_factory=dict)
+    plugins: dict[str, object] = field(default_factory=dict)  # in-process, as the server's
+    plugins_allow: list[str] | None = None  # installed plugins the server loads (None: all)
+
+
+_HELLO = [{"role": "user", "content": "Say hello."}]
+# A request for each endpoint lemoncore routes itself (the model is added).
+SAMPLES: dict[str, dict[str, Any]] = {
+    "/v1/chat/completions": {"json": {"messages": _HELLO, "max_tokens": 4}},
+    "/v1/completions": {"json": {"prompt": "One, two,", "max_tokens": 4}},
+    "/v1/embeddings": {"json": {"input": "hello"}},
+    "/v1/messages": {"json": {"messages": _HELLO, "max_tokens": 4}},
+    "/v1/messages/count_tokens": {"json": {"messages": _HELLO}},
+    "/v1/responses": {"json": {"input": "Say hello.", "max_output_tokens": 4}},
+    "/v1/rerank": {"json": {"query": "fruit", "documents": ["apple", "car"]}},
+    "/tokenize": {"json": {"content": "hello"}},
+    "/detokenize": {"json": {"tokens": [1, 2]}},
+}
