@@ -11,7 +11,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-import anyio
 import httpx
 import pytest
 
@@ -78,5 +77,5 @@ async def test_a_stream_that_fails_counts_the_same_on_every_path(
         for _ in range(WEDGED_AFTER):
             await send(client, gateway, FAILING)
         assert router.servers.get(MODEL) is not first  # wedged: restarted
-        with anyio.fail_after(10):
-            await first.process.exited.wait()  # stopped in the background
+    # stopped in the background, or by the shutdown right after: never left running
+    assert first.process.exited.is_set()

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from lemoncore.cli.common import print_result, settings_from
 from lemoncore.cli.remote import Remote
+from lemoncore.jsonfile import write_json
 
 if TYPE_CHECKING:
     from lemoncore.settings import Settings
@@ -55,10 +56,9 @@ def read_state(settings: Settings) -> dict[str, Any] | None:
 @contextlib.contextmanager
 def recorded(settings: Settings, log_file: str | None) -> Iterator[None]:
     """Record this process as the server on its port while the block runs."""
-    path = state_file(settings)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"pid": os.getpid(), "url": Remote.for_settings(settings).url,
-                                "log": log_file, "started": time.time()}))
+    path = state_file(settings)  # written atomically: a reader never sees half of it
+    write_json(path, {"pid": os.getpid(), "url": Remote.for_settings(settings).url,
+                      "log": log_file, "started": time.time()})
     try:
         yield
     finally:

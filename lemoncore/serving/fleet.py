@@ -33,6 +33,7 @@ class Fleet:
         self.tokens: Counter[tuple[str, str]] = Counter()  # (model, kind), from usage
         self.answers: Counter[tuple[str, str, int]] = Counter()  # (model, path, status)
         self.task_group: anyio.abc.TaskGroup | None = None  # for removals in the background
+        self._restarting: list[LoadedServer] = []  # wedged, being stopped in the background
 
     def add(self, server: LoadedServer) -> None:
         self.servers[server.model.name] = server
@@ -61,11 +62,15 @@ class Fleet:
         await server.client.aclose()
 
     async def evict_all(self, why: str, drain_timeout: float | None = None) -> None:
-        """Evict every server at once (kind ``unload``, reason ``why``)."""
+        """Evict every server at once (kind ``unload``, reason ``why``), and finish
+        stopping those a wedge restart is stopping in the background (at shutdown that
+        task is cancelled: the stop must not be)."""
         async with anyio.create_task_group() as tg:
             for server in list(self.servers.values()):
                 tg.start_soon(self.evict, server, EvictionOrder(
                     server.model.name, EvictionKind.UNLOAD, why), drain_timeout)
+            for server in list(self._restarting):
+                tg.start_soon(server.process.stop, self.stop_grace)
 
     def count_usage(self, model: str, usage: Any) -> None:
         """Add a backend answer's ``usage`` (prompt and completion tokens) to the totals."""
@@ -83,7 +88,14 @@ class Fleet:
                         failures=server.failures)
             del self.servers[server.model.name]
             [why] = wedged(server.resident(), server.failures).evict
-            self._background().start_soon(self.evict, server, why)
+            self._restarting.append(server)
+            self._background().start_soon(self._restart, server, why)
+
+    async def _restart(self, server: LoadedServer, why: EvictionOrder) -> None:
+        try:
+            await self.evict(server, why)
+        finally:
+            self._restarting = [s for s in self._restarting if s is not server]
 
     async def death(self, server: LoadedServer, within: float = DEATH_WAIT_S
                     ) -> EngineExit | None:
