@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from lemoncore.api.authority import may_manage
+from lemoncore.api.guard import may_manage
 
 
 def scope(client: str = "127.0.0.1", host: bytes = b"127.0.0.1:13305",

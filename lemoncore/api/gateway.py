@@ -24,8 +24,8 @@ import httpx
 from starlette.requests import Request
 
 from lemoncore.api import bodies, replies
-from lemoncore.api.authority import may_manage
 from lemoncore.api.disconnect import until_disconnect
+from lemoncore.api.guard import may_manage
 from lemoncore.api.inference import backend_error, check_request
 from lemoncore.core import Core
 from lemoncore.errors import LemonError

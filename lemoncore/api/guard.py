@@ -4,7 +4,7 @@ With ``api_key`` set, every API route needs it (``Authorization: Bearer …`` or
 ``x-api-key``; the admin key serves too); management routes (load, unload, pull, delete,
 install, uninstall, logs) need ``admin_api_key``, which defaults to ``api_key``. What a
 plugin's route may do through the gateway follows the same rule
-(:func:`lemoncore.api.authority.may_manage`). With no admin key, management routes
+(:func:`may_manage`). With no admin key, management routes
 answer only requests from this machine itself (:func:`is_local`) unless
 ``allow_remote_admin`` is set. ``/live``, ``/openapi.json`` and the web UI's static
 pages (``/``, ``/ui/…``: they hold no data; the API calls they make need the keys) stay
@@ -85,6 +85,18 @@ def is_local(scope: Scope, headers: dict[bytes, bytes]) -> bool:
     return loopback_name(headers.get(b"host", b"").decode("latin-1"))
 
 
+def may_manage(scope: Scope, admin_key: str | None, allow_remote_admin: bool) -> bool:
+    """Whether the request in ``scope`` may do what the management routes do (load,
+    unload, pin, unpin, pull, delete): it presents ``admin_key`` (``admin_api_key``, else
+    ``api_key``) or, while no key is set, comes from this machine (:func:`is_local`) or
+    ``allow_remote_admin`` is on. The guard's rule for management routes, and the
+    gateway's for what a plugin's route may do for its caller."""
+    headers = dict(scope.get("headers") or [])
+    if admin_key:
+        return same(presented_key(headers), admin_key)
+    return allow_remote_admin or is_local(scope, headers)
+
+
 class Guard:
     def __init__(self, app: ASGIApp, api_key: str | None, admin_key: str | None,
                  max_body_bytes: int, allow_remote_admin: bool = False) -> None:
@@ -99,16 +111,17 @@ class Guard:
             return
         headers, websocket = dict(scope["headers"]), scope["type"] == "websocket"
         needed = required_key(scope["path"]) or ("api" if websocket else None)
-        expected = self.admin_key if needed == "admin" else self.api_key if needed else None
         key = presented_key(headers)
         admin = bool(self.admin_key) and same(key, self.admin_key or "")  # serves the API too
-        if expected and not same(key, expected) and not (needed == "api" and admin):
+        refused = not may_manage(scope, self.admin_key, self.allow_remote_admin) \
+            if needed == "admin" else \
+            needed == "api" and bool(self.api_key) and not (admin or same(key, self.api_key or ""))
+        if refused and (needed == "api" or self.admin_key):
             what = "an admin API key" if needed == "admin" else "an API key"
             await send_error(send, 401, f"this route needs {what}: send 'Authorization: "
                              "Bearer <key>' or 'x-api-key: <key>'", "invalid_api_key", scope)
             return
-        if needed == "admin" and not expected and not self.allow_remote_admin \
-                and not is_local(scope, headers):
+        if refused:
             await send_error(send, 403, "management routes answer only this machine while no "
                              "admin key is set: set admin_api_key (LEMON_ADMIN_API_KEY), or "
                              "allow_remote_admin", "remote_admin_refused", scope)
