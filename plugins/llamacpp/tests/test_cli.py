@@ -121,12 +121,16 @@ def test_interactive_chat_through_a_pty(env: dict[str, str]) -> None:
         for _ in range(5):  # a small model's story is now and then one line: ask again
             os.write(leader, b"Tell me a very long story about the sea.\n")
             begun = read_until(leader, seen, b"sea.", end)
-            while len(seen) < begun + 40:  # the answer is being written
+            deadline = time.monotonic() + 120
+            while len(seen) < begun + 40 and seen.find(b">>> ", begun) < 0:
+                assert time.monotonic() < deadline, f"no answer in {bytes(seen[begun:])!r}"
                 if select.select([leader], [], [], 0.5)[0]:
                     seen += os.read(leader, 4096)
             if (done := seen.find(b">>> ", begun)) < 0:
                 break  # still answering
             end = done + 4
+        else:
+            pytest.fail("five stories in a row were too short to interrupt")
         os.write(leader, b"\x03")  # Ctrl-C stops the answer, not the session
         end = read_until(leader, seen, b" [stopped]", begun)
         end = read_until(leader, seen, b">>> ", end)
