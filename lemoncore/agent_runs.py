@@ -15,13 +15,26 @@ import subprocess
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import NotRequired, TypedDict
 
 import httpx
 
 from lemoncore.agents import Agent, agent_command
 from lemoncore.bench import Target, client_for, select
 from lemoncore.jsonfile import write_json
+
+
+class RunRow(TypedDict):
+    """One run, as ``results.json`` holds it: ``exit_code`` ``None`` when the agent did not
+    finish (``error`` says why); ``tokens`` ``None`` when the backend reported none;
+    ``output`` the file with the agent's stdout."""
+
+    target: str
+    exit_code: NotRequired[int | None]
+    error: NotRequired[str]
+    wall_s: NotRequired[float]
+    tokens: NotRequired[int | None]
+    output: NotRequired[str]
 
 
 def tokens(client: httpx.Client, url: str, model: str) -> int:
@@ -34,14 +47,14 @@ def tokens(client: httpx.Client, url: str, model: str) -> int:
 
 def run_all(url: str, agent: Agent, binary: str, targets: Sequence[Target],
             agent_args: Sequence[str], out: Path, key: str, admin_key: str | None,
-            timeout: float) -> list[dict[str, Any]]:
+            timeout: float) -> list[RunRow]:
     """Run the agent once per target (``key`` is the agent's; ``admin_key`` loads the
     targets); a row per run, also in ``out/results.json``."""
     out.mkdir(parents=True, exist_ok=True)
-    rows: list[dict[str, Any]] = []
+    rows: list[RunRow] = []
     with client_for(admin_key) as client:
         for target in targets:
-            row: dict[str, Any] = {"target": target.label}
+            row: RunRow = {"target": target.label}
             folder = out / re.sub(r"[^A-Za-z0-9._@-]", "_", target.label)
             folder.mkdir(exist_ok=True)
             try:
@@ -66,7 +79,7 @@ def run_all(url: str, agent: Agent, binary: str, targets: Sequence[Target],
                 (folder / "stderr.txt").write_bytes(stderr)
                 row["output"] = str(folder / "stdout.txt")
             except (httpx.HTTPError, RuntimeError) as exc:
-                row.update(exit_code=None, error=str(exc))
+                row["exit_code"], row["error"] = None, str(exc)
             rows.append(row)
     write_json(out / "results.json", rows)
     return rows

@@ -19,22 +19,38 @@ A prompt and ``max_tokens`` above ``--ctx-size`` words is refused with a 400.
 
 When the environment variable ``ECHO_ENGINE_API_KEY`` is set, ``/v1/*`` requires
 ``Authorization: Bearer <key>`` (lemoncore sends the launch's ``backend_key``). It exits
-on SIGTERM. Standard library only.
+on SIGTERM. Standard library only (and :mod:`lemoncore.standin`, which is).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
-import signal
 import sys
 import time
-from collections.abc import Iterator, Sequence
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import NoReturn
+
+from lemoncore import standin
+from lemoncore.standin import (
+    CHAT,
+    CHUNK,
+    TEXT,
+    Answer,
+    Head,
+    Usage,
+    answer,
+    delta,
+    error,
+    head,
+    message,
+    models,
+    serve,
+    text,
+    usage,
+)
 
 KEY_ENV = "ECHO_ENGINE_API_KEY"
 DEFAULT_MAX_TOKENS = 16
@@ -44,7 +60,7 @@ class BadRequest(Exception):
     """A request the engine refuses (400, OpenAI's error shape)."""
 
 
-def _text(content: Any) -> str:
+def _text(content: object) -> str:
     """A message's content as text: a string, or the text parts of a list of parts."""
     if isinstance(content, str):
         return content
@@ -61,7 +77,7 @@ class Engine:
             raise ValueError("the model file has no words to answer with")
         self.words, self.alias, self.ctx_size = tuple(words), alias, ctx_size
 
-    def prompt_tokens(self, path: str, body: dict[str, Any]) -> int:
+    def prompt_tokens(self, path: str, body: Mapping[str, object]) -> int:
         if path == "/v1/chat/completions":
             messages = body.get("messages")
             if not isinstance(messages, list) or not messages:
@@ -75,7 +91,7 @@ class Engine:
             raise BadRequest("'prompt' must be a string")
         return max(1, len(prompt.split()))
 
-    def answer(self, body: dict[str, Any], prompt_tokens: int) -> tuple[list[str], str]:
+    def answer(self, body: Mapping[str, object], prompt_tokens: int) -> tuple[list[str], str]:
         """The answer's pieces (a word each, after the first with its leading space) and
         its finish reason: the model file's words up to ``max_tokens``, cut before the
         first ``stop`` string."""
@@ -86,35 +102,23 @@ class Engine:
         if prompt_tokens + limit > self.ctx_size:
             raise BadRequest(f"{prompt_tokens} prompt tokens and max_tokens {limit} exceed "
                              f"the context size {self.ctx_size}")
-        text = " ".join(self.words[:limit])
+        words = " ".join(self.words[:limit])
         finish = "length" if len(self.words) > limit else "stop"
         stop = body.get("stop") or []
-        found = [i for s in ([stop] if isinstance(stop, str) else stop)
-                 if isinstance(s, str) and s and (i := text.find(s)) >= 0]
+        stops = [stop] if isinstance(stop, str) else stop if isinstance(stop, Iterable) else []
+        found = [i for s in stops if isinstance(s, str) and s and (i := words.find(s)) >= 0]
         if found:
-            text, finish = text[:min(found)], "stop"
-        return re.findall(r"\s*\S+", text), finish
+            words, finish = words[:min(found)], "stop"
+        return re.findall(r"\s*\S+", words), finish
 
 
-class Handler(BaseHTTPRequestHandler):
+class Handler(standin.Handler):
     protocol_version = "HTTP/1.1"
     engine: Engine
     key: str = ""
 
-    def log_message(self, format: str, *args: object) -> None:
-        pass
-
-    def _send(self, status: int, body: object) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
     def _error(self, status: int, message: str, type_: str = "invalid_request_error") -> None:
-        self._send(status, {"error": {"message": message, "type": type_, "code": None,
-                                      "param": None}})
+        self.send_json(status, error(message, type_, code_and_param=True))
 
     def _authorized(self) -> bool:
         if self.key and self.headers.get("Authorization") != f"Bearer {self.key}":
@@ -124,11 +128,9 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         if self.path == "/health":
-            self._send(200, {"status": "ok"})
+            self.send_json(200, {"status": "ok"})
         elif self.path == "/v1/models" and self._authorized():
-            self._send(200, {"object": "list", "data": [{
-                "id": self.engine.alias, "object": "model", "created": 0,
-                "owned_by": "lemoncore-echo-engine"}]})
+            self.send_json(200, models(self.engine.alias, "lemoncore-echo-engine"))
         elif self.path != "/v1/models":
             self._error(404, f"no route {self.path}", "not_found_error")
 
@@ -139,7 +141,7 @@ class Handler(BaseHTTPRequestHandler):
         if not self._authorized():
             return
         try:
-            body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+            body = self.read_json()
             if not isinstance(body, dict):
                 raise BadRequest("the body must be a JSON object")
             prompt_tokens = self.engine.prompt_tokens(self.path, body)
@@ -147,51 +149,35 @@ class Handler(BaseHTTPRequestHandler):
         except (BadRequest, ValueError) as exc:
             self._error(400, str(exc))
             return
-        usage = {"prompt_tokens": prompt_tokens, "completion_tokens": len(pieces),
-                 "total_tokens": prompt_tokens + len(pieces)}
+        counts = usage(prompt_tokens, len(pieces))
         chat = self.path == "/v1/chat/completions"
-        head = {"id": f"{'chatcmpl' if chat else 'cmpl'}-echo-{time.monotonic_ns()}",
-                "created": int(time.time()), "model": self.engine.alias}
+        start = head(f"{'chatcmpl' if chat else 'cmpl'}-echo-{time.monotonic_ns()}",
+                     self.engine.alias)
         if body.get("stream"):
-            include = bool((body.get("stream_options") or {}).get("include_usage"))
-            self._stream(_chunks(head, chat, pieces, finish, usage if include else None))
+            options = body.get("stream_options")
+            include = isinstance(options, dict) and bool(options.get("include_usage"))
+            events = self.open_events(("Cache-Control", "no-cache"), chunked=True)
+            for event in _chunks(start, chat, pieces, finish, counts if include else None):
+                events.send(event)
+            events.done()
             return
-        text = "".join(pieces)
-        choice: dict[str, Any] = {"index": 0, "finish_reason": finish}
-        choice.update({"message": {"role": "assistant", "content": text}} if chat
-                      else {"text": text, "logprobs": None})
-        self._send(200, {**head, "object": "chat.completion" if chat else "text_completion",
-                         "choices": [choice], "usage": usage})
-
-    def _stream(self, events: Iterator[object]) -> None:
-        self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream")
-        self.send_header("Cache-Control", "no-cache")
-        self.send_header("Transfer-Encoding", "chunked")
-        self.end_headers()
-        for event in [*(json.dumps(e) for e in events), "[DONE]"]:
-            data = f"data: {event}\n\n".encode()
-            self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
-        self.wfile.write(b"0\r\n\r\n")
+        said = "".join(pieces)
+        choice = message(said, finish) if chat else text(said, finish)
+        if not chat:
+            choice["logprobs"] = None
+        self.send_json(200, answer(start, [choice], CHAT if chat else TEXT, counts))
 
 
-def _chunks(head: dict[str, Any], chat: bool, pieces: list[str], finish: str,
-            usage: dict[str, int] | None) -> Iterator[object]:
+def _chunks(start: Head, chat: bool, pieces: list[str], finish: str,
+            counts: Usage | None) -> Iterator[Answer]:
     """The SSE events of a streamed answer: a piece each, the finish, then usage."""
-    kind = "chat.completion.chunk" if chat else "text_completion"
-
-    def chunk(piece: str | None, reason: str | None) -> dict[str, Any]:
-        choice: dict[str, Any] = {"index": 0, "finish_reason": reason}
-        if chat:
-            choice["delta"] = {} if piece is None else {"role": "assistant", "content": piece}
-        else:
-            choice["text"] = piece or ""
-        return {**head, "object": kind, "choices": [choice]}
-
-    yield from (chunk(p, None) for p in pieces)
-    yield chunk(None, finish)
-    if usage is not None:
-        yield {**head, "object": kind, "choices": [], "usage": usage}
+    kind = CHUNK if chat else TEXT
+    for piece in pieces:
+        yield answer(start, [delta({"role": "assistant", "content": piece}) if chat
+                             else text(piece)], kind)
+    yield answer(start, [delta({}, finish) if chat else text("", finish)], kind)
+    if counts is not None:
+        yield answer(start, [], kind, counts)
 
 
 def main(argv: Sequence[str] | None = None) -> NoReturn:
@@ -212,18 +198,8 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
         print(f"echo_engine: cannot load model {args.model}: {exc}", file=sys.stderr)
         raise SystemExit(1) from None
     handler = type("Bound", (Handler,), {"engine": engine, "key": os.environ.get(KEY_ENV, "")})
-    server = ThreadingHTTPServer((args.host, args.port), handler)
-    server.daemon_threads = True
-
-    def stop(signum: int, frame: object) -> NoReturn:
-        raise SystemExit(0)
-
-    signal.signal(signal.SIGTERM, stop)
-    print(f"echo_engine: serving {args.alias} on http://{args.host}:{args.port}", flush=True)
-    try:
-        server.serve_forever()
-    finally:
-        server.server_close()
+    serve(handler, args.port, args.host,
+          ready=f"echo_engine: serving {args.alias} on http://{args.host}:{args.port}")
     raise SystemExit(0)
 
 

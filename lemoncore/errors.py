@@ -10,7 +10,27 @@ No imports beyond the standard library: plugins import this.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TypedDict, Unpack
+
+
+class ErrorExtras(TypedDict, total=False):
+    """What an error object may carry beyond OpenAI's fields."""
+
+    details: dict[str, int]  # e.g. the engine's own HTTP status
+    status_code: int  # in a stream's error event: the status it stands for
+
+
+class ErrorObject(ErrorExtras):
+    message: str
+    type: str
+    code: str | None
+    param: str | None
+
+
+class ErrorBody(TypedDict):
+    """OpenAI's error answer: ``{"error": {...}}``."""
+
+    error: ErrorObject
 
 
 class LemonError(Exception):
@@ -49,12 +69,12 @@ class LemonError(Exception):
             headers["x-should-retry"] = "true" if self.should_retry else "false"
         return headers or None
 
-    def body(self) -> dict[str, Any]:
+    def body(self) -> ErrorBody:
         return error_body(str(self), self.type, self.code, self.param)
 
 
 def error_body(message: str, type_: str, code: str | None = None,
-               param: str | None = None, **extra: Any) -> dict[str, Any]:
+               param: str | None = None, **extra: Unpack[ErrorExtras]) -> ErrorBody:
     """The OpenAI error object: ``{"error": {message, type, code, param, ...}}``."""
     return {"error": {"message": message, "type": type_, "code": code, "param": param,
                       **extra}}

@@ -16,7 +16,7 @@ import re
 import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeAlias
 
 from pydantic import ConfigDict, Field, TypeAdapter, ValidationError
 
@@ -28,6 +28,8 @@ ALLOW_SUFFIX = "_allow"
 _INT = re.compile(r"-?[0-9]+")  # ASCII digits: the engine parses no others
 _NUMBER = re.compile(r"-?([0-9]+\.?[0-9]*|\.[0-9]+)")
 _NAMES = re.compile(r"[A-Za-z0-9_]+(,[A-Za-z0-9_]+)*")
+OptionValue: TypeAlias = str | int | float | bool | Sequence[str]
+"""An option's value, of its declared type (``list``: strings; ``args``: a command line)."""
 
 
 class OptionError(LemonError, ValueError):
@@ -82,7 +84,7 @@ def selector(layers: Sequence[Layer]) -> str | None:
 
 def check(specs: Sequence[OptionSpec], layer: Layer, *, admin: bool,
           allowed_flags: Mapping[str, Sequence[str]] | None = None,
-          section: str = "recipes.<recipe>") -> dict[str, Any]:
+          section: str = "recipes.<recipe>") -> dict[str, OptionValue]:
     """``layer``'s values checked against ``specs`` and converted to their types.
 
     Without ``admin`` (a caller's values: JSON), types are strict (``"4096"`` or ``true``
@@ -94,7 +96,7 @@ def check(specs: Sequence[OptionSpec], layer: Layer, *, admin: bool,
     settable = sorted(s.name for s in specs if admin or s.scope is OptionScope.REQUEST)
     status = 500 if admin else 400
     allowed = {**(allowed_flags or {}), **(granted_flags(layer.values) if admin else {})}
-    checked: dict[str, Any] = {}
+    checked: dict[str, OptionValue] = {}
     for key, value in layer.values.items():
         if key == SELECTOR:
             continue
@@ -109,20 +111,21 @@ def check(specs: Sequence[OptionSpec], layer: Layer, *, admin: bool,
         if value is None:
             continue
         try:
-            checked[key] = _adapter(spec.type, spec.minimum, spec.maximum, spec.choices,
-                                    not admin).validate_python(value)
+            checked[key] = converted = _adapter(spec.type, spec.minimum, spec.maximum,
+                                                spec.choices, not admin).validate_python(value)
         except ValidationError as exc:
             raise OptionError(f"option {key!r} {layer.source}: "
                               f"{exc.errors()[0]['msg'].lower()} (got {value!r})",
                               key, status) from None
         if spec.type == "args":
-            check_args(checked[key], spec.flags, allowed.get(key, ()), key, layer.source,
+            check_args(converted, spec.flags, allowed.get(key, ()), key, layer.source,
                        section, status)
     return checked
 
 
 def resolve(specs: Sequence[OptionSpec], config: Mapping[str, Any],
-            layers: Sequence[Layer], section: str) -> tuple[dict[str, Any], dict[str, Any]]:
+            layers: Sequence[Layer], section: str
+            ) -> tuple[dict[str, OptionValue], dict[str, OptionValue]]:
     """``(options, config)`` for a load: request-scope options resolved through the
     declared defaults, ``config`` (an already checked configuration section) and
     ``layers``; and admin-scope values from the defaults and ``config``."""

@@ -11,7 +11,8 @@ has one and is stopped with CTRL_BREAK_EVENT to its group (VTE unloads and exits
 SIGBREAK: ``http_server.py`` ``_install_signal_handlers``), then the job is terminated;
 without a console (a service, ``pythonw``) the child gets none either
 (``CREATE_NO_WINDOW``: no window pops up), no event can reach it, and the job is
-terminated at once. Directory defaults follow each OS's conventions.
+terminated at once. The config and cache directories follow each OS's conventions
+(:mod:`platformdirs`, where it names the directories lemoncore has always used).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import ctypes
 import os
 import signal
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -220,17 +221,19 @@ def current() -> ProcessPlatform:
     return Windows() if sys.platform == "win32" else Posix()
 
 
-def default_dirs(os_name: str, env: Mapping[str, str], home: Path) -> tuple[Path, Path]:
-    """(config directory, cache directory) by each OS's conventions."""
-    def pick(var: str, fallback: Path) -> Path:
-        return Path(env.get(var) or fallback) / "lemoncore"
+APP = "lemoncore"  # the directories' name
 
-    if os_name == "windows":
-        return (pick("APPDATA", home / "AppData/Roaming"),
-                pick("LOCALAPPDATA", home / "AppData/Local") / "cache")
-    if os_name == "darwin":
-        return home / "Library/Application Support/lemoncore", home / "Library/Caches/lemoncore"
-    return pick("XDG_CONFIG_HOME", home / ".config"), pick("XDG_CACHE_HOME", home / ".cache")
+
+def default_dirs() -> tuple[Path, Path]:
+    """(config directory, cache directory) of this OS, by :mod:`platformdirs`: Linux
+    ``$XDG_CONFIG_HOME/lemoncore`` and ``$XDG_CACHE_HOME/lemoncore`` (else under
+    ``~/.config`` and ``~/.cache``), macOS ``~/Library/Application Support/lemoncore`` and
+    ``~/Library/Caches/lemoncore`` (the XDG variables win there too), Windows the roaming
+    ``%APPDATA%\\lemoncore`` and ``%LOCALAPPDATA%\\lemoncore\\Cache``."""
+    from platformdirs import PlatformDirs
+
+    dirs = PlatformDirs(APP, appauthor=False, roaming=True)
+    return Path(dirs.user_config_dir), Path(dirs.user_cache_dir)
 
 
 def path_list(os_name: str, *parts: str) -> str:

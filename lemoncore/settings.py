@@ -1,7 +1,8 @@
 """Settings: defaults < config file (TOML) < ``LEMON_*`` environment < CLI flags.
 
 The config file is ``$LEMON_CONFIG_FILE``, else ``config.toml`` in the OS's config
-directory (``$XDG_CONFIG_HOME/lemoncore``, ``%APPDATA%\\lemoncore``, ...).
+directory (``$XDG_CONFIG_HOME/lemoncore``, ``~/Library/Application Support/lemoncore``,
+``%APPDATA%\\lemoncore``: :func:`lemoncore.platforms.default_dirs`).
 Nested values in the environment use ``__``: ``LEMON_RECIPES__LLAMACPP__CTX_SIZE=8192``.
 """
 
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import (
@@ -20,14 +21,13 @@ from pydantic_settings import (
 )
 
 from lemoncore.durations import KeepAlive
-from lemoncore.hosts import current_os
 from lemoncore.platforms import default_dirs
 from lemoncore.recipes import ModelInfo
 from lemoncore.rpc import parse_workers
 
 
 def _dirs() -> tuple[Path, Path]:
-    return default_dirs(current_os(), os.environ, Path.home())
+    return default_dirs()
 
 
 def default_config_file() -> Path:
@@ -95,7 +95,7 @@ class Settings(BaseSettings):
         default_factory=dict, description="llama.cpp RPC workers (`host:port`, started with "
         "`lemon worker`) by model name or recipe name (a model's entry wins): a load "
         "places layers on them with `--rpc`.")
-    recipes: dict[str, dict[str, Any]] = Field(
+    recipes: dict[str, dict[str, object]] = Field(  # checked against the declared options
         default_factory=dict, description="Per-recipe configuration sections.")
     lock_files: list[Path] = Field(
         default_factory=list, description="Administrator lock files, merged last.")

@@ -15,11 +15,23 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from lemoncore.jsonfile import write_json
 
 TRUST_FILE = "trusted-lock.json"
+
+
+class TrustedEntry(TypedDict):
+    """A :class:`Trusted` as the trust file (and ``/api/v1/install``'s ``trusted``) holds
+    it."""
+
+    name: str
+    version: str
+    url: str
+    sha256: str
+    size: int
+    date: str
 
 
 @dataclass(frozen=True)
@@ -38,7 +50,7 @@ class Trusted:
         return (f"trusted on first use on {self.date}: downloaded from {self.url} "
                 f"({self.size} bytes), SHA-256 shown to the administrator")
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> TrustedEntry:
         return {"name": self.name, "version": self.version, "url": self.url,
                 "sha256": self.sha256, "size": self.size, "date": self.date}
 

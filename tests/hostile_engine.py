@@ -14,10 +14,11 @@ or fails to start.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+
+from lemoncore import standin
+from lemoncore.standin import answer, head, message, serve
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--port", type=int, required=True)
@@ -50,38 +51,13 @@ if args.then == "exit":
     sys.exit(1)
 
 
-class Handler(BaseHTTPRequestHandler):
-    def _json(self, body: object) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
+class Handler(standin.Handler):
     def do_GET(self) -> None:
-        self._json({"status": "ok"})
+        self.send_json(200, {"status": "ok"})
 
     def do_POST(self) -> None:
-        self.rfile.read(int(self.headers["Content-Length"]))
-        self._json(
-            {
-                "id": "h",
-                "object": "chat.completion",
-                "model": "hostile",
-                "created": 0,
-                "choices": [
-                    {
-                        "index": 0,
-                        "finish_reason": "stop",
-                        "message": {"role": "assistant", "content": "hi"},
-                    }
-                ],
-            }
-        )
-
-    def log_message(self, *_: object) -> None:
-        pass
+        self.read_body()
+        self.send_json(200, answer(head("h", "hostile", 0), [message("hi")]))
 
 
-ThreadingHTTPServer(("127.0.0.1", args.port), Handler).serve_forever()
+serve(Handler, args.port, exit_on_sigterm=False)

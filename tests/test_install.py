@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import json
 import tarfile
 import threading
 import zipfile
@@ -16,8 +17,10 @@ from pathlib import Path
 import pytest
 
 from lemoncore.installs import install as engine
-from lemoncore.installs.install import InstallError, install_plan, installed_record
-from lemoncore.launch import Artifact, InstallPlan
+from lemoncore.installs.install import InstallError, install_plan
+from lemoncore.installs.record import RECORD, InstallRecord, read_record, write_record
+from lemoncore.launch import Artifact, Installed, InstallPlan
+from lemoncore.recipes import ModelInfo
 
 pytestmark = pytest.mark.anyio
 
@@ -97,8 +100,11 @@ async def test_verified_archive_installs_atomically_and_keeps_modes(
     tool = target / "build/bin/tool"
     assert tool.read_bytes().startswith(b"#!/bin/sh")
     assert tool.stat().st_mode & 0o111
-    assert installed_record(target) == {"version": "1", "artifacts": [
+    assert json.loads((target / RECORD).read_text()) == {"version": "1", "artifacts": [
         {"url": artifact[0], "sha256": artifact[1]}]}
+    record = read_record(target)
+    assert record is not None and record.installs(plan("1", artifact))
+    assert not record.installs(plan("2", artifact))
     assert seen and seen[-1] == len(mirror.files["tool-1.zip"])
     assert not list((tmp_path / "downloads").iterdir())  # archive and partial cleaned up
     assert sorted(p.name for p in target.parent.iterdir()) == ["backend"]
@@ -118,7 +124,7 @@ async def test_hash_mismatch_discards_download_and_keeps_previous_install(
     with pytest.raises(InstallError, match="404"):
         await install_plan(plan("2", (f"{mirror.url}/gone.zip", v1[1])), target, downloads)
     assert (target / "tool").read_bytes() == b"one"
-    assert installed_record(target)["version"] == "1"  # type: ignore[index]
+    assert getattr(read_record(target), "version", None) == "1"
     assert not list(downloads.iterdir())
     assert sorted(p.name for p in tmp_path.iterdir()) == ["dl", "target"]
 
@@ -217,3 +223,37 @@ def test_an_install_says_what_it_checked() -> None:
     assert engine.provenance(InstallPlan("1", artifacts=(
         Artifact("https://h/a.zip", sha), Artifact("https://h/b.zip", None)))).startswith(
         "NOT verified")
+
+
+MODEL = {"name": "m", "recipe": "r", "checkpoint": "o/r:m.gguf"}
+
+
+@pytest.mark.parametrize(("text", "version", "models"), [
+    # as lemoncore has written them: artifacts it installed; an installer's, with models
+    ('{"version": "1", "artifacts": [{"url": "https://h/a.zip", "sha256": null}]}', "1", []),
+    (json.dumps({"version": "2", "artifacts": [], "result": "sha256:img",
+                 "models": [MODEL, {"name": "bad name!"}]}), "2", ["m"]),
+    ('{"version": "3", "extra": {"from": "a newer lemoncore"}}', "3", []),
+    ('{"artifacts": []}', None, []),  # no version: not a record
+    ('["not", "a", "record"]', None, []),
+    ("{half", None, []),
+])
+def test_records_read_tolerantly(tmp_path: Path, text: str, version: str | None,
+                                 models: list[str]) -> None:
+    (tmp_path / RECORD).write_text(text)
+    record = read_record(tmp_path)
+    assert getattr(record, "version", None) == version
+    assert ([m.name for m in record.models] if record else []) == models
+    assert read_record(tmp_path / "missing") is None
+
+
+def test_an_installer_record_round_trips_through_the_atomic_writer(tmp_path: Path) -> None:
+    pinned = InstallPlan("7", (Artifact("docker://h/i:7@sha256:ab", "ab" * 32, False),))
+    model = ModelInfo.model_validate(MODEL)
+    record = InstallRecord.of(pinned, Installed("sha256:img", (model,)))
+    write_record(tmp_path / "t", record)
+    assert read_record(tmp_path / "t") == record
+    assert json.loads((tmp_path / "t" / RECORD).read_text()) == record.as_json() == {
+        "version": "7", "artifacts": [{"url": "docker://h/i:7@sha256:ab", "sha256": "ab" * 32}],
+        "result": "sha256:img", "models": [model.model_dump(mode="json")]}
+    assert [p.name for p in (tmp_path / "t").iterdir()] == [RECORD]  # no temporary left

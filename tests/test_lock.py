@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import json
+from dataclasses import replace
+from pathlib import Path
+
 import pytest
 
-from lemoncore.lock import Lock, LockError
+from lemoncore.installs import refresh
+from lemoncore.launch import Artifact
+from lemoncore.lock import Lock, LockError, Pin
 from lemoncore.trust import Trusted
 
 ENTRY = {"version": "b1", "platforms": {"linux-x86_64": [
@@ -44,3 +50,24 @@ def test_comments_are_ignored_at_any_level() -> None:
                                                               {"url": "u", "_why": "y"}]}}}}},
                "admin.json")
     assert lock.backend_pin("r", "a", "linux-x86_64") is not None
+
+
+def test_accepted_refreshes_are_saved_as_a_lock_keeping_other_entries(tmp_path: Path) -> None:
+    path, sha = tmp_path / refresh.REFRESH_FILE, "c" * 64
+    old = Artifact("docker://r/i:1", None, extract=False)
+    new = replace(old, url=f"docker://r/i:1@sha256:{sha}", sha256=sha, provenance="asked")
+    refresh.save(path, [refresh.Refresh("rec:a", "1", "linux-x86_64", old, new),
+                        refresh.Refresh("rec:b", "1", "linux-x86_64", old, new)])
+    refresh.save(path, [refresh.Refresh("rec:a", "2", "windows-x86_64", old, new)])
+    saved = json.loads(path.read_text())
+    assert set(saved) == {"backends"}
+    assert saved["backends"]["rec"]["a"]["version"] == "2"
+    [pinned] = saved["backends"]["rec"]["a"]["platforms"]["linux-x86_64"]
+    assert pinned["url"] == new.url and pinned["extract"] is False
+    assert pinned["provenance"].startswith("refreshed on ")
+    assert pinned["provenance"].endswith(": asked (was unpinned)")
+    lock = Lock()
+    lock.merge(saved, str(path))
+    assert lock.backend_pin("rec", "b", "linux-x86_64") == Pin("1", (replace(
+        new, provenance=pinned["provenance"]),))
+    assert lock.backend_pin("rec", "a", "windows-x86_64") is not None

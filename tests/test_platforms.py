@@ -238,16 +238,22 @@ def test_windows_children_live_in_a_kill_on_close_job_per_child() -> None:
     assert kernel32.calls[-1] == ("CloseHandle", job)
 
 
-def test_directories_follow_each_os() -> None:
-    home = Path("/home/u")
-    assert default_dirs("linux", {}, home) == (home / ".config/lemoncore",
-                                               home / ".cache/lemoncore")
-    assert default_dirs("linux", {"XDG_CACHE_HOME": "/x"}, home)[1] == Path("/x/lemoncore")
-    config, cache = default_dirs("windows", {"APPDATA": "C:/Users/u/AppData/Roaming",
-                                             "LOCALAPPDATA": "C:/Users/u/AppData/Local"}, home)
-    assert config == Path("C:/Users/u/AppData/Roaming/lemoncore")
-    assert cache == Path("C:/Users/u/AppData/Local/lemoncore/cache")
-    assert default_dirs("darwin", {}, home)[1] == home / "Library/Caches/lemoncore"
+@pytest.mark.skipif(sys.platform != "linux", reason="the XDG rules are Linux's")
+@pytest.mark.parametrize(("env", "config", "cache"), [
+    ({}, "/home/u/.config/lemoncore", "/home/u/.cache/lemoncore"),
+    ({"XDG_CACHE_HOME": "/x"}, "/home/u/.config/lemoncore", "/x/lemoncore"),
+    ({"XDG_CONFIG_HOME": "/c/", "XDG_CACHE_HOME": "/x"}, "/c/lemoncore", "/x/lemoncore"),
+    ({"XDG_CONFIG_HOME": "rel"}, "/home/u/.config/lemoncore", "/home/u/.cache/lemoncore"),
+])
+def test_directories_follow_the_xdg_rules(monkeypatch: pytest.MonkeyPatch,
+                                          env: dict[str, str], config: str, cache: str) -> None:
+    """platformdirs' answer on Linux: the XDG variables when absolute (the spec ignores a
+    relative one), else under the home directory."""
+    for name in ("XDG_CONFIG_HOME", "XDG_CACHE_HOME"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in {"HOME": "/home/u", **env}.items():
+        monkeypatch.setenv(name, value)
+    assert default_dirs() == (Path(config), Path(cache))
 
 
 def test_path_lists_use_the_target_os_separator() -> None:

@@ -307,7 +307,7 @@ async def test_shutdown_refuses_new_requests_and_cuts_stragglers_at_the_deadline
             tg.start_soon(chat, "finishes", 0.5)
             tg.start_soon(chat, "straggler", 5.0)
             await in_flight(lemon, "llama-cpu", 2)
-            lemon.router.admission.begin_shutdown()
+            lemon.router.begin_shutdown()
             await chat("new", 0)
     assert results["finishes"].status_code == 200
     for key in ("straggler", "new"):

@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 from lemoncore import Settings, create_app, hookimpl
+from lemoncore.api.replies import LoadPlanReply
 from lemoncore.core import build_core
 from lemoncore.exits import classify
 from lemoncore.hosts import HostDevice, HostInfo
@@ -102,7 +103,9 @@ def test_the_planner_evicts_through_the_policy_and_tells_a_reload_from_a_no_op()
         ("m", "reload")]
     # a request (implicit) uses the loaded server as it is
     assert not plan(same, {"backend": "slow"}, Hooks(), HOST, explicit=False).reload
-    assert moved.explain()["evict"][0]["kind"] == "reload"
+    shown = LoadPlanReply.of(moved)  # a dry run's answer
+    assert [(e.model_name, e.kind) for e in shown.evict] == [("m", "reload")]
+    assert (shown.backend, shown.already_loaded, shown.refused) == ("slow", False, None)
 
 
 def test_admission_holds_off_a_crash_loop_and_counts_wedged_requests() -> None:

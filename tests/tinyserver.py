@@ -31,14 +31,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import sys
 import time
 from email.parser import BytesParser
 from email.policy import default
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import NoReturn
+
+from lemoncore import standin
+from lemoncore.standin import answer, error, head, message, serve, usage, wait_for_file
 
 args_parser = argparse.ArgumentParser()
 args_parser.add_argument("--port", type=int, required=True)
@@ -91,29 +92,18 @@ marker.write_text(args.name)
 time.sleep(args.start_delay)
 
 
-class Handler(BaseHTTPRequestHandler):
-    def _json(self, status: int, body: object) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
+class Handler(standin.Handler):
     def do_GET(self) -> None:
-        self._json(200, {"status": "ok"}) if self.path == "/health" else self._json(404, {})
+        self.send_json(200, {"status": "ok"}) if self.path == "/health" else self.send_json(404, {})
 
     def do_POST(self) -> None:
-        raw = self.rfile.read(int(self.headers["Content-Length"]))
+        raw = self.read_body()
         if self.headers["Content-Type"].startswith("multipart/form-data"):
             self.transcribe(raw)
             return
         body = json.loads(raw)
         time.sleep(float(body.get("delay", 0)))
-        if hold := body.get("hold"):
-            deadline = time.monotonic() + 60  # never forever, if a test forgets
-            while not Path(hold).exists() and time.monotonic() < deadline:
-                time.sleep(0.01)
+        wait_for_file(body.get("hold"))  # never forever, if a test forgets
         said = str((body.get("messages") or [{}])[-1].get("content"))
         if said.startswith("flood "):  # in the text: it survives lemoncore's translations
             self.flood(**json.loads(said[6:]))
@@ -122,21 +112,14 @@ class Handler(BaseHTTPRequestHandler):
             self.failed_stream()
             return
         if args.answer != 200:
-            self._json(args.answer, {"error": {"message": "wedged", "type": "server_error"}})
+            self.send_json(args.answer, error("wedged", "server_error"))
             return
         if args.garbage_stream and body.get("stream"):
             payload = b"data: {not json\n\n\xff\xfe raw bytes\nevent: ???\n\n"
-            self.send_response(200)
-            self.send_header("Content-Type", "text/event-stream")
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
+            self.send_bytes(200, payload, "text/event-stream")
             return
-        self._json(200, {
-            "id": "tiny", "object": "chat.completion", "model": args.name, "created": 0,
-            "choices": [{"index": 0, "finish_reason": "stop",
-                         "message": {"role": "assistant", "content": f"ok from {args.name}"}}],
-            "usage": {"prompt_tokens": 1, "completion_tokens": 3, "total_tokens": 4}})
+        self.send_json(200, answer(head("tiny", args.name, 0), [message(f"ok from {args.name}")],
+                                   counts=usage(1, 3)))
 
     def flood(self, size: int, status: int = 200, sse: bool = False,
               length: bool = True, gzip: bool = False) -> None:
@@ -171,11 +154,7 @@ class Handler(BaseHTTPRequestHandler):
         payload = (b'data: {"choices":[{"index":0,"delta":{"content":"a"}}]}\n\n'
                    b'data: {"error":{"code":500,"message":"failed mid-stream",'
                    b'"type":"server_error"}}\n\n')
-        self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream")
-        self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
+        self.send_bytes(200, payload, "text/event-stream")
 
     def transcribe(self, raw: bytes) -> None:
         """An upload, as whisper.cpp's server takes one (``examples/server/server.cpp``:
@@ -183,26 +162,18 @@ class Handler(BaseHTTPRequestHandler):
         ``--inference-path``, reads the form's ``file`` part and its other fields): say
         what arrived (each form field, and the file's name and size), so a test sees that
         the upload reached the engine whole. Not a transcriber."""
-        head = f"Content-Type: {self.headers['Content-Type']}\r\n\r\n".encode()
-        form = BytesParser(policy=default).parsebytes(head + raw)
+        preamble = f"Content-Type: {self.headers['Content-Type']}\r\n\r\n".encode()
+        form = BytesParser(policy=default).parsebytes(preamble + raw)
         fields = {}
         for part in form.iter_parts():
             data = part.get_payload(decode=True) or b""
             name = part.get_param("name", header="content-disposition")
             fields[name] = f"{part.get_filename()}: {len(data)} bytes" \
                 if part.get_filename() else data.decode()
-        self._json(200, {"text": f"heard {fields.pop('file', 'no file')}", "fields": fields})
-
-    def log_message(self, format: str, *a: object) -> None:
-        pass
+        self.send_json(200, {"text": f"heard {fields.pop('file', 'no file')}", "fields": fields})
 
 
-def stop(signum: int, frame: object) -> None:
-    raise SystemExit(0)
-
-
-signal.signal(signal.SIGTERM, stop)
 try:
-    ThreadingHTTPServer(("127.0.0.1", args.port), Handler).serve_forever()
+    serve(Handler, args.port)
 finally:
     marker.unlink(missing_ok=True)

@@ -2,7 +2,7 @@
 
 Handlers validate each body with :func:`parse`: a body that does not fit is a 400 that
 names the field (``param``) and says what is wrong. Bodies are strict (a string is not a
-number, ``1`` is not ``true``). :mod:`lemoncore.api.openapi` generates the OpenAPI
+number, ``1`` is not ``true``). :mod:`lemoncore.api.apidoc` generates the OpenAPI
 document's request schemas from these models; :mod:`lemoncore.api.replies` holds the
 answers.
 """
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Mapping
 from typing import Annotated, Any, TypeVar
 
 from pydantic import (
@@ -25,6 +26,7 @@ from pydantic import (
     ValidationError,
     create_model,
 )
+from pydantic.config import JsonDict
 from pydantic.json_schema import SkipJsonSchema
 
 from lemoncore.api.errors import ApiError
@@ -32,7 +34,7 @@ from lemoncore.durations import keep_alive_seconds
 from lemoncore.recipes import MAX_CHECKPOINT_LENGTH, MAX_NAME_LENGTH, Endpoint, plain_text
 
 
-def _integral(value: Any) -> Any:
+def _integral(value: object) -> object:
     return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
@@ -116,8 +118,8 @@ class PullBody(Body):
     recipe: str = Field("", description="The recipe that runs it (with `checkpoint`)")
     labels: list[str] = Field([], description="`embeddings`, `reranking`, "
                               "`transcription`, `image`, `vision`, ...")
-    recipe_options: dict[str, Any] = Field({}, description="Options the recipe declares, "
-                                           "used for each load of this model")
+    recipe_options: dict[str, object] = Field({}, description="Options the recipe "
+                                              "declares, used for each load of this model")
     files: list[str] = Field([], description="Other files of the checkpoint's repository "
                              "the engine needs (split shards, mmproj, tokenizer), "
                              "downloaded beside it")
@@ -176,21 +178,21 @@ class InferenceBody(Body):
 
 
 class ChatBody(InferenceBody):
-    messages: list[dict[str, Any]] = Field(description="The conversation, as OpenAI's "
-                                           "chat format")
+    messages: list[dict[str, object]] = Field(description="The conversation, as OpenAI's "
+                                              "chat format")
     max_completion_tokens: JsonInt | None = Field(None, description="Becomes `max_tokens` when "
                                               "that is absent")
 
 
 class CompletionBody(InferenceBody):
-    prompt: str | list[Any] | dict[str, Any] = Field(
+    prompt: str | list[object] | dict[str, object] = Field(
         description="A string, an array of strings or tokens, or what the engine accepts")
     max_completion_tokens: JsonInt | None = Field(None, description="Becomes `max_tokens` when "
                                               "that is absent")
 
 
 class EmbeddingBody(InferenceBody):
-    input: str | list[Any] = Field(description="A string or an array of strings or tokens")
+    input: str | list[object] = Field(description="A string or an array of strings or tokens")
 
 
 _CORE_BODIES: dict[str, type[InferenceBody]] = {
@@ -204,7 +206,7 @@ def body_of(endpoint: Endpoint) -> type[InferenceBody]:
     where it streams, ``stream``; every other field goes to the engine unchanged."""
     if endpoint.path in _CORE_BODIES:
         return _CORE_BODIES[endpoint.path]
-    fields: dict[str, Any] = {}
+    fields: dict[str, Any] = {}  # Any: mypy checks **fields against __base__ too
     if endpoint.required:
         fields[endpoint.required] = (Any, Field(description="Required; passed to the engine"))
     name = "".join(p.title() for p in re.split(r"[/_-]", endpoint.path) if p) + "Body"
@@ -215,8 +217,9 @@ def body_of(endpoint: Endpoint) -> type[InferenceBody]:
 def form_of(endpoint: Endpoint) -> type[Body]:
     """The ``multipart/form-data`` fields lemoncore checks for ``endpoint`` (for the
     OpenAPI document: the upload itself reaches the engine byte for byte)."""
-    binary: dict[str, Any] = {"type": "string", "format": "binary"}
-    fields: dict[str, Any] = {endpoint.model_field: (str, Field(description=_CATALOGUE_NAME))}
+    binary: JsonDict = {"type": "string", "format": "binary"}
+    fields: dict[str, Any] = {  # Any: see body_of
+        endpoint.model_field: (str, Field(description=_CATALOGUE_NAME))}
     if endpoint.required:
         fields[endpoint.required] = (bytes, Field(description="Required; passed to the "
                                                   "engine", json_schema_extra=binary))
@@ -229,7 +232,7 @@ def form_of(endpoint: Endpoint) -> type[Body]:
 B = TypeVar("B", bound=Body)
 
 
-def parse(model: type[B], body: dict[str, Any]) -> B:
+def parse(model: type[B], body: Mapping[str, object]) -> B:
     """``body`` as ``model``, or a 400 that names the first wrong field (``param``) and
     says what is wrong with each."""
     try:

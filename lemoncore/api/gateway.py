@@ -26,7 +26,8 @@ from starlette.requests import Request
 from lemoncore.api import bodies, replies
 from lemoncore.api.disconnect import until_disconnect
 from lemoncore.api.guard import may_manage
-from lemoncore.api.inference import backend_error, check_request
+from lemoncore.api.inference import check_request
+from lemoncore.api.upstream import backend_error
 from lemoncore.core import Core
 from lemoncore.errors import LemonError
 from lemoncore.launch import ProgressCallback
@@ -83,8 +84,7 @@ class Gateway:
 
     def loaded(self) -> list[replies.LoadedModel]:
         """The loaded models, as ``/api/v1/health`` lists them."""
-        return [replies.LoadedModel.model_validate(s.as_health())
-                for s in self._core.router.servers.values()]
+        return [replies.LoadedModel.of(s) for s in self._core.router.servers.values()]
 
     async def load(self, name: str, options: Mapping[str, Any] | None = None,
                    pinned: bool | None = None, keep_alive: float | None = None
@@ -96,7 +96,7 @@ class Gateway:
             self._require_manage("pinning or unpinning a model")
         server = await self._core.router.load(name, options, pinned, keep_alive=keep_alive,
                                               manage=self._manage)
-        return replies.LoadedModel.model_validate(server.as_health())
+        return replies.LoadedModel.of(server)
 
     async def ensure_loaded(self, name: str, keep_alive: float | None = None
                             ) -> replies.LoadedModel:
@@ -104,7 +104,7 @@ class Gateway:
         is loaded already (however it was loaded); a crash-looping backend's cool-down
         applies. ``keep_alive`` as for :meth:`load`."""
         server = await self._core.router.load(name, explicit=False, keep_alive=keep_alive)
-        return replies.LoadedModel.model_validate(server.as_health())
+        return replies.LoadedModel.of(server)
 
     async def unload(self, name: str) -> None:
         """Unload ``name`` (a 404 ``model_not_loaded`` if it is not loaded)."""

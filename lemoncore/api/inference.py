@@ -1,5 +1,9 @@
-"""Inference: every routed endpoint (``lemoncore.recipes.core_endpoints()`` and those
-plugins register) and the model list."""
+"""Inference: the handler of every routed endpoint (``lemoncore.recipes.core_endpoints()``
+and those plugins register). A handler checks what lemoncore reads of the body (JSON, or
+a ``multipart/form-data`` upload kept byte for byte), finds the model, and forwards the
+body to its engine: as it came, or through a :mod:`lemoncore.translation` when the
+backend serves that translation's target instead. The engine's answer is relayed as a
+stream or passed through whole (:mod:`lemoncore.api.upstream`)."""
 
 from __future__ import annotations
 
@@ -7,87 +11,22 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-import anyio
-import httpx
-from pydantic import ValidationError
 from starlette.formparsers import MultiPartException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from lemoncore.api import bodies, replies
+from lemoncore.api import bodies
 from lemoncore.api.bodies import parse
 from lemoncore.api.disconnect import until_disconnect
 from lemoncore.api.errors import ApiError, json_object
-from lemoncore.api.replies import reply
+from lemoncore.api.upstream import anthropic_error, backend_error, backend_response
 from lemoncore.core import Core
-from lemoncore.errors import LemonError, error_body
-from lemoncore.installs.backends import BackendState
-from lemoncore.recipes import OPENAI_ENDPOINTS, Endpoint, ModelInfo, Tier
+from lemoncore.errors import LemonError
+from lemoncore.recipes import OPENAI_ENDPOINTS, Endpoint, ModelInfo
 from lemoncore.serving.answer import Answer
 from lemoncore.serving.forwarding import exchange, not_served
 from lemoncore.serving.proxy import Body, Framing, Raw, SSERelay
 from lemoncore.translation import TRANSLATIONS, TranslatedFraming, Translation
-
-
-def model_card(core: Core, model: ModelInfo) -> replies.ModelCard:
-    recipe = core.plugins.registry.recipes.get(model.recipe)
-    backends = [replies.BackendRef(name=b.name, tier=b.tier, format=b.format)
-                for b in (recipe.backends if recipe else ())]
-    return replies.ModelCard(
-        id=model.name, checkpoint=model.checkpoint, recipe=model.recipe, backends=backends,
-        downloaded=core.models.local_path(model) is not None, suggested=model.suggested,
-        labels=list(model.labels), aliases=list(model.aliases),
-        recipe_options=dict(model.recipe_options),
-        size_bytes=sum(model.sizes.values()) if model.sizes else None)
-
-
-async def list_models(request: Request) -> Response:
-    """Downloaded models (with ``show_all``, every model), except models that only run on
-    an experimental backend that is not installed yet."""
-    core: Core = request.app.state.core
-    show_all = _flag(request, "show_all")
-    models = list(core.models.all().values())
-    # a card looks for the model's files: thousands of them are seconds of file system
-    # calls, which must not stall the event loop's streams
-    cards = await anyio.to_thread.run_sync(_cards, core, models)
-    # size_bytes is absent, not null, when unknown (nothing else in a card is None)
-    return reply(replies.ModelList(data=[c for c in cards if show_all or c.downloaded]),
-                 exclude_none=True)
-
-
-def _cards(core: Core, models: list[ModelInfo]) -> list[replies.ModelCard]:
-    hidden = _experimental_only_recipes(core)
-    return [model_card(core, m) for m in models
-            if m.recipe in core.plugins.registry.recipes and m.recipe not in hidden]
-
-
-FLAG = {"": False, "0": False, "false": False, "no": False,  # a query flag's spellings
-        "1": True, "true": True, "yes": True}
-
-
-def _flag(request: Request, name: str) -> bool:
-    value = request.query_params.get(name, "").lower()
-    if value not in FLAG:
-        raise ApiError(f"invalid query parameter {name!r}: true or false", param=name)
-    return FLAG[value]
-
-
-def _experimental_only_recipes(core: Core) -> set[str]:
-    """Recipes whose only usable backends are experimental and none is installed."""
-    hidden = set()
-    for recipe in core.plugins.registry.recipes.values():
-        statuses = [s for s in core.backends.statuses(recipe)
-                    if s.state is not BackendState.UNSUPPORTED]
-        if all(s.backend.tier is Tier.EXPERIMENTAL for s in statuses) and not any(
-                s.state is BackendState.INSTALLED for s in statuses):
-            hidden.add(recipe.name)
-    return hidden
-
-
-async def get_model(request: Request) -> Response:
-    core: Core = request.app.state.core
-    model = core.router.model(request.path_params["model_id"])
-    return reply(model_card(core, model), exclude_none=True)
 
 
 def routed(endpoint: Endpoint) -> Callable[[Request], Awaitable[Response]]:
@@ -225,21 +164,6 @@ def check_request(core: Core, endpoint: Endpoint, schema: type[bodies.InferenceB
     return model, checked
 
 
-# Anthropic's error types by status (docs.anthropic.com, "Errors").
-ANTHROPIC_ERRORS = {400: "invalid_request_error", 401: "authentication_error",
-                    403: "permission_error", 404: "not_found_error",
-                    413: "request_too_large", 429: "rate_limit_error",
-                    503: "overloaded_error", 529: "overloaded_error"}
-
-
-def anthropic_error(exc: LemonError) -> Response:
-    """``exc`` as Anthropic's API answers errors: ``{"type": "error", "error": {...}}``."""
-    kind = ANTHROPIC_ERRORS.get(exc.status, "api_error" if exc.status >= 500
-                                else "invalid_request_error")
-    return JSONResponse({"type": "error", "error": {"type": kind, "message": str(exc)}},
-                        exc.status, headers=exc.headers)
-
-
 async def _until_disconnect(request: Request, work: Awaitable[Response]) -> Response:
     return await until_disconnect(request, work) or Response(status_code=499)  # client left
 
@@ -279,42 +203,3 @@ def _worker_hint(workers: tuple[str, ...]) -> str:
             "network: check 'lemon worker' there; the next request reloads the model once "
             "every worker answers")
 
-
-def backend_response(upstream: httpx.Response) -> Response:
-    """Pass a backend answer through, and a 4xx that is an OpenAI error object; wrap any
-    other backend error OpenAI-style (a 5xx becomes a 502)."""
-    if upstream.status_code < 400:
-        return Response(upstream.content, upstream.status_code, media_type=upstream.headers.get(
-            "content-type", "application/json"))
-    detail = _detail(upstream)
-    if upstream.status_code < 500 and _openai_error(detail):
-        return JSONResponse(detail, upstream.status_code)
-    exc = backend_error(upstream)
-    return JSONResponse(error_body(str(exc), exc.type, exc.code,
-                                   details={"status": upstream.status_code}), exc.status)
-
-
-def backend_error(upstream: httpx.Response) -> LemonError:
-    """A backend's error answer (read already) as an error with its message; a 5xx is a
-    502."""
-    detail = _detail(upstream)
-    error = detail.get("error") if isinstance(detail, dict) else None
-    message = error.get("message") if isinstance(error, dict) else \
-        error if isinstance(error, str) else str(detail)
-    status = upstream.status_code if upstream.status_code < 500 else 502
-    return LemonError(f"backend error: {message}", status, "backend_error", "backend_error")
-
-
-def _detail(upstream: httpx.Response) -> Any:
-    try:
-        return json.loads(upstream.content)
-    except ValueError:
-        return upstream.text[:500]
-
-
-def _openai_error(detail: object) -> bool:
-    try:
-        replies.ErrorReply.model_validate(detail)
-    except ValidationError:
-        return False
-    return True

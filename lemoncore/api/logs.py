@@ -15,7 +15,7 @@ from starlette.responses import Response, StreamingResponse
 
 from lemoncore.api import replies
 from lemoncore.api.errors import ApiError
-from lemoncore.api.inference import FLAG
+from lemoncore.api.model_list import FLAG
 from lemoncore.core import Core
 from lemoncore.logs import RECENT, RING_SIZE, LogLine, RecentLines, matches
 from lemoncore.serving.proxy import SSE_HEADERS
@@ -94,7 +94,7 @@ async def _follow(core: Core, recent: RecentLines, backlog: list[LogLine],
     for line in backlog:
         yield _event(line)
     quiet = 0.0
-    while recent.capturing and not core.router.admission.closing:
+    while recent.capturing and not core.router.closing:
         await anyio.sleep(POLL_SECONDS)
         if recent.newest <= last:
             fresh: list[LogLine] = []

@@ -36,10 +36,9 @@ async def health(request: Request) -> Response:
     return reply(replies.Health(
         version=__version__, model_loaded=last.model.name if last else None,
         max_models={t: core.settings.max_loaded_models for t in ModelType},
-        all_models_loaded=[replies.LoadedModel.model_validate(server.as_health())
-                           for server in servers],
+        all_models_loaded=[replies.LoadedModel.of(server) for server in servers],
         held_off=[replies.HeldOff.model_validate(held, from_attributes=True)
-                  for held in core.router.admission.held_off()]))
+                  for held in core.router.held_off()]))
 
 
 async def load(request: Request) -> Response:
@@ -49,7 +48,7 @@ async def load(request: Request) -> Response:
     options = {k: v for k, v in raw.items() if k not in LOAD_CONTROL_FIELDS}
     if body.dry_run:
         plan = await core.router.plan(body.model_name, options)
-        return reply(replies.LoadPlanReply.model_validate(plan.explain()))
+        return reply(replies.LoadPlanReply.of(plan))
     server = await core.router.load(body.model_name, options, body.pinned,
                                     keep_alive=body.keep_alive)
     if body.save_options and options:
@@ -129,24 +128,24 @@ async def delete(request: Request) -> Response:
 async def metrics(request: Request) -> Response:
     """Prometheus text exposition."""
     core: Core = request.app.state.core
-    router = core.router
+    counts = core.router.metrics()
     lines = ["# HELP lemon_evictions_total Servers stopped by the router, by reason.",
              "# TYPE lemon_evictions_total counter"]
     lines += [f'lemon_evictions_total{{reason="{kind}"}} {count}'
-              for kind, count in sorted(router.fleet.evictions.items())]
+              for kind, count in sorted(counts.evictions.items())]
     lines += ["# HELP lemon_loads_total Backend servers started.",
-              "# TYPE lemon_loads_total counter", f"lemon_loads_total {router.loads}",
+              "# TYPE lemon_loads_total counter", f"lemon_loads_total {counts.loads}",
               "# HELP lemon_loaded_models Backend servers running now.",
-              "# TYPE lemon_loaded_models gauge", f"lemon_loaded_models {len(router.servers)}",
+              "# TYPE lemon_loaded_models gauge", f"lemon_loaded_models {counts.loaded}",
               "# HELP lemon_tokens_total Tokens backends reported in their answers' usage.",
               "# TYPE lemon_tokens_total counter"]
     lines += [f'lemon_tokens_total{{model="{model}",kind="{kind.removesuffix("_tokens")}"}} '
-              f"{count}" for (model, kind), count in sorted(router.fleet.tokens.items())]
+              f"{count}" for (model, kind), count in sorted(counts.tokens.items())]
     lines += ["# HELP lemon_backend_answers_total Answers backends gave, by model, endpoint "
               "and status.", "# TYPE lemon_backend_answers_total counter"]
     lines += [f'lemon_backend_answers_total{{model="{model}",endpoint="{path}",'
               f'status="{status}"}} {count}'
-              for (model, path, status), count in sorted(router.fleet.answers.items())]
+              for (model, path, status), count in sorted(counts.answers.items())]
     return Response("\n".join(lines) + "\n",
                     media_type="text/plain; version=0.0.4; charset=utf-8")
 

@@ -1,6 +1,6 @@
 """The HTTP API's answers as pydantic models, and :func:`reply`.
 
-Handlers build their answers from these models; :mod:`lemoncore.api.openapi` generates
+Handlers build their answers from these models; :mod:`lemoncore.api.apidoc` generates
 the OpenAPI document's response schemas from them. A reply forbids fields it does not
 declare, so a handler that answers more than the document says fails the tests
 (``tests/test_fuzz.py`` checks every answer against the document).
@@ -8,21 +8,19 @@ declare, so a handler that answers more than the document says fails the tests
 
 from __future__ import annotations
 
-from typing import Any, Literal
+import math
+import time
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.responses import JSONResponse
 
 from lemoncore.installs.backend_status import BackendState
-from lemoncore.recipes import (
-    Device,
-    DeviceKind,
-    Format,
-    ModelType,
-    OptionSpec,
-    SlotPolicy,
-    Tier,
-)
+from lemoncore.recipes import Device, DeviceKind, Format, ModelType, OptionSpec, SlotPolicy, Tier
+
+if TYPE_CHECKING:
+    from lemoncore.serving.planner import LoadPlan
+    from lemoncore.serving.server import LoadedServer
 
 
 class Reply(BaseModel):
@@ -110,6 +108,25 @@ class LoadedModel(Reply):
         description="When it will be unloaded for idleness; null while busy or pinned, or "
                     "when its keep_alive is forever")
 
+    @classmethod
+    def of(cls, server: LoadedServer) -> LoadedModel:
+        """How ``/api/v1/health`` (and :meth:`Gateway.loaded`) show ``server`` now."""
+        now, process, busy = time.monotonic(), server.process, bool(server.in_flight)
+        uds = getattr(process, "uds", None)
+        until = server.resident().idle_until()
+        return cls(
+            model_name=server.model.name, checkpoint=server.model.checkpoint,
+            recipe=server.recipe.name, backend=server.backend.name,
+            type=server.model.model_type, device=server.device, is_amd_gpu=server.is_amd_gpu,
+            slot_policy=server.policy, backend_url=f"unix:{uds}" if uds else process.base_url,
+            pid=process.pid, status="busy" if busy else "ready", pinned=server.pinned,
+            in_flight=server.in_flight, queued=server.queued, recipe_options=server.options,
+            launch_command=list(process.argv), rpc_workers=list(server.workers),
+            peak_memory_bytes=process.peak_memory(),
+            idle_seconds=0.0 if busy else round(now - server.last_used, 1),
+            keep_alive=None if math.isinf(server.keep_alive) else server.keep_alive,
+            unload_in_seconds=None if until is None else round(max(0.0, until - now), 1))
+
 
 class HeldOff(Reply):
     """A model whose starts failed and are held off (the crash-loop cooldown): requests
@@ -165,6 +182,18 @@ class LoadPlanReply(Reply):
     rpc_workers: list[str] = Field(description="The RPC workers it would place layers on")
     evict: list[Eviction]
     dry_run: Literal[True] = True
+
+    @classmethod
+    def of(cls, plan: LoadPlan) -> LoadPlanReply:
+        """``plan`` as a ``dry_run`` load answers it."""
+        return cls(
+            model_name=plan.model.name, recipe=plan.recipe.name,
+            backend=plan.backend.backend.name, backend_state=plan.backend.state,
+            device=plan.device, is_amd_gpu=plan.is_amd_gpu, slot_policy=plan.policy,
+            options=plan.options, refused=plan.refusal or plan.decision.refused,
+            already_loaded=plan.already_loaded, rpc_workers=list(plan.workers),
+            evict=[Eviction(model_name=e.name, kind=e.kind.value, reason=e.reason)
+                   for e in plan.decision.evict])
 
 
 class Done(Reply):

@@ -13,7 +13,7 @@ import argparse
 import sys
 import time
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Literal, NotRequired, TypedDict
 
 from lemoncore.cli.common import add_server_arg
 from lemoncore.cli.remote import Remote, RemoteError
@@ -25,9 +25,30 @@ HELP = ('Type a message; """ starts and ends a multi-line one. /clear forgets th
         "conversation, /bye leaves. Ctrl-C stops an answer.")
 
 
+class Message(TypedDict):
+    role: Literal["user", "assistant"]
+    content: str
+
+
+class StreamOptions(TypedDict):
+    include_usage: bool
+
+
+class ChatBody(TypedDict):
+    """The streamed ``/v1/chat/completions`` request ``lemon run`` sends."""
+
+    model: str
+    messages: list[Message]
+    stream: bool
+    stream_options: StreamOptions
+    max_tokens: NotRequired[int]
+
+
 def _pull_if_needed(remote: Remote, model: str) -> None:
-    card = remote.get(f"/v1/models/{model}")
-    if card["downloaded"]:
+    from lemoncore.api import replies
+
+    card = replies.ModelCard.model_validate(remote.get(f"/v1/models/{model}"), extra="ignore")
+    if card.downloaded:
         return
     from rich.progress import DownloadColumn, Progress, TransferSpeedColumn
 
@@ -37,18 +58,20 @@ def _pull_if_needed(remote: Remote, model: str) -> None:
         task = bar.add_task(f"pulling {model}", total=None)
         for event, data in events:
             if event == "progress":
-                bar.update(task, completed=data["bytes_downloaded"], total=data["bytes_total"])
+                tick = replies.Progress.model_validate(data, extra="ignore")
+                bar.update(task, completed=tick.bytes_downloaded, total=tick.bytes_total)
             elif event == "error":
-                raise RemoteError(f"pulling {model} failed: {data['error']}")
+                failed = replies.StreamError.model_validate(data, extra="ignore").error
+                raise RemoteError(f"pulling {model} failed: {failed}")
 
 
-def _answer(remote: Remote, model: str, messages: list[dict[str, Any]],
+def _answer(remote: Remote, model: str, messages: list[Message],
             args: argparse.Namespace) -> str:
     """Stream one answer to stdout; return its text (what was written of it when Ctrl-C
     stopped it: leaving the stream closes the connection, which stops the engine)."""
     text, usage, started, first = "", None, time.monotonic(), None
-    body: dict[str, Any] = {"model": model, "messages": messages, "stream": True,
-                            "stream_options": {"include_usage": True}}
+    body: ChatBody = {"model": model, "messages": messages, "stream": True,
+                      "stream_options": {"include_usage": True}}
     if args.max_tokens is not None:
         body["max_tokens"] = args.max_tokens
     try:
@@ -115,7 +138,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                 args)
         return 0
     print(HELP, file=sys.stderr)
-    history: list[dict[str, Any]] = []
+    history: list[Message] = []
     for message in _messages():
         if message.strip() == "/clear":
             history.clear()

@@ -47,10 +47,10 @@ def core_from(args: argparse.Namespace) -> Any:
     return build_core(settings_from(args))
 
 
-def parse_options(items: list[str]) -> dict[str, Any]:
+def parse_options(items: list[str]) -> dict[str, object]:
     """``-o key=value`` flags: each value as JSON when it parses (numbers, booleans),
-    else as a string."""
-    options: dict[str, Any] = {}
+    else as a string; the server checks them against the options it declares."""
+    options: dict[str, object] = {}
     for item in items:
         key, _, value = item.partition("=")
         try:

@@ -6,13 +6,14 @@ and prints JSON with ``--json``.
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 from urllib.parse import urlencode
 
 from lemoncore.cli.common import add_server_arg, parse_options, print_result
 from lemoncore.cli.remote import Remote, RemoteError
 
 if TYPE_CHECKING:
+    from lemoncore.api.replies import HeldOff, LoadedModel
     from lemoncore.cli.common import Subparsers
 
 
@@ -25,28 +26,30 @@ def _idle(seconds: float) -> str:
         f"{seconds / 60:.0f} min"
 
 
-def _unloads(m: dict[str, Any]) -> str:
+def _unloads(m: LoadedModel) -> str:
     """When idleness unloads it: ``in 4 min``, ``5 min after use`` while busy, ``-`` when
     it is kept (pinned, or keep_alive forever)."""
-    if m["unload_in_seconds"] is not None:
-        return "now" if m["unload_in_seconds"] < 1 else f"in {_idle(m['unload_in_seconds'])}"
-    if m["keep_alive"] is None or m["pinned"]:
+    if m.unload_in_seconds is not None:
+        return "now" if m.unload_in_seconds < 1 else f"in {_idle(m.unload_in_seconds)}"
+    if m.keep_alive is None or m.pinned:
         return "-"
-    return f"{_idle(m['keep_alive']) if m['keep_alive'] else '0 s'} after use"
+    return f"{_idle(m.keep_alive) if m.keep_alive else '0 s'} after use"
 
 
-def held_off_line(held: dict[str, Any]) -> str:
+def held_off_line(held: HeldOff) -> str:
     """One held-off model (``/api/v1/health``'s ``held_off``) for ``lemon ps``: which,
     for how long, and why."""
-    starts = "1 failed start" if held["failures"] == 1 else f"{held['failures']} failed starts"
-    return (f"held off: {held['model']} ({starts}; requests may start it again in "
-            f"{_idle(held['retry_in_s']) if held['retry_in_s'] >= 1 else '1 s'}, "
-            f"'lemon load {held['model']}' retries now): {held['reason']}")
+    starts = "1 failed start" if held.failures == 1 else f"{held.failures} failed starts"
+    return (f"held off: {held.model} ({starts}; requests may start it again in "
+            f"{_idle(held.retry_in_s) if held.retry_in_s >= 1 else '1 s'}, "
+            f"'lemon load {held.model}' retries now): {held.reason}")
 
 
 def cmd_ps(args: argparse.Namespace) -> int:
     """The server's loaded models, the models it holds off after failed starts (and why),
-    then this machine's RPC workers (``lemon worker``). ``--json``: the loaded models."""
+    then this machine's RPC workers (``lemon worker``). ``--json``: the loaded models, as
+    the server gave them."""
+    from lemoncore.api.replies import HeldOff, LoadedModel
     from lemoncore.rpc.records import describe, read_worker_states
     from lemoncore.settings import Settings
 
@@ -54,12 +57,12 @@ def cmd_ps(args: argparse.Namespace) -> int:
     loaded = health["all_models_loaded"]
 
     def table() -> None:
-        if loaded:
-            _models_table(loaded)
+        if loaded:  # what a newer server adds is not shown
+            _models_table([LoadedModel.model_validate(m, extra="ignore") for m in loaded])
         else:
             print("no model is loaded")
         for held in health.get("held_off", []):  # an older server has none
-            print(held_off_line(held))
+            print(held_off_line(HeldOff.model_validate(held, extra="ignore")))
         for worker in read_worker_states(Settings().cache_dir):  # lemon worker, here
             print(describe(worker))
 
@@ -67,21 +70,20 @@ def cmd_ps(args: argparse.Namespace) -> int:
     return 0
 
 
-def _models_table(loaded: list[dict[str, Any]]) -> None:
+def _models_table(loaded: list[LoadedModel]) -> None:
     from rich.console import Console
     from rich.table import Table
 
     grid = Table("MODEL", "BACKEND", "DEVICE", "STATUS", "IDLE", "UNLOADS", "PINNED",
                  "PEAK MEMORY", "PID", box=None, pad_edge=False)
     for m in loaded:
-        busy = f" ({m['in_flight']} running, {m['queued']} queued)" \
-            if m["in_flight"] or m["queued"] else ""
-        device = m["device"] + (f" + RPC {', '.join(m['rpc_workers'])}"
-                                if m["rpc_workers"] else "")
-        grid.add_row(m["model_name"], f"{m['recipe']}:{m['backend']}", device,
-                     m["status"] + busy, _idle(m["idle_seconds"]), _unloads(m),
-                     "yes" if m["pinned"] else "",
-                     _mib(m["peak_memory_bytes"]), str(m["pid"] or "-"))
+        busy = f" ({m.in_flight} running, {m.queued} queued)" if m.in_flight or m.queued \
+            else ""
+        device = m.device.value + (f" + RPC {', '.join(m.rpc_workers)}" if m.rpc_workers
+                                   else "")
+        grid.add_row(m.model_name, f"{m.recipe}:{m.backend}", device, m.status + busy,
+                     _idle(m.idle_seconds), _unloads(m), "yes" if m.pinned else "",
+                     _mib(m.peak_memory_bytes), str(m.pid or "-"))
     console = Console()
     if not console.is_terminal:  # a pipe gets whole names, not a terminal's width
         console = Console(width=500)
@@ -89,31 +91,42 @@ def _models_table(loaded: list[dict[str, Any]]) -> None:
 
 
 def cmd_load(args: argparse.Namespace) -> int:
-    body: dict[str, Any] = {"model_name": args.model, **parse_options(args.option)}
+    from lemoncore.api.replies import Loaded
+
+    body = {"model_name": args.model, **parse_options(args.option)}
     if args.pin:
         body["pinned"] = True
     if args.keep_alive is not None:
         body["keep_alive"] = args.keep_alive
-    loaded = Remote.from_args(args).post("/api/v1/load", body)
-    print_result(loaded, args.json, lambda: print(
-        f"loaded {loaded['model_name']} on {loaded['recipe']}:{loaded['backend']} "
-        f"({loaded['device']}){', pinned' if loaded['pinned'] else ''}"))
+    answer = Remote.from_args(args).post("/api/v1/load", body)
+
+    def text() -> None:
+        loaded = Loaded.model_validate(answer, extra="ignore")
+        print(f"loaded {loaded.model_name} on {loaded.recipe}:{loaded.backend} "
+              f"({loaded.device.value}){', pinned' if loaded.pinned else ''}")
+
+    print_result(answer, args.json, text)
+    return 0
+
+
+def _done(args: argparse.Namespace, path: str, body: dict[str, str]) -> int:
+    """POST ``body`` to a route that answers ``Done``; print its message (or JSON)."""
+    from lemoncore.api.replies import Done
+
+    answer = Remote.from_args(args).post(path, body)
+    print_result(answer, args.json,
+                 lambda: print(Done.model_validate(answer, extra="ignore").message))
     return 0
 
 
 def cmd_unload(args: argparse.Namespace) -> int:
     if bool(args.model) == args.all:
         raise RemoteError("name a model, or give --all")
-    body = {"model_name": args.model} if args.model else {}
-    done = Remote.from_args(args).post("/api/v1/unload", body)
-    print_result(done, args.json, lambda: print(done["message"]))
-    return 0
+    return _done(args, "/api/v1/unload", {"model_name": args.model} if args.model else {})
 
 
 def cmd_rm(args: argparse.Namespace) -> int:
-    done = Remote.from_args(args).post("/api/v1/delete", {"model_name": args.model})
-    print_result(done, args.json, lambda: print(done["message"]))
-    return 0
+    return _done(args, "/api/v1/delete", {"model_name": args.model})
 
 
 def cmd_logs(args: argparse.Namespace) -> int:
@@ -121,16 +134,20 @@ def cmd_logs(args: argparse.Namespace) -> int:
     ``--follow`` each new one until Ctrl-C."""
     query = urlencode({k: v for k, v in (("model", args.model), ("limit", args.lines))
                        if v is not None})
+    from lemoncore.api.replies import LogEntries, LogEntry
+
     remote = Remote.from_args(args)
     try:
         if not args.follow:
-            for entry in remote.get(f"/api/v1/logs?{query}")["data"]:
-                print(entry["line"])
+            logs = LogEntries.model_validate(remote.get(f"/api/v1/logs?{query}"),
+                                             extra="ignore")
+            for entry in logs.data:
+                print(entry.line)
             return 0
         with remote.stream_get(f"/api/v1/logs?{query}&follow=true") as events:
-            for event, entry in events:
+            for event, data in events:
                 if event == "line":
-                    print(entry["line"], flush=True)
+                    print(LogEntry.model_validate(data, extra="ignore").line, flush=True)
     except KeyboardInterrupt:
         pass
     return 0

@@ -20,30 +20,47 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, NotRequired, TypedDict
 
 from lemoncore.cli.common import print_result, settings_from
 from lemoncore.cli.remote import Remote
 from lemoncore.jsonfile import write_json
 
 if TYPE_CHECKING:
+    from lemoncore.cli.common import Subparsers
     from lemoncore.settings import Settings
 
 START_TIMEOUT_S = 120.0
+
+
+class ServerState(TypedDict):
+    """A running ``lemon serve``, as its state file records it."""
+
+    pid: int
+    url: str
+    log: str | None  # None: its output goes to its terminal
+    started: float  # epoch seconds
+
+
+class Stopped(TypedDict):
+    """``lemon stop --json``: the workers stopped and, if it was, the server's pid."""
+
+    workers: list[str]
+    stopped: NotRequired[int]
 
 
 def state_file(settings: Settings) -> Path:
     return settings.cache_dir / "run" / f"serve-{settings.port}.json"
 
 
-def read_state(settings: Settings) -> dict[str, Any] | None:
+def read_state(settings: Settings) -> ServerState | None:
     """The recorded server on this port, or ``None`` (a record whose process is gone is
     removed)."""
     import psutil
 
     path = state_file(settings)
     try:
-        state: dict[str, Any] = json.loads(path.read_text())
+        state: ServerState = json.loads(path.read_text())
         alive = psutil.pid_exists(int(state["pid"]))
     except (OSError, ValueError, KeyError, TypeError):
         alive = False
@@ -57,8 +74,9 @@ def read_state(settings: Settings) -> dict[str, Any] | None:
 def recorded(settings: Settings, log_file: str | None) -> Iterator[None]:
     """Record this process as the server on its port while the block runs."""
     path = state_file(settings)  # written atomically: a reader never sees half of it
-    write_json(path, {"pid": os.getpid(), "url": Remote.for_settings(settings).url,
-                      "log": log_file, "started": time.time()})
+    state: ServerState = {"pid": os.getpid(), "url": Remote.for_settings(settings).url,
+                          "log": log_file, "started": time.time()}
+    write_json(path, state)
     try:
         yield
     finally:
@@ -122,7 +140,7 @@ def cmd_stop(args: argparse.Namespace) -> int:
         print(f"no server recorded on port {settings.port} (lemon serve writes "
               f"{state_file(settings)}), and no lemon worker", file=sys.stderr)
         return 1
-    stopped: dict[str, Any] = {"workers": []}
+    stopped: Stopped = {"workers": []}
     for worker in workers:
         if _stopped(int(worker["pid"]), settings.stop_grace + 15):
             stopped["workers"].append(worker["endpoint"])
@@ -169,7 +187,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     return 0 if live else 1
 
 
-def add_stop(sub: Any) -> None:
+def add_stop(sub: Subparsers) -> None:
     for name, func, text in (("stop", cmd_stop, "stop the server (drain, stop backends) "
                               "and this machine's RPC workers"),
                              ("status", cmd_status, "is the server running, and where; "

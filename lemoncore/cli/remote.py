@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -108,8 +108,7 @@ class Remote:
         except httpx.TransportError as exc:
             raise self._unreachable(exc) from exc
 
-    def post(self, path: str, body: dict[str, Any],
-             timeout: float = 600) -> Any:
+    def post(self, path: str, body: Mapping[str, object], timeout: float = 600) -> Any:
         import httpx
 
         try:
@@ -118,10 +117,11 @@ class Remote:
         except httpx.TransportError as exc:
             raise self._unreachable(exc) from exc
 
-    def events(self, path: str, body: dict[str, Any]
+    def events(self, path: str, body: Mapping[str, object]
                ) -> AbstractContextManager[Iterator[tuple[str, Any]]]:
-        """POST ``body`` and iterate its SSE events as ``(event, data)``: ``data`` parsed
-        as JSON, ``[DONE]`` as ``None``; an unnamed event is ``message``."""
+        """POST ``body`` (JSON, sent as given) and iterate its SSE events as ``(event,
+        data)``: ``data`` parsed as JSON, ``[DONE]`` as ``None``; an unnamed event is
+        ``message``."""
         return self._stream("POST", path, body)
 
     def stream_get(self, path: str) -> AbstractContextManager[Iterator[tuple[str, Any]]]:
@@ -129,7 +129,7 @@ class Remote:
         return self._stream("GET", path, None)
 
     @contextmanager
-    def _stream(self, method: str, path: str, body: dict[str, Any] | None
+    def _stream(self, method: str, path: str, body: Mapping[str, object] | None
                 ) -> Iterator[Iterator[tuple[str, Any]]]:
         import httpx
 

@@ -77,7 +77,7 @@ def serve_app(app: Starlette) -> None:
         with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
             async def watch() -> None:
                 async for _ in signals:
-                    core.router.admission.begin_shutdown()
+                    core.router.begin_shutdown()
                     stop.set()
                     return
 

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from lemoncore.errors import LemonError
 from lemoncore.launch import InstallPlan
@@ -33,6 +33,25 @@ class BackendError(LemonError):
     status, type = 400, "backend_error"
 
 
+class SupportJSON(TypedDict):
+    os: list[str]
+    devices: dict[str, list[str]]  # device kind -> required features
+
+
+class BackendJSON(TypedDict):
+    """A status as ``lemon backends`` and ``/api/v1/system-info`` show it."""
+
+    state: str
+    message: str
+    action: str
+    version: str
+    tier: str
+    format: str
+    description: str
+    devices: list[str]
+    support: list[SupportJSON]
+
+
 @dataclass(frozen=True)
 class BackendStatus:
     recipe: str
@@ -48,7 +67,7 @@ class BackendStatus:
     def name(self) -> str:
         return f"{self.recipe}:{self.backend.name}"
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> BackendJSON:
         b = self.backend
         return {"state": self.state.value, "message": self.message, "action": self.action,
                 "version": self.version, "tier": b.tier.value, "format": b.format.value,

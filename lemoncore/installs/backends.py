@@ -1,6 +1,8 @@
-"""Backends on this machine: their status (:mod:`lemoncore.installs.backend_status`, computed
-here and cached for planning), install and uninstall, consent for experimental ones, trust
-on first use and pin refresh; the ROCm runtime lives in :mod:`lemoncore.installs.rocm_runtime`.
+"""Backends on this machine, behind one object: their statuses (computed by
+:mod:`lemoncore.installs.assess`, cached here for planning), install and uninstall, consent
+for experimental ones, trust on first use and pin refresh
+(:mod:`lemoncore.installs.refresh`); the ROCm runtime lives in
+:mod:`lemoncore.installs.rocm_runtime`.
 """
 
 from __future__ import annotations
@@ -18,28 +20,21 @@ import anyio
 from lemoncore import trust
 from lemoncore.errors import LemonError
 from lemoncore.hosts import HostInfo
+from lemoncore.installs.assess import assess
 from lemoncore.installs.backend_status import BackendError as BackendError
 from lemoncore.installs.backend_status import BackendState as BackendState
 from lemoncore.installs.backend_status import BackendStatus as BackendStatus
-from lemoncore.installs.backend_status import check_online, trust_fix
+from lemoncore.installs.backend_status import check_online
 from lemoncore.installs.backend_status import choose as choose
-from lemoncore.installs.install import (
-    RECORD,
-    download,
-    install_plan,
-    installed_record,
-    partial_path,
-    record_of,
-    restore_interrupted,
-    uninstall,
-)
-from lemoncore.installs.refresh import Refresh
+from lemoncore.installs.install import download, install_plan, partial_path, uninstall
+from lemoncore.installs.record import InstallRecord, read_record, write_record
+from lemoncore.installs.refresh import Refresh, ask
 from lemoncore.installs.rocm_runtime import THEROCK as THEROCK
 from lemoncore.installs.rocm_runtime import RocmRuntime
 from lemoncore.jsonfile import read_json, write_json
-from lemoncore.launch import InstallPlan, ProgressCallback
+from lemoncore.launch import ProgressCallback
 from lemoncore.lock import Lock, platform_key
-from lemoncore.options import SELECTOR, Layer, OptionError, check, declared, resolve, selector
+from lemoncore.options import SELECTOR, Layer, check, declared, resolve, selector
 from lemoncore.plugins import PluginHost
 from lemoncore.recipes import Backend, ModelInfo, Recipe, Tier
 from lemoncore.settings import Settings
@@ -78,17 +73,14 @@ class Backends:
     def declared_models(self) -> dict[str, ModelInfo]:
         """Models that installed artifacts declare (an image's label, read by its plugin
         at install), by name; read from the install records once per install change.
-        Only backends still registered count; a record that no longer parses is skipped."""
+        Only backends still registered count; a record or a model that no longer parses
+        is skipped."""
         if self._declared is None:
             found: dict[str, ModelInfo] = {}
             for recipe in self.plugins.registry.recipes.values():
                 for backend in recipe.backends:
-                    record = installed_record(self.target(f"{recipe.name}:{backend.name}"))
-                    for data in (record or {}).get("models", []):
-                        try:
-                            model = ModelInfo.model_validate(data)
-                        except ValueError:
-                            continue
+                    record = read_record(self.target(f"{recipe.name}:{backend.name}"))
+                    for model in record.models if record else ():
                         found.setdefault(model.name, model)
             self._declared = found
         return self._declared
@@ -131,63 +123,8 @@ class Backends:
     # State ------------------------------------------------------------------------------
 
     def status(self, recipe: Recipe, backend: Backend) -> BackendStatus:
-        if not any(self.host.supports(row) for row in backend.support):
-            needs = "; ".join(f"{'/'.join(sorted(r.os))} with " + " or ".join(
-                sorted(f"{k.value}{'(' + ','.join(sorted(f)) + ')' if f else ''}"
-                       for k, f in r.devices.items())) for r in backend.support)
-            return BackendStatus(recipe.name, backend, BackendState.UNSUPPORTED,
-                                 f"not supported on this machine; needs {needs}")
-        pin = self.lock.backend_pin(recipe.name, backend.name, self.platform)
-        try:
-            config = self.install_config(recipe, backend)
-        except OptionError as exc:
-            return BackendStatus(recipe.name, backend, BackendState.ACTION_REQUIRED, str(exc),
-                                 f"fix recipes.{recipe.name} in the configuration file")
-        plan = self.plugins.install_plan(recipe, backend, self.host, config, pin)
-        if plan is None:
-            return BackendStatus(recipe.name, backend, BackendState.ACTION_REQUIRED,
-                                 "no installed plugin knows how to provide this backend")
-        if plan.unsupported:
-            return BackendStatus(recipe.name, backend, BackendState.UNSUPPORTED, plan.message)
-        status = BackendStatus(recipe.name, backend, BackendState.INSTALLED, plan.message,
-                               plan.action or "", plan.version, plan.location, plan)
-        if plan.location is None:
-            if plan.action or not plan.artifacts:
-                return replace(status, state=BackendState.ACTION_REQUIRED)
-            status = self._artifact_status(status, plan)
-        if plan.runtime != "rocm" or self.rocm.decision() is not None or status.state \
-                not in {BackendState.INSTALLED, BackendState.INSTALLABLE}:
-            return status
-        if self.rocm.status()[0] is BackendState.ACTION_REQUIRED and not \
-                self.rocm.system_rocm_found():
-            return replace(status, state=BackendState.ACTION_REQUIRED,
-                           message="it needs the TheRock ROCm runtime, whose publisher "
-                                   "gives no SHA-256, and no system ROCm was found",
-                           action=f"{trust_fix(THEROCK)}; then lemon backends install "
-                                  f"{status.name}")
-        if status.state is BackendState.INSTALLED:
-            return replace(status, state=BackendState.INSTALLABLE,
-                           message="its ROCm runtime has not been chosen yet",
-                           action=f"lemon backends install {status.name}")
-        return status
-
-    def _artifact_status(self, status: BackendStatus, plan: InstallPlan) -> BackendStatus:
-        install = f"lemon backends install {status.name}"
-        if any(not a.sha256 for a in plan.artifacts) and status.name not in \
-                self.allow_unverified:
-            return replace(status, state=BackendState.ACTION_REQUIRED,
-                           message="its publisher gives no SHA-256 for the download, and "
-                                   "lemoncore does not install unverified files",
-                           action=trust_fix(status.name))
-        target = self.target(status.name)
-        restore_interrupted(target)
-        found = installed_record(target)
-        if found is not None and _pinned_part(found) == record_of(plan):
-            return replace(status, install_dir=target)
-        if found is None:
-            return replace(status, state=BackendState.INSTALLABLE, action=install)
-        return replace(status, state=BackendState.UPDATE_REQUIRED, action=install,
-                       message=f"installed {found.get('version')}, pinned {plan.version}")
+        """``recipe:backend``'s state now (:func:`~lemoncore.installs.assess.assess`)."""
+        return assess(self, recipe, backend)
 
     def statuses(self, recipe: Recipe) -> list[BackendStatus]:
         """Every backend's status; a plugin failing for one backend makes that backend
@@ -274,10 +211,7 @@ class Backends:
             install_dir = self.target(status.name)
             if status.install_plan.installer is not None:
                 got = await status.install_plan.installer.install(on_progress)
-                install_dir.mkdir(parents=True, exist_ok=True)
-                write_json(install_dir / RECORD, {
-                    **record_of(status.install_plan), "result": got.record,
-                    "models": [m.model_dump(mode="json") for m in got.models]})
+                write_record(install_dir, InstallRecord.of(status.install_plan, got))
                 self._declared = None
             else:
                 await install_plan(status.install_plan, install_dir, self.downloads, on_progress,
@@ -323,31 +257,8 @@ class Backends:
         return trusted
 
     async def refresh(self, names: Sequence[str]) -> list[Refresh]:
-        """What each named backend's pin (every refreshable one when ``names`` is empty)
-        points at now, asked of its publisher. Changes nothing."""
-        wanted = [self.lookup(n) for n in names] or [
-            (r, b) for r in self.plugins.registry.recipes.values() for b in r.backends]
-        found = []
-        for recipe, backend in wanted:
-            name = f"{recipe.name}:{backend.name}"
-            entry = self.lock.backend_entry(recipe.name, backend.name)
-            asked = 0
-            for key in entry.platforms if entry else {}:  # every platform, not this host's
-                pin = self.lock.backend_pin(recipe.name, backend.name, key)
-                refresher = None if pin is None or not pin.artifacts else \
-                    self.plugins.refresher(recipe, backend,
-                                           self.install_config(recipe, backend), pin)
-                if pin is None or refresher is None:
-                    continue
-                asked += 1
-                old = Refresh(name, pin.version, key, pin.artifacts[0])
-                try:
-                    found.append(replace(old, new=await refresher.latest()))
-                except Exception as exc:  # noqa: BLE001 - one publisher failing is reported
-                    found.append(replace(old, error=str(exc) or type(exc).__name__))
-            if names and not asked:
-                raise BackendError(f"{name} has no pin its plugin can refresh", 400)
-        return found
+        """What each named backend's pin points at now (:func:`lemoncore.installs.refresh.ask`)."""
+        return await ask(self, names)
 
     async def uninstall(self, name: str) -> bool:
         """Remove lemoncore's install of ``recipe:backend`` (or ``runtime:therock``)."""
@@ -361,8 +272,3 @@ class Backends:
         if name == THEROCK:
             self.rocm.forget_therock()
         return removed
-
-
-
-def _pinned_part(record: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in record.items() if k in {"version", "artifacts"}}

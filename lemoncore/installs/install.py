@@ -5,41 +5,25 @@ download resumes with an HTTP range request. Nothing is extracted unless the has
 matches the pin. Archives extract into a staging directory that replaces the install
 directory by rename, with the previous install restored on any failure (also after a
 crash between the two renames: see :func:`restore_interrupted`). Each install records what it
-installed in ``install.json``; a different pin means the install is out of date.
+installed (:mod:`lemoncore.installs.record`); a different pin means the install is out of date.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import shutil
 import stat
 import tarfile
 import zipfile
 from pathlib import Path, PurePosixPath
-from typing import Any
 
 import anyio
 import httpx
 
 from lemoncore.errors import InstallError as InstallError  # re-exported
-from lemoncore.jsonfile import write_json
+from lemoncore.installs.record import RECORD as RECORD  # re-exported
+from lemoncore.installs.record import InstallRecord, write_record
 from lemoncore.launch import Artifact, InstallPlan, ProgressCallback
-
-RECORD = "install.json"
-
-
-def record_of(plan: InstallPlan) -> dict[str, Any]:
-    return {"version": plan.version,
-            "artifacts": [{"url": a.url, "sha256": a.sha256} for a in plan.artifacts]}
-
-
-def installed_record(target: Path) -> dict[str, Any] | None:
-    try:
-        data: dict[str, Any] = json.loads((target / RECORD).read_text())
-    except (OSError, ValueError):
-        return None
-    return data
 
 
 def restore_interrupted(target: Path) -> None:
@@ -91,7 +75,7 @@ async def install_plan(plan: InstallPlan, target: Path, downloads: Path,
                 extract(file, staging)
             else:
                 shutil.copy2(file, staging / PurePosixPath(httpx.URL(artifact.url).path).name)
-        write_json(staging / RECORD, record_of(plan))
+        write_record(staging, InstallRecord.of(plan))
         commit(staging, target)
     finally:
         shutil.rmtree(staging, ignore_errors=True)

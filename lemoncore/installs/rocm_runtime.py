@@ -10,12 +10,8 @@ from pathlib import Path
 
 from lemoncore.hosts import HostInfo
 from lemoncore.installs.backend_status import BackendError, BackendState, check_online, trust_fix
-from lemoncore.installs.install import (
-    InstallError,
-    install_plan,
-    installed_record,
-    record_of,
-)
+from lemoncore.installs.install import InstallError, install_plan
+from lemoncore.installs.record import read_record
 from lemoncore.installs.rocm import (
     RocmUnavailable,
     RuntimeDecision,
@@ -50,7 +46,8 @@ class RocmRuntime:
         plan = InstallPlan(pin.version, pin.artifacts)
         if any(not a.sha256 for a in pin.artifacts) and not self.allow_unverified:
             return BackendState.ACTION_REQUIRED, plan
-        if installed_record(self.target) == record_of(plan) and has_hip_runtime(self.target):
+        record = read_record(self.target)
+        if record is not None and record.installs(plan) and has_hip_runtime(self.target):
             return BackendState.INSTALLED, plan
         return BackendState.INSTALLABLE, plan
 

@@ -9,31 +9,59 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Protocol, TypedDict, Unpack
 
-Record = Callable[..., None]
-"""``record(**fields)``: merge ``fields`` into the worker's record and rewrite it."""
+
+class WorkerUpdate(TypedDict, total=False):
+    """What a state change records: ``state`` (``starting``, ``ready``, ``restarting``,
+    ``stopped``) and the facts behind it; ``backoff_s`` and ``next_start_at`` only while
+    restarting."""
+
+    state: str
+    rpc_server_pid: int | None
+    version: str
+    restarts: int
+    last_exit: int | None
+    last_error: str | None
+    backoff_s: float
+    next_start_at: float  # epoch seconds
+
+
+class WorkerState(WorkerUpdate):
+    """A worker's record: the ``lemon worker`` process (``pid``), where it serves, the
+    binary, when it started (epoch seconds), and its latest :class:`WorkerUpdate`."""
+
+    pid: int
+    endpoint: str
+    host: str
+    port: int
+    binary: str
+    started: float
+    cache: str | None
+    device: str | None
+
+
+class Record(Protocol):
+    """``record(**fields)``: merge ``fields`` into the worker's record and rewrite it."""
+
+    def __call__(self, **fields: Unpack[WorkerUpdate]) -> None: ...
 
 
 def state_file(cache_dir: Path, port: int) -> Path:
     return cache_dir / "run" / f"worker-{port}.json"
 
 
-def read_worker_states(cache_dir: Path) -> list[dict[str, Any]]:
-    """The workers recorded on this machine, by port: each record has ``pid`` (the
-    ``lemon worker`` process), ``endpoint``, ``host``, ``port``, ``state`` (``starting``,
-    ``ready``, ``restarting``), ``rpc_server_pid``, ``version``, ``restarts``,
-    ``last_exit``, ``last_error``, ``binary``, ``started`` (epoch seconds) and, while
-    restarting, ``backoff_s`` and ``next_start_at``. A record whose process is gone is
-    removed and not returned."""
+def read_worker_states(cache_dir: Path) -> list[WorkerState]:
+    """The workers recorded on this machine, by port, as their files hold them. A record
+    whose process is gone is removed and not returned."""
     import psutil
 
-    states: list[dict[str, Any]] = []
+    states: list[WorkerState] = []
     for path in sorted((cache_dir / "run").glob("worker-*.json")):
         try:
-            state: dict[str, Any] = json.loads(path.read_text())
+            state: WorkerState = json.loads(path.read_text())
             alive = psutil.pid_exists(int(state["pid"]))
         except FileNotFoundError:
             continue
@@ -46,7 +74,7 @@ def read_worker_states(cache_dir: Path) -> list[dict[str, Any]]:
     return sorted(states, key=lambda s: int(s.get("port", 0)))
 
 
-def describe(state: dict[str, Any]) -> str:
+def describe(state: WorkerState) -> str:
     """One line for a worker record, e.g. ``worker 10.0.0.2:50052 ready (rpc-server
     v7.0.0, pid 123, 0 restarts)``."""
     text = f"worker {state.get('endpoint')} {state.get('state')}"
@@ -59,14 +87,15 @@ def describe(state: dict[str, Any]) -> str:
 
 
 @contextlib.contextmanager
-def recording(path: Path, base: dict[str, Any]) -> Iterator[Record]:
-    """A ``record(**fields)`` that rewrites ``path`` with ``base`` plus every field given
-    so far; the file is removed when the block ends (if it is still this process's)."""
+def recording(path: Path, base: Mapping[str, object]) -> Iterator[Record]:
+    """A ``record(**fields)`` that rewrites ``path`` with ``base`` (a
+    :class:`WorkerState`'s fixed facts) plus every field given so far; the file is removed
+    when the block ends (if it is still this process's)."""
     from lemoncore.jsonfile import write_json
 
     current = dict(base)
 
-    def record(**fields: Any) -> None:
+    def record(**fields: Unpack[WorkerUpdate]) -> None:
         current.update(fields)
         if fields.get("state") != "restarting":
             current.pop("backoff_s", None)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import signal
 import sys
 import time
-from typing import Any
+from typing import TypedDict
 
 import anyio
 import anyio.abc
@@ -27,6 +27,13 @@ STABLE_AFTER = 60.0  # a server that ran this long crashed afresh: back-off star
 READY_WITHIN = 60.0  # seconds a start may take (device initialisation) before it failed
 STOP_GRACE = 5.0
 PROBE_INTERVAL = 0.05
+
+
+class LastExit(TypedDict):
+    """How the previous rpc-server ended (``None`` before the first restart)."""
+
+    last_exit: int | None
+    last_error: str | None
 
 
 class RpcServerProcess(BackendProcess):
@@ -65,7 +72,7 @@ async def supervise(config: WorkerConfig, stop: anyio.Event, record: Record,
     change with ``state`` (``starting``, ``ready``, ``restarting``, ``stopped``) and the
     facts behind it."""
     restarts, delay, ever_ready = 0, BACKOFF_FIRST, False
-    last: dict[str, Any] = {"last_exit": None, "last_error": None}
+    last: LastExit = {"last_exit": None, "last_error": None}
     while not stop.is_set():
         record(state="starting", rpc_server_pid=None, restarts=restarts, **last)
         async with anyio.create_task_group() as tg:  # the child's log pump and exit watch
@@ -116,7 +123,7 @@ async def _start(proc: RpcServerProcess, tg: anyio.abc.TaskGroup, stop: anyio.Ev
 
 
 def _announce(proc: RpcServerProcess, record: Record, restarts: int,
-              last: dict[str, Any]) -> None:
+              last: LastExit) -> None:
     config = proc.config
     version = ".".join(map(str, proc.version or ()))
     record(state="ready", rpc_server_pid=proc.pid, version=version, restarts=restarts, **last)

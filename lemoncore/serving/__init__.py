@@ -1,11 +1,12 @@
 """Serving: from a request for a model to a running engine and back.
 
-:mod:`~lemoncore.serving.router` sequences a load: it gathers facts, asks the pure
-:mod:`~lemoncore.serving.planner` (options, backend, the plugins' answers, and the
-evictions :mod:`~lemoncore.serving.eviction` decides), checks what it may not do
-(:mod:`~lemoncore.serving.refusals`, :mod:`~lemoncore.serving.workers`), lets
-:mod:`~lemoncore.serving.admission` refuse or queue, has :mod:`~lemoncore.serving.fleet`
-evict and :mod:`~lemoncore.serving.launcher` start a
+:mod:`~lemoncore.serving.router` sequences a load: :mod:`~lemoncore.serving.facts` gathers
+facts for the pure :mod:`~lemoncore.serving.planner` (options, backend, the plugins'
+answers, and the evictions :mod:`~lemoncore.serving.eviction` decides), it checks what it
+may not do (:mod:`~lemoncore.serving.refusals`, :mod:`~lemoncore.serving.pins`), lets
+:mod:`~lemoncore.serving.admission` refuse or queue, and has
+:mod:`~lemoncore.serving.launcher` carry the plan out (RPC workers checked by
+:mod:`~lemoncore.serving.workers`, evictions by :mod:`~lemoncore.serving.fleet`) and start a
 :class:`~lemoncore.serving.server.LoadedServer`; loads outlive their callers
 (:mod:`~lemoncore.serving.pending`) and idle servers are unloaded
 (:mod:`~lemoncore.serving.idle`). :mod:`~lemoncore.serving.forwarding` is the one path a

@@ -1,10 +1,13 @@
 """The running servers: who runs what, evictions (drain, then stop), and what happens
 when a server crashes or wedges. The router decides what to load; this carries out the
-removals :mod:`lemoncore.serving.eviction` decides and keeps the counts ``/metrics`` shows."""
+removals :mod:`lemoncore.serving.eviction` decides and keeps the counts ``/metrics`` shows
+(:class:`Metrics`)."""
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -23,12 +26,25 @@ log = structlog.get_logger("lemoncore.serving.fleet")
 DEATH_WAIT_S = 1.0  # after a broken connection, how long to wait to learn the backend died
 
 
+@dataclass(frozen=True)
+class Metrics:
+    """The counts ``/metrics`` shows, copied at one moment."""
+
+    loads: int  # servers started
+    loaded: int  # servers running now
+    evictions: Mapping[EvictionKind, int]  # servers stopped, by kind (every kind present)
+    tokens: Mapping[tuple[str, str], int]  # (model, usage kind) -> tokens reported
+    answers: Mapping[tuple[str, str, int], int]  # (model, path, status) -> answers
+
+
 class Fleet:
-    """The loaded servers by model name, and the evictions, tokens and answers counted."""
+    """The loaded servers by model name, and the loads, evictions, tokens and answers
+    counted."""
 
     def __init__(self, admission: Admission, stop_grace: float) -> None:
         self.admission, self.stop_grace = admission, stop_grace
         self.servers: dict[str, LoadedServer] = {}
+        self.loads = 0  # servers added
         self.evictions: Counter[EvictionKind] = Counter(dict.fromkeys(EvictionKind, 0))
         self.tokens: Counter[tuple[str, str]] = Counter()  # (model, kind), from usage
         self.answers: Counter[tuple[str, str, int]] = Counter()  # (model, path, status)
@@ -36,8 +52,19 @@ class Fleet:
         self._restarting: list[LoadedServer] = []  # wedged, being stopped in the background
 
     def add(self, server: LoadedServer) -> None:
+        """Put a started server in service (counted in :attr:`loads`)."""
         self.servers[server.model.name] = server
+        self.loads += 1
         server.process.on_exit(lambda _: self._forget_if_crashed(server))
+
+    def running(self, name: str) -> LoadedServer | None:
+        """Model ``name``'s server while its process is alive, else ``None``."""
+        server = self.servers.get(name)
+        return server if server is not None and server.process.alive else None
+
+    def metrics(self) -> Metrics:
+        return Metrics(self.loads, len(self.servers), dict(self.evictions), dict(self.tokens),
+                       dict(self.answers))
 
     def residents(self) -> list[Resident]:
         """The loaded servers as the eviction policy sees them."""

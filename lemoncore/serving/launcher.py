@@ -1,9 +1,13 @@
-"""Starts the server a plan chose: the launch context (port, key, runtime environment,
-model files), the plugin's launch spec or runner, readiness, and the HTTP client to it;
-the record it returns is a :class:`~lemoncore.serving.server.LoadedServer`."""
+"""Carries out a plan: what it needs on disk (the backend installed, the model downloaded
+and, if it just arrived, checked again by its owner), room (the RPC workers probed, the
+evictions done by the fleet), then the start: the launch context (port, key, runtime
+environment, model files), the plugin's launch spec or runner, readiness, and the HTTP
+client to it, retried once after evicting the others when memory ran out. The record it
+returns is a :class:`~lemoncore.serving.server.LoadedServer`."""
 
 from __future__ import annotations
 
+import functools
 import os
 import secrets
 import time
@@ -14,18 +18,24 @@ import anyio.abc
 import httpx
 import structlog
 
-from lemoncore.errors import LemonError
+from lemoncore.errors import LaunchRefused, LemonError
+from lemoncore.exits import StartFailure
 from lemoncore.hosts import HostInfo
 from lemoncore.installs.backends import Backends
-from lemoncore.installs.install import installed_record
+from lemoncore.installs.record import read_record
 from lemoncore.launch import LaunchContext, LaunchSpec, Runner
-from lemoncore.models import ModelStore
+from lemoncore.models import ModelError, ModelStore
 from lemoncore.plugins import PluginHost
+from lemoncore.serving.eviction import after_failed_start
+from lemoncore.serving.facts import preflight
+from lemoncore.serving.fleet import Fleet
 from lemoncore.serving.planner import LoadPlan
+from lemoncore.serving.refusals import RouterError
 from lemoncore.serving.server import LoadedServer
 from lemoncore.serving.transport import backend_transport
+from lemoncore.serving.workers import require_workers, split_held
 from lemoncore.settings import Settings
-from lemoncore.supervisor import BackendProcess, free_port
+from lemoncore.supervisor import BackendProcess, StartError, free_port
 
 log = structlog.get_logger("lemoncore.serving.launcher")
 
@@ -39,10 +49,57 @@ BACKEND_LIMITS = httpx.Limits(max_connections=None, max_keepalive_connections=64
 
 
 class Launcher:
+    """Starts servers for plans; makes room through ``fleet``."""
+
     def __init__(self, settings: Settings, plugins: PluginHost, backends: Backends,
-                 models: ModelStore, host: HostInfo) -> None:
+                 models: ModelStore, host: HostInfo, fleet: Fleet) -> None:
         self.settings, self.plugins, self.backends = settings, plugins, backends
-        self.models, self.host = models, host
+        self.models, self.host, self.fleet = models, host, fleet
+
+    async def execute(self, plan: LoadPlan, pinned: bool, task_group: anyio.abc.TaskGroup
+                      ) -> LoadedServer:
+        """Carry out ``plan`` (under the router's load lock): :meth:`prepare`, probe the
+        RPC workers no loaded server holds before any eviction and those the evictions
+        free after them (:func:`~lemoncore.serving.workers.require_workers`), evict what
+        it decided, :meth:`start`. A start that fails for want of memory evicts what
+        :func:`~lemoncore.serving.eviction.after_failed_start` says and is tried once more;
+        any other ``StartError`` is raised."""
+        install_dir, model_path = await self.prepare(plan)
+        free, held = split_held(plan.workers, self.fleet.servers.values())
+        await require_workers(plan.model.name, free)
+        await self.fleet.carry_out(plan.decision)
+        await require_workers(plan.model.name, held)
+        start = functools.partial(self.start, plan, install_dir, model_path, pinned,
+                                  task_group)
+        try:
+            return await start()
+        except StartError as exc:
+            retry = after_failed_start(self.fleet.residents(), plan.incoming(),
+                                       exc.failure is StartFailure.OUT_OF_MEMORY)
+            if not retry.evict:
+                raise
+            log.warning("load failed; evicting every other model and retrying once",
+                        model=plan.model.name, error=str(exc).splitlines()[0])
+            await self.fleet.carry_out(retry)
+            return await start()
+
+    async def prepare(self, plan: LoadPlan) -> tuple[Path, Path]:
+        """The backend's install directory (installed when missing and no user action is
+        needed: the CLI may install) and the model's file (downloaded; a failure is a
+        :class:`~lemoncore.serving.refusals.RouterError`). A model that just arrived is
+        checked by its owner's preflight again (:class:`~lemoncore.errors.LaunchRefused`),
+        so nothing is evicted for a load that would be refused."""
+        status = await self.backends.ensure_installed(await anyio.to_thread.run_sync(
+            self.backends.status, plan.recipe, plan.backend.backend))
+        try:
+            model_path = await self.models.pull(plan.model)
+        except ModelError as exc:
+            raise RouterError(str(exc), exc.status, "model_load_error") from exc
+        if plan.model_path is None and (
+                refusal := await preflight(self.plugins, self.host, plan, model_path)):
+            raise LaunchRefused(refusal)
+        assert status.install_dir is not None
+        return status.install_dir, model_path
 
     async def start(self, plan: LoadPlan, install_dir: Path, model_path: Path, pinned: bool,
                     task_group: anyio.abc.TaskGroup) -> LoadedServer:
@@ -52,9 +109,11 @@ class Launcher:
         port = free_port(BACKEND_HOST)
         key = secrets.token_urlsafe(24)
         model_dir, model_roots = self.models.checkpoint_dir(model)
+        record = read_record(install_dir)
         context = LaunchContext(model_path, plan.options, install_dir, BACKEND_HOST, port,
                                 os.getpid(), self._runtime_env(plan),
-                                installed_record(install_dir) or {}, self.backends.instance,
+                                {} if record is None else record.as_json(),
+                                self.backends.instance,
                                 config=plan.config,
                                 model_owned=self.models.owns(model_path),
                                 backend_key=key, model_dir=model_dir,

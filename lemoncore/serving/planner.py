@@ -78,16 +78,6 @@ class LoadPlan:
     refusal: str = ""  # why it cannot load (its owner's preflight, or workers it cannot use)
     workers: tuple[str, ...] = ()  # RPC workers it places layers on
 
-    def explain(self) -> dict[str, Any]:
-        return {"model_name": self.model.name, "recipe": self.recipe.name,
-                "backend": self.backend.backend.name,
-                "backend_state": self.backend.state.value, "device": self.device.value,
-                "is_amd_gpu": self.is_amd_gpu, "slot_policy": self.policy.value,
-                "options": self.options, "refused": self.refusal or self.decision.refused,
-                "already_loaded": self.already_loaded, "rpc_workers": list(self.workers),
-                "evict": [{"model_name": e.name, "kind": e.kind.value, "reason": e.reason}
-                          for e in self.decision.evict]}
-
     def incoming(self) -> Incoming:
         """The load as the eviction policy sees it."""
         return Incoming(self.model.name, self.model.model_type, self.device, self.is_amd_gpu,

@@ -1,11 +1,11 @@
 """Why the router will not load or unload a model: its errors (:class:`RouterError`,
-:class:`PinnedModel`) and the rules that raise them, over a plan and the pins. Each check
-raises or returns (``None``, or what it checked); none does I/O or changes state."""
+:class:`PinnedModel`, which :mod:`~lemoncore.serving.pins` raises) and the rules that
+raise them over a plan or the catalogue. Each check raises or returns (``None``, or what
+it checked); none does I/O or changes state."""
 
 from __future__ import annotations
 
-from collections.abc import Container, Mapping, Set
-from typing import Any
+from collections.abc import Container
 
 from lemoncore.errors import LaunchRefused, LemonError
 from lemoncore.recipes import ModelInfo
@@ -25,22 +25,6 @@ class PinnedModel(RouterError):
         super().__init__(f"{name} is pinned: only a request that may use management routes "
                          "(with the admin key, or from this machine while no admin key is "
                          f"set) may {change} it")
-
-
-def check_load_pin(pins: Set[str], found: LoadPlan, running: bool, pinned: bool | None,
-                   request: Mapping[str, Any] | None, manage: bool) -> None:
-    """Without ``manage``, a model in ``pins`` is neither reloaded with other options,
-    unpinned (``pinned`` False), nor started (not ``running``: after a crash) with the
-    request's options: :class:`PinnedModel`."""
-    if not manage and found.model.name in pins and (
-            found.reload or pinned is False or (not running and request)):
-        raise PinnedModel(found.model.name, "reload with other options or unpin")
-
-
-def check_unload_pin(pins: Set[str], name: str, manage: bool) -> None:
-    """Without ``manage``, a model in ``pins`` is not unloaded: :class:`PinnedModel`."""
-    if not manage and name in pins:
-        raise PinnedModel(name, "unload")
 
 
 def check_plan(found: LoadPlan) -> None:

@@ -47,21 +47,3 @@ class LoadedServer:
         return Resident(self.model.name, self.model.model_type, self.device, self.is_amd_gpu,
                         self.policy, self.pinned, self.in_flight > 0, self.last_used,
                         self.keep_alive, self.workers, self.answered)
-
-    def as_health(self) -> dict[str, Any]:
-        return {"model_name": self.model.name, "checkpoint": self.model.checkpoint,
-                "recipe": self.recipe.name, "backend": self.backend.name,
-                "type": self.model.model_type.value, "device": self.device.value,
-                "is_amd_gpu": self.is_amd_gpu, "slot_policy": self.policy.value,
-                "backend_url": f"unix:{uds}" if (uds := getattr(self.process, "uds", None))
-                else self.process.base_url, "pid": self.process.pid,
-                "status": "busy" if self.in_flight else "ready", "pinned": self.pinned,
-                "in_flight": self.in_flight, "queued": self.queued,
-                "recipe_options": self.options,
-                "launch_command": list(self.process.argv), "rpc_workers": list(self.workers),
-                "peak_memory_bytes": self.process.peak_memory(),
-                "idle_seconds": 0.0 if self.in_flight else
-                round(time.monotonic() - self.last_used, 1),
-                "keep_alive": None if math.isinf(self.keep_alive) else self.keep_alive,
-                "unload_in_seconds": None if (until := self.resident().idle_until()) is None
-                else round(max(0.0, until - time.monotonic()), 1)}

@@ -1,20 +1,22 @@
 """Serving an API through one the engine speaks: Anthropic Messages and OpenAI Responses
-through chat completions, for engines that serve only chat (VTE, container engines).
-
-An engine that serves an endpoint itself (``Backend.endpoints``) always gets the request
-as it came; a :class:`Translation` is used only when it does not. The translators
-(:mod:`.anthropic`, :mod:`.responses`) are pure: a request body in, a chat body out; a
-chat answer, or its stream's chunks, back.
+through chat completions, for engines that serve only chat (VTE, container engines). An
+engine that serves an endpoint itself (``Backend.endpoints``) always gets the request as
+it came; a :class:`Translation` is used only when it does not. The translators are pure:
+a request body in, a chat body out (:mod:`.anthropic`, :mod:`.responses`); a chat answer,
+or its stream's chunks, back (:mod:`.anthropic_reply`, :mod:`.responses_reply`, over the
+shared :mod:`.walk`); the wire shapes are TypedDicts (:mod:`.wire` for chat,
+:mod:`.client_wire` for what clients get).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from lemoncore.serving.sse import DONE, DataLines, error_message
 from lemoncore.translation import anthropic, responses
+from lemoncore.translation.wire import ChatChunk, ChatCompletion, ChatRequest
 
 CHAT = "/v1/chat/completions"
 
@@ -22,30 +24,39 @@ CHAT = "/v1/chat/completions"
 class StreamTranslator(Protocol):
     """Turns one chat stream into another API's events (SSE bytes)."""
 
-    def feed(self, chunk: dict[str, Any]) -> bytes: ...
+    def feed(self, chunk: ChatChunk) -> bytes: ...
     def finish(self) -> bytes: ...
     def fail(self, message: str) -> bytes: ...
 
 
 @dataclass(frozen=True)
 class Translation:
-    """How to serve an endpoint through ``target``: the request, the answer (given the
-    engine's answer and the request as it came) and, for streams, a translator."""
+    """How to serve an endpoint through ``target``: the request (given the client's JSON
+    body; the chat body as :func:`~lemoncore.serving.forwarding.exchange` takes it), the
+    answer (given the engine's answer and the request as it came) and, for streams, a
+    translator."""
 
     target: str
-    request: Callable[[dict[str, Any]], dict[str, Any]]
-    reply: Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]]
-    stream: Callable[[dict[str, Any]], StreamTranslator] | None = None
+    request: Callable[[Mapping[str, Any]], dict[str, Any]]
+    reply: Callable[[ChatCompletion, Mapping[str, Any]], Mapping[str, object]]
+    stream: Callable[[Mapping[str, Any]], StreamTranslator] | None = None
+
+
+def _sent(to_chat: Callable[[Mapping[str, Any]], ChatRequest]
+          ) -> Callable[[Mapping[str, Any]], dict[str, Any]]:
+    """``to_chat`` answering a plain dict, the body type the forwarding layer takes."""
+    return lambda body: dict(to_chat(body))
 
 
 TRANSLATIONS: dict[str, Translation] = {
     "/v1/messages": Translation(
-        CHAT, anthropic.to_chat, lambda chat, body: anthropic.from_chat(chat, body["model"]),
+        CHAT, _sent(anthropic.to_chat),
+        lambda chat, body: anthropic.from_chat(chat, body["model"]),
         lambda body: anthropic.MessagesStream(body["model"])),
     "/v1/messages/count_tokens": Translation(
-        CHAT, anthropic.count_tokens_request,
+        CHAT, _sent(anthropic.count_tokens_request),
         lambda chat, body: anthropic.count_tokens_reply(chat)),
-    "/v1/responses": Translation(CHAT, responses.to_chat, responses.from_chat,
+    "/v1/responses": Translation(CHAT, _sent(responses.to_chat), responses.from_chat,
                                  responses.ResponsesStream),
 }
 
@@ -69,8 +80,8 @@ class TranslatedFraming:
             elif (message := error_message(event)) is not None:
                 self.error = True
                 out += self.fail(f"backend error: {message}")
-            elif isinstance(event, dict):
-                out += self.translator.feed(event)
+            elif isinstance(event, dict):  # a JSON object, read as a chunk (with get)
+                out += self.translator.feed(cast("ChatChunk", event))
         return out
 
     def end(self) -> bytes:

@@ -1,14 +1,13 @@
 """The walk both stream translators share: chat-completion chunks in, one at a time, and
-what each part of a chunk becomes left to the translator.
-
-A chunk carrying ``error`` ends the stream (:meth:`ChunkWalk.fail`); a chunk's ``usage``
-is kept; the first chunk starts the stream; each choice's text delta, tool-call deltas
-and finish reason are handed over in that order.
+what each part of a chunk becomes left to the translator. A chunk carrying ``error``
+ends the stream (:meth:`ChunkWalk.fail`); a chunk's ``usage`` is kept; the first chunk
+starts the stream; each choice's text delta, tool-call deltas and finish reason are
+handed over in that order.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from lemoncore.translation.wire import ChatChunk, ChunkChoice, DeltaToolCall, Usage
 
 
 class ChunkWalk:
@@ -20,46 +19,45 @@ class ChunkWalk:
     def __init__(self) -> None:
         self._started = self._done = False
 
-    def feed(self, chunk: dict[str, Any]) -> bytes:
+    def feed(self, chunk: ChatChunk) -> bytes:
         """One parsed chunk → zero or more complete SSE events."""
         if self._done:
             return b""
-        if chunk.get("error"):
-            error = chunk["error"]
+        if error := chunk.get("error"):
             return self.fail(str(error.get("message") if isinstance(error, dict) else error))
-        if chunk.get("usage"):
-            self.usage(chunk["usage"])
+        if usage := chunk.get("usage"):
+            self.usage(usage)
         out = self.started(chunk)
         for choice in chunk.get("choices") or []:
             delta = choice.get("delta") or {}
-            if delta.get("content"):
-                out += self.text(delta["content"])
+            if content := delta.get("content"):
+                out += self.text(content)
             for call in delta.get("tool_calls") or []:
                 out += self.tool_call(call)
             if choice.get("finish_reason"):
                 self.finished(choice)
         return out
 
-    def started(self, chunk: dict[str, Any]) -> bytes:
+    def started(self, chunk: ChatChunk) -> bytes:
         """The stream's opening events, the first time only (``chunk``: the first one)."""
         if self._started:
             return b""
         self._started = True
         return self.start(chunk)
 
-    def start(self, chunk: dict[str, Any]) -> bytes:
+    def start(self, chunk: ChatChunk) -> bytes:
         raise NotImplementedError
 
-    def usage(self, usage: Any) -> None:
+    def usage(self, usage: Usage) -> None:
         raise NotImplementedError
 
     def text(self, text: str) -> bytes:
         raise NotImplementedError
 
-    def tool_call(self, call: dict[str, Any]) -> bytes:
+    def tool_call(self, call: DeltaToolCall) -> bytes:
         raise NotImplementedError
 
-    def finished(self, choice: dict[str, Any]) -> None:
+    def finished(self, choice: ChunkChoice) -> None:
         raise NotImplementedError
 
     def fail(self, message: str) -> bytes:

@@ -3,28 +3,30 @@ cold start against the validation's server, summarised for the report."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import httpx
 
 from lemoncore.bench import SCENARIOS, Sample, Target, peak_memory, select, spread, stream_once
+from lemoncore.validation.facts import Benchmark, ScenarioNumbers
 
 
-def measure(client: httpx.Client, url: str, target: Target, quick: bool
-            ) -> dict[str, Any]:
+def measure(client: httpx.Client, url: str, target: Target, quick: bool) -> Benchmark:
     """The benchmark: ``quick``, one warm run of the short prompt; else three of each
     scenario and one cold start (unload, load, first answer). Each run follows an
     unmeasured warm-up; each prompt has a unique prefix (no prompt cache helps)."""
     reps, max_tokens = (1, 32) if quick else (3, 64)
-    scenarios = {"short": SCENARIOS["short"]} if quick else SCENARIOS
     select(client, url, target)
-    found: dict[str, Any] = {"reps": reps, "max_tokens": max_tokens}
-    for name, prompt in scenarios.items():
+    found: Benchmark = {"reps": reps, "max_tokens": max_tokens}
+
+    def warm(prompt: str) -> ScenarioNumbers:
         samples = []
         for _ in range(reps):
             stream_once(client, url + "/v1", target.model, prompt, 4)
             samples.append(stream_once(client, url + "/v1", target.model, prompt, max_tokens))
-        found[name] = summary(samples)
+        return summary(samples)
+
+    found["short"] = warm(SCENARIOS["short"])
+    if not quick:
+        found["long"] = warm(SCENARIOS["long"])
     if (peak := peak_memory(client, url, target.model)) is not None:
         found["peak_memory_mib"] = round(peak / 2**20)
         found["peak_memory_note"] = "host memory of the engine; GPU memory is not counted"
@@ -37,7 +39,7 @@ def measure(client: httpx.Client, url: str, target: Target, quick: bool
     return found
 
 
-def summary(samples: list[Sample]) -> dict[str, Any]:
+def summary(samples: list[Sample]) -> ScenarioNumbers:
     return {"ttft_ms": spread([s.ttft_s * 1000 for s in samples]),
             "decode_tps": spread([s.decode_tps for s in samples]),
             "prompt_tps": spread([s.prompt_tps for s in samples])}

@@ -8,42 +8,53 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Literal
 
 from lemoncore import __version__
+from lemoncore.api.replies import BackendInfo, SystemInfo
 from lemoncore.fieldchecks import FieldCheck
 from lemoncore.installs.install import RECORD
+from lemoncore.validation.facts import BackendFacts, InstallRecord, LockPin, Versions
 from lemoncore.validation.options import Options, Run
 
+_RECORDED: tuple[Literal["version", "artifacts", "result"], ...] = (
+    "version", "artifacts", "result")
 
-def install_record(cache_dir: Path, backend: str) -> dict[str, Any] | None:
-    """The installed version and artifacts (URL, SHA-256) lemoncore recorded, if any."""
+
+def install_record(cache_dir: Path, backend: str) -> InstallRecord | None:
+    """The installed version and artifacts (URL, SHA-256) lemoncore recorded, if any, as
+    the file has them."""
     recipe, _, name = backend.partition(":")
     try:
         data = json.loads((cache_dir / "bin" / recipe / name / RECORD).read_text())
     except (OSError, ValueError):
         return None
-    return {k: data[k] for k in ("version", "artifacts", "result") if k in data}
+    record: InstallRecord = {}
+    for key in _RECORDED:
+        if key in data:
+            record[key] = data[key]
+    return record
 
 
-def versions(info: Mapping[str, Any]) -> dict[str, Any]:
+def versions(info: Mapping[str, object]) -> Versions:
+    """The versions of lemoncore, Python and what ``info`` (``/api/v1/system-info``'s
+    reply) says of the server and its plugins."""
     import platform
 
-    return {"lemoncore": __version__, "server": info.get("version", ""),
+    served = SystemInfo.model_validate(info)
+    return {"lemoncore": __version__, "server": served.version,
             "python": platform.python_version(),
-            "plugins": {p["name"]: {"version": p["version"], "distribution":
-                                    p.get("distribution", ""), "status": p["status"]}
-                        for p in info.get("plugins", [])}}
+            "plugins": {p.name: {"version": p.version, "distribution": p.distribution,
+                                 "status": p.status} for p in served.plugins}}
 
 
-def backend_info(options: Options, state: Mapping[str, Any], owner: str,
-                 pin: Mapping[str, Any] | None, record: Mapping[str, Any] | None
-                 ) -> dict[str, Any]:
-    return {"name": options.backend, "owner plugin": owner, "tier": state.get("tier", ""),
-            "format": state.get("format", ""), "state": state.get("state", ""),
-            "version": state.get("version", ""), "pin": dict(pin) if pin else "none pinned",
-            "installed": dict(record) if record else "no install record (installed "
-                                                      "outside lemoncore's cache)"}
+def backend_info(options: Options, state: BackendInfo, owner: str, pin: LockPin | None,
+                 record: InstallRecord | None) -> BackendFacts:
+    return {"name": options.backend, "owner plugin": owner, "tier": state.tier.value,
+            "format": state.format.value, "state": state.state.value,
+            "version": state.version, "pin": pin or "none pinned",
+            "installed": record or "no install record (installed outside lemoncore's "
+                                   "cache)"}
 
 
 @dataclass
@@ -53,7 +64,7 @@ class PluginSide:
 
     checks: list[FieldCheck] = field(default_factory=list)
     owner: str = ""
-    pin: dict[str, Any] | None = None
+    pin: LockPin | None = None
     endpoints: frozenset[str] = frozenset({"/v1/chat/completions", "/v1/completions"})
 
 
@@ -67,7 +78,7 @@ def plugin_side(options: Options, run: Run) -> PluginSide:
     if recipe is None or backend is None:
         return PluginSide()
     pin = core.backends.lock.backend_pin(recipe_name, name, core.backends.platform)
-    pinned = None if pin is None else {"version": pin.version, "artifacts": [
+    pinned: LockPin | None = None if pin is None else {"version": pin.version, "artifacts": [
         {"url": a.url, "sha256": a.sha256 or "UNVERIFIED", "provenance": a.provenance}
         for a in pin.artifacts]}
     return PluginSide(core.plugins.field_checks(recipe, backend),

@@ -12,18 +12,19 @@ from typing import Any
 
 from lemoncore.gpus import amd_family
 from lemoncore.hosts import HostDevice, HostInfo
+from lemoncore.validation.facts import DeviceFacts, HostFacts
 
 
 def describe(host: HostInfo, sysfs: Path = Path("/sys"), proc: Path = Path("/proc")
-             ) -> dict[str, Any]:
+             ) -> HostFacts:
     """OS, kernel, drivers and devices of ``host`` (this machine, detected)."""
     return {"os": host.os, "platform": platform.platform(), "kernel": platform.release(),
             "machine": platform.machine(), "drivers": drivers(sysfs, proc),
             "devices": [device(d) for d in host.devices]}
 
 
-def device(d: HostDevice) -> dict[str, Any]:
-    found: dict[str, Any] = {"kind": d.kind.value, "name": d.name, "index": d.index}
+def device(d: HostDevice) -> DeviceFacts:
+    found: DeviceFacts = {"kind": d.kind.value, "name": d.name, "index": d.index}
     family = d.family or amd_family(d.name)
     if family:
         found["family"] = family

@@ -1,5 +1,6 @@
-"""The validation report: plain data, rendered as JSON and markdown, with the home
-directory and secrets redacted, and read back (``lemon tiers --evidence``).
+"""The validation report: plain data (its parts' shapes in :mod:`~.facts`), rendered as
+JSON and markdown, with the home directory and secrets redacted, and read back (``lemon
+tiers --evidence``).
 
 The format is documented in ``docs/validation.md``; :data:`FORMAT` names its version.
 """
@@ -10,7 +11,9 @@ import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TypedDict
+
+from lemoncore.validation.facts import BackendFacts, Benchmark, HostFacts, Versions
 
 FORMAT = "lemoncore-validation/1"
 GROUPS = ("install", "conformance", "field", "benchmark", "cleanup")
@@ -38,17 +41,69 @@ class CheckResult:
     standin: str = ""
 
 
+class CheckData(TypedDict):
+    """A :class:`CheckResult` in the report's JSON."""
+
+    group: str
+    name: str
+    description: str
+    status: str
+    seconds: float
+    output: str
+    facts: dict[str, str]
+    standin: str
+
+
+class Counts(TypedDict):
+    passed: int
+    failed: int
+    skipped: int
+
+
+class ReportData(TypedDict):
+    """The report as ``report.json`` holds it (``docs/validation.md``)."""
+
+    format: str
+    result: str  # passed, failed
+    hardware_evidence: bool
+    summary: Counts
+    backend: str
+    model: str
+    created: str
+    quick: bool
+    host: HostFacts
+    versions: Versions
+    backend_info: BackendFacts
+    checks: list[CheckData]
+    benchmark: Benchmark
+    standin: list[str]
+
+
+class Summary(TypedDict):
+    """The ``--json`` line of ``lemon validate``."""
+
+    result: str
+    backend: str
+    model: str
+    passed: int
+    failed: int
+    skipped: int
+    standin: bool
+    hardware_evidence: bool
+    report: str
+
+
 @dataclass
 class Report:
     backend: str
     model: str
     created: str
     quick: bool = False
-    host: dict[str, Any] = field(default_factory=dict)
-    versions: dict[str, Any] = field(default_factory=dict)
-    backend_info: dict[str, Any] = field(default_factory=dict)
+    host: HostFacts = field(default_factory=HostFacts)
+    versions: Versions = field(default_factory=Versions)
+    backend_info: BackendFacts = field(default_factory=BackendFacts)
     checks: list[CheckResult] = field(default_factory=list)
-    benchmark: dict[str, Any] = field(default_factory=dict)
+    benchmark: Benchmark = field(default_factory=Benchmark)
     standin: list[str] = field(default_factory=list)  # why the run was not real hardware
 
     @property
@@ -73,16 +128,24 @@ class Report:
         stand-in."""
         return self.passed and not self.standins
 
-    def as_dict(self) -> dict[str, Any]:
-        data = asdict(self)
+    def as_dict(self) -> ReportData:
+        data = asdict(self)  # a deep copy
+        counts = self.counts
         return {"format": FORMAT, "result": "passed" if self.passed else "failed",
-                "hardware_evidence": self.hardware_evidence, "summary": self.counts,
-                **data, "standin": self.standins}
+                "hardware_evidence": self.hardware_evidence,
+                "summary": {"passed": counts["passed"], "failed": counts["failed"],
+                            "skipped": counts["skipped"]},
+                "backend": self.backend, "model": self.model, "created": self.created,
+                "quick": self.quick, "host": data["host"], "versions": data["versions"],
+                "backend_info": data["backend_info"], "checks": data["checks"],
+                "benchmark": data["benchmark"], "standin": self.standins}
 
-    def summary(self, path: str = "") -> dict[str, Any]:
+    def summary(self, path: str = "") -> Summary:
         """The one ``--json`` line for scripts."""
+        counts = self.counts
         return {"result": "passed" if self.passed else "failed", "backend": self.backend,
-                "model": self.model, **self.counts, "standin": bool(self.standins),
+                "model": self.model, "passed": counts["passed"], "failed": counts["failed"],
+                "skipped": counts["skipped"], "standin": bool(self.standins),
                 "hardware_evidence": self.hardware_evidence, "report": path}
 
 
@@ -104,7 +167,7 @@ def to_json(report: Report, home: str, secrets: Iterable[str] = ()) -> str:
     Windows home's backslashes)."""
     kept = list(secrets)
 
-    def clean(value: Any) -> Any:
+    def clean(value: object) -> object:
         if isinstance(value, str):
             return redact(value, home, kept)
         if isinstance(value, dict):
@@ -153,8 +216,10 @@ def to_markdown(report: Report, home: str, secrets: Iterable[str] = ()) -> str:
     return redact("\n".join(lines) + "\n", home, secrets)
 
 
-def from_json(text: str) -> dict[str, Any]:
-    """A report read back; ``ValueError`` when it is not one."""
+def from_json(text: str) -> dict[str, object]:
+    """A report read back, as JSON: it may come from another version, so nothing but its
+    format is checked (``lemoncore.tiers.evidence_from_report`` reads it); ``ValueError``
+    when it is not one."""
     data = json.loads(text)
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise ValueError(f"not a lemon validate report (format {FORMAT})")
@@ -165,7 +230,7 @@ def _counts(counts: Mapping[str, int]) -> str:
     return ", ".join(f"{n} {k}" for k, n in counts.items())
 
 
-def _flat(data: Any, prefix: str = "") -> list[tuple[str, str]]:
+def _flat(data: object, prefix: str = "") -> list[tuple[str, str]]:
     if isinstance(data, Mapping):
         return [row for k, v in data.items() for row in _flat(v, f"{prefix}{k}.")]
     if isinstance(data, list) and any(isinstance(v, Mapping | list) for v in data):

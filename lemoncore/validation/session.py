@@ -5,13 +5,24 @@ validation installed itself), and what they leave to clean up (engine pids, cont
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
+from pydantic import BaseModel
 
+from lemoncore.api.replies import (
+    BackendInfo,
+    BackendInstallResult,
+    Health,
+    LoadedModel,
+    ModelCard,
+    Progress,
+    PullResult,
+    StreamError,
+    SystemInfo,
+)
 from lemoncore.bench import Target
 from lemoncore.fieldchecks import CheckSkipped, FieldContext
 from lemoncore.settings import Settings
@@ -20,6 +31,8 @@ from lemoncore.validation.kit import run_check
 from lemoncore.validation.options import Options, Refused, Run
 from lemoncore.validation.report import Report
 from lemoncore.validation.server import ServerProcess
+
+Result = TypeVar("Result", bound=BaseModel)
 
 
 def _headers(settings: Settings) -> dict[str, str]:
@@ -32,22 +45,23 @@ def secrets(settings: Settings) -> list[str]:
     return [k.get_secret_value() for k in (settings.api_key, settings.admin_api_key) if k]
 
 
-def _events(response: httpx.Response, progress: Callable[[int, int], None] | None
-            ) -> dict[str, Any]:
-    """Read an install or pull SSE stream; the ``complete`` data, or raise with the
-    ``error``."""
+def _events(response: httpx.Response, progress: Callable[[int, int], None] | None,
+            result: type[Result]) -> Result:
+    """Read an install or pull SSE stream; the ``complete`` data as ``result``, or raise
+    with the ``error``."""
     event = ""
     for line in response.iter_lines():
         if line.startswith("event: "):
             event = line[7:]
         elif line.startswith("data: "):
-            data = json.loads(line[6:])
+            data = line[6:]
             if event == "progress" and progress is not None:
-                progress(int(data["bytes_downloaded"]), int(data["bytes_total"]))
+                tick = Progress.model_validate_json(data)
+                progress(tick.bytes_downloaded, tick.bytes_total)
             elif event == "error":
-                raise RuntimeError(data["error"])
+                raise RuntimeError(StreamError.model_validate_json(data).error)
             elif event == "complete":
-                return dict(data)
+                return result.model_validate_json(data)
     raise RuntimeError("the stream ended without a result")
 
 
@@ -78,30 +92,33 @@ class Validation:
                      + (f"\n{result.output}" if result.status == "failed" else ""))
         return result.status != "failed"
 
-    def info(self) -> dict[str, Any]:
-        info: dict[str, Any] = self.client.get(self.server.url + "/api/v1/system-info").json()
+    def info(self) -> dict[str, object]:
+        """``/api/v1/system-info``'s reply as JSON, for :func:`~.evidence.versions`,
+        :func:`~.host.simulated` and a field check's ``host``."""
+        info: dict[str, object] = self.client.get(self.server.url + "/api/v1/system-info"
+                                                  ).json()
         return info
 
-    def backend_state(self) -> dict[str, Any]:
-        backends = self.info()["recipes"].get(self.recipe, {}).get("backends", {})
-        if self.name not in backends:
+    def backend_state(self) -> BackendInfo:
+        recipe = SystemInfo.model_validate(self.info()).recipes.get(self.recipe)
+        state = recipe.backends.get(self.name) if recipe is not None else None
+        if state is None:
             raise Refused(f"{self.options.backend} is not a backend of the installed plugins "
                           "(lemon backends lists them)")
-        state: dict[str, Any] = backends[self.name]
         return state
 
     # Steps -------------------------------------------------------------------------
 
     def install(self) -> dict[str, str]:
         state = self.backend_state()
-        if state["state"] == "installed":
-            return {"state": "installed before validation", "version": state["version"]}
-        if state["state"] != "installable":
-            fix = f" (fix: {state['action']})" if state.get("action") else ""
-            raise AssertionError(f"{self.options.backend} is {state['state']}: "
-                                 f"{state['message']}{fix}")
+        if state.state == "installed":
+            return {"state": "installed before validation", "version": state.version}
+        if state.state != "installable":
+            fix = f" (fix: {state.action})" if state.action else ""
+            raise AssertionError(f"{self.options.backend} is {state.state}: "
+                                 f"{state.message}{fix}")
         question = (f"{self.options.backend} is not installed; install it "
-                    f"({state['tier']} tier)?")
+                    f"({state.tier} tier)?")
         if not (self.options.yes or self.run.ask(question)):
             raise AssertionError(f"not installed, and no consent to install it: run "
                                  f"'lemon backends install {self.options.backend}' or "
@@ -112,19 +129,20 @@ class Validation:
             if answer.status_code != 200:
                 answer.read()
                 raise AssertionError(_error(answer))
-            done = _events(answer, progress)
+            done = _events(answer, progress, BackendInstallResult)
         self.installed_here = True
         state = self.backend_state()
-        assert state["state"] == "installed", f"after the install it is {state['state']}: " \
-                                              f"{state['message']}"
-        return {"state": "installed by validation", "version": str(done.get("version", ""))}
+        assert state.state == "installed", f"after the install it is {state.state}: " \
+                                           f"{state.message}"
+        return {"state": "installed by validation", "version": done.version}
 
     def model(self) -> dict[str, str]:
-        card = self.client.get(f"{self.server.url}/v1/models/{self.options.model}")
-        assert card.status_code == 200, _error(card)
-        if card.json().get("downloaded"):
+        answer = self.client.get(f"{self.server.url}/v1/models/{self.options.model}")
+        assert answer.status_code == 200, _error(answer)
+        card = ModelCard.model_validate_json(answer.content)
+        if card.downloaded:
             return {"model": str(self.options.model), "state": "downloaded before validation"}
-        size = card.json().get("size_bytes")
+        size = card.size_bytes
         about = f" ({size / 1e9:.2f} GB)" if size else ""
         if not (self.options.yes or self.run.ask(f"Download {self.options.model}{about}?")):
             raise AssertionError(f"{self.options.model} is not downloaded, and no consent to "
@@ -136,20 +154,27 @@ class Validation:
             if answer.status_code != 200:
                 answer.read()
                 raise AssertionError(_error(answer))
-            _events(answer, progress)
+            _events(answer, progress, PullResult)
         return {"model": str(self.options.model), "state": "downloaded by validation"}
 
-    def loaded(self) -> dict[str, Any]:
-        health = self.client.get(self.server.url + "/api/v1/health").json()
-        entry = next((m for m in health["all_models_loaded"]
-                      if m["model_name"] == self.options.model), None)
+    def entry(self) -> LoadedModel:
+        """The model's ``/api/v1/health`` entry; its engine pid and container are noted
+        for the cleanup checks."""
+        health = Health.model_validate_json(
+            self.client.get(self.server.url + "/api/v1/health").content)
+        entry = next((m for m in health.all_models_loaded
+                      if m.model_name == self.options.model), None)
         assert entry is not None, f"{self.options.model} is not loaded"
-        if entry.get("pid"):
-            self.pids.add(int(entry["pid"]))
-        argv = entry.get("launch_command") or []
+        if entry.pid:
+            self.pids.add(entry.pid)
+        argv = entry.launch_command
         if argv and Path(argv[0]).name in {"podman", "docker"} and "--name" in argv:
             self.containers.add((argv[0], argv[argv.index("--name") + 1]))
-        return dict(entry)
+        return entry
+
+    def loaded(self) -> dict[str, object]:
+        """:meth:`entry` as the JSON a field check gets (``FieldContext.loaded``)."""
+        return self.entry().model_dump(mode="json")
 
     def load(self) -> dict[str, str]:
         answer = self.client.post(self.server.url + "/api/v1/load", json={
@@ -157,8 +182,8 @@ class Validation:
         if answer.status_code != 200:
             tail = "\n".join(self.engine_log()[-30:])
             raise AssertionError(f"{_error(answer)}\n-- the engine's last lines --\n{tail}")
-        entry = self.loaded()
-        return {"device": str(entry["device"]), "pid": str(entry.get("pid"))}
+        entry = self.entry()
+        return {"device": entry.device.value, "pid": str(entry.pid)}
 
     def engine_log(self) -> list[str]:
         try:
@@ -177,8 +202,7 @@ class Validation:
         short = numbers["short"]
         return {"ttft_ms": str(short["ttft_ms"]["p50"]),
                 "decode_tps": str(short["decode_tps"]["p50"]),
-                "prompt_tps": str(numbers["long" if "long" in numbers else "short"][
-                    "prompt_tps"]["p50"])}
+                "prompt_tps": str(numbers.get("long", short)["prompt_tps"]["p50"])}
 
     def uninstall(self) -> dict[str, str]:
         if not self.installed_here:
@@ -190,6 +214,6 @@ class Validation:
         answer = self.client.post(self.server.url + "/api/v1/uninstall",
                                   json={"backend": self.options.backend})
         assert answer.status_code == 200, _error(answer)
-        state = self.backend_state()["state"]
+        state = self.backend_state().state
         assert state != "installed", "the backend is still installed after uninstall"
-        return {"state": state}
+        return {"state": state.value}

@@ -9,7 +9,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypedDict
 
 import httpx
 import psutil
@@ -22,7 +22,7 @@ from lemoncore.plugins import PluginHost, load_plugins
 from lemoncore.recipes import Backend, DeviceKind, ModelInfo, OptionScope, Recipe, SupportRow
 from lemoncore.translation import TRANSLATIONS
 from lemoncore.validation.intruder import Intruder
-from lemoncore.validation.target import SAMPLES, ConformanceTarget
+from lemoncore.validation.target import SAMPLES, ConformanceTarget, Sample
 
 
 def _skip(reason: str) -> None:
@@ -33,7 +33,15 @@ def _skip(reason: str) -> None:
     raise CheckSkipped(reason)
 
 
-def _usage_adds_up(usage: dict[str, Any]) -> None:
+class Usage(TypedDict):
+    """An answer's ``usage``, as the kit reads it."""
+
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+
+
+def _usage_adds_up(usage: Usage) -> None:
     assert usage["prompt_tokens"] > 0 and usage["completion_tokens"] > 0
     assert usage["total_tokens"] == usage["prompt_tokens"] + usage["completion_tokens"]
 
@@ -201,9 +209,11 @@ class BackendConformance:
             if sample is None:
                 failed.append(f"{path}: no sample request (ConformanceTarget.samples)")
                 continue
-            request: dict[str, Any] = dict(sample)
-            named = "data" if endpoint.body == "multipart" else "json"
-            request[named] = {**request.get(named, {}), endpoint.model_field: target.model}
+            request = Sample(**sample)
+            if endpoint.body == "multipart":
+                request["data"] = {**sample.get("data", {}), endpoint.model_field: target.model}
+            else:
+                request["json"] = {**sample.get("json", {}), endpoint.model_field: target.model}
             answer = httpx.post(url + path, timeout=120, **request)
             if answer.status_code != 200:
                 failed.append(f"{path}: {answer.status_code} {answer.text[:200]}")

@@ -4,8 +4,12 @@ itself. Public as :mod:`lemoncore.conformance`'s names."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol, TypedDict
+
+if TYPE_CHECKING:
+    from httpx._types import FileTypes
 
 
 class Served(Protocol):
@@ -16,6 +20,15 @@ class Served(Protocol):
 
     @property
     def api(self) -> str: ...
+
+
+class Sample(TypedDict, total=False):
+    """A sample request: ``httpx.post`` keyword arguments (the bodies are sent as given,
+    with the model added)."""
+
+    json: dict[str, object]
+    data: dict[str, object]  # multipart form fields
+    files: Mapping[str, FileTypes]
 
 
 @dataclass
@@ -29,14 +42,14 @@ class ConformanceTarget:
     backend: str  # recipe:backend
     completions: bool = True  # the engine serves /v1/completions (non-streaming)
     stop_grace: float = 5.0
-    samples: dict[str, dict[str, Any]] = field(default_factory=dict)
+    samples: dict[str, Sample] = field(default_factory=dict)
     plugins: dict[str, object] = field(default_factory=dict)  # in-process, as the server's
     plugins_allow: list[str] | None = None  # installed plugins the server loads (None: all)
 
 
 _HELLO = [{"role": "user", "content": "Say hello."}]
 # A request for each endpoint lemoncore routes itself (the model is added).
-SAMPLES: dict[str, dict[str, Any]] = {
+SAMPLES: dict[str, Sample] = {
     "/v1/chat/completions": {"json": {"messages": _HELLO, "max_tokens": 4}},
     "/v1/completions": {"json": {"prompt": "One, two,", "max_tokens": 4}},
     "/v1/embeddings": {"json": {"input": "hello"}},

@@ -36,6 +36,15 @@ def wait_unloaded(server: ServerProcess, model: str, within: float) -> float:
     return time.monotonic() - began
 
 
+def idle_pass(server: ServerProcess) -> None:
+    """Return once the idle unloader has decided more than ``TTL`` after now: ``a``, used
+    now with the default keep_alive, is unloaded by that decision, which left loaded any
+    model it found idle at least that long and kept (one that was not kept would have been
+    due, and unloaded, first)."""
+    chat(server, "a")
+    wait_unloaded(server, "a", TTL + 5)
+
+
 def idle_evictions(server: ServerProcess) -> int:
     metrics = httpx.get(server.url + "/metrics").text
     return int(next(line.rsplit(" ", 1)[1] for line in metrics.splitlines()
@@ -87,8 +96,7 @@ def test_a_request_and_a_load_set_keep_alive(idle_server: ServerProcess) -> None
     assert wait_unloaded(idle_server, "c", 3) < 1.5
     chat(idle_server, "c", keep_alive=-1)  # kept from now on
     assert loaded(idle_server)["c"]["keep_alive"] is None
-    time.sleep(TTL + 1)
-    assert "c" in loaded(idle_server)
+    idle_pass(idle_server)  # c, idle for longer than the default keep_alive, stays
     assert "c" in loaded(idle_server)
     for keep_alive in ("1m", "1s"):
         answer = httpx.post(idle_server.url + "/api/v1/load",
@@ -103,7 +111,8 @@ def test_a_request_and_a_load_set_keep_alive(idle_server: ServerProcess) -> None
     answer = httpx.post(idle_server.url + "/api/v1/load",
                         json={"model_name": "c", "keep_alive": 0})
     assert answer.status_code == 200, answer.text
-    time.sleep(1)
+    chat(idle_server, "a", keep_alive=0)  # the unloader decides again after a's answer,
+    wait_unloaded(idle_server, "a", 3)  # unloads a, and keeps c
     assert "c" in loaded(idle_server)
     chat(idle_server, "c")
     assert wait_unloaded(idle_server, "c", 3) < 1.5
@@ -117,5 +126,5 @@ def test_a_model_setting_overrides_the_default(idle_server: ServerProcess) -> No
     chat(idle_server, "kept")
     assert loaded(idle_server)["kept"]["keep_alive"] is None  # model_keep_alive: -1
     assert loaded(idle_server)["kept"]["unload_in_seconds"] is None
-    time.sleep(TTL + 0.5)
+    idle_pass(idle_server)
     assert "kept" in loaded(idle_server)

@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import anyio
 import httpx
 import pytest
 
@@ -87,10 +86,9 @@ async def test_probe_of_a_busy_worker_times_out_and_leaves_it_alive(
     probe = await probe_worker(f"127.0.0.1:{port}", timeout=0.5)
     assert probe.status == "no_answer"
     assert probe.error is not None and "serves one client at a time" in probe.error
-    head.close()
-    await anyio.sleep(0.3)
-    assert proc.poll() is None
+    head.close()  # served in order: the dead connection first, then this probe
     assert (await probe_worker(f"127.0.0.1:{port}", timeout=5)).ok
+    assert proc.poll() is None
 
 
 # lemon worker as a real process
@@ -196,12 +194,25 @@ def test_worker_survives_a_client_that_leaves_before_its_reply(worker: Worker) -
     head = _hello(worker.port)
     early = socket.create_connection(("127.0.0.1", worker.port))
     early.sendall(HELLO_REQUEST)
+    early_port = early.getsockname()[1]
     early.close()  # a plain close (FIN), before the server could answer
-    time.sleep(0.1)
+    _wait_closed_by_client(worker.port, early_port)
     head.close()  # the server now serves `early`: its reply meets a closed socket
-    time.sleep(0.5)
+    _hello(worker.port).close()  # served after `early`, by the same rpc-server:
     assert worker.state()["rpc_server_pid"] == ready["rpc_server_pid"]
     assert worker.state()["restarts"] == 0
+    assert _alive(ready["rpc_server_pid"])
+
+
+def _wait_closed_by_client(port: int, client_port: int, within: float = 5) -> None:
+    """Return once the server's end of the loopback connection from ``client_port`` to
+    ``port`` has the client's FIN (``CLOSE_WAIT`` in ``/proc/net/tcp``, accepted or not)."""
+    ends = (f"0100007F:{port:04X}", f"0100007F:{client_port:04X}", "08")
+    deadline = time.monotonic() + within
+    while not any(tuple(line.split()[1:4]) == ends
+                  for line in Path("/proc/net/tcp").read_text().splitlines()[1:]):
+        assert time.monotonic() < deadline, f"no FIN from port {client_port} within {within} s"
+        time.sleep(0.01)
 
 
 def test_worker_stops_on_sigint_with_no_orphan(worker: Worker) -> None:

@@ -5,8 +5,10 @@ contract by the image's labels, check memory, build the run command, remove any 
 of the same name, ``run -d``, start the relay for a TCP-only engine, adopt the engine's
 socket (:mod:`lemon_plugin_oci.sockets`) and probe health over it. While it runs:
 ``wait`` notices the container ending, ``logs -f`` feeds lemoncore's log, and a drift
-check compares the running container's inspected configuration with what was launched:
-on a difference it logs the difference, removes the container and launches it again.
+check (:mod:`lemon_plugin_oci.drift`) compares the running container's inspected
+configuration with what was launched: on a difference it logs the difference, removes the
+container and launches it again; requests wait meanwhile
+(:mod:`lemon_plugin_oci.transport`).
 Stop: ``stop``, then ``rm``.
 
 Its :class:`~lemoncore.launch.Lifecycle`: ``ready`` once the first container answers
@@ -21,7 +23,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
-from collections.abc import Mapping
 from typing import Any
 
 import anyio
@@ -34,20 +35,20 @@ from lemoncore.outputlines import EngineOutput, pump
 from lemoncore.supervisor import StartError, wait_healthy
 
 from lemon_plugin_oci import memory
-from lemon_plugin_oci.cgroups import cgroup_limits, cgroup_peak_memory
+from lemon_plugin_oci.cgroups import cgroup_peak_memory
 from lemon_plugin_oci.contracts import SOCKET, LaunchContract
+from lemon_plugin_oci.drift import drift, launched_config, misbehaviour
 from lemon_plugin_oci.engine import Engine, relay_argv, run, run_argv
 from lemon_plugin_oci.installer import labels, verified_image
 from lemon_plugin_oci.launching import Inputs, run_request
 from lemon_plugin_oci.policy import narrowed
 from lemon_plugin_oci.refs import ImageRef
-from lemon_plugin_oci.sockets import MAX_ENGINE_DIR_BYTES, MAX_ENGINE_DIR_ENTRIES, SocketDirs
+from lemon_plugin_oci.sockets import SocketDirs
+from lemon_plugin_oci.transport import WhenServing, engine_transport
 
 log = structlog.get_logger("lemon_plugin_oci")
 OWNER_LABEL = "org.lemoncore.owner"
 DRIFT_CHECK_SECONDS = 1.0
-# podman adds these to every container's environment
-ENGINE_ENV = ("container=", "HOSTNAME=", "TERM=")
 
 
 class ContainerServer(Lifecycle):
@@ -61,12 +62,13 @@ class ContainerServer(Lifecycle):
         self.name = model
         self.base_url = "http://engine"
         self._serving = anyio.Event()
-        self.transport: httpx.AsyncBaseTransport = _WhenServing(
-            engine_transport(str(sockets.socket), relayed=contract.tcp_port is not None), self)
+        self.transport: httpx.AsyncBaseTransport = WhenServing(
+            engine_transport(str(sockets.socket), relayed=contract.tcp_port is not None),
+            lambda: self._serving)
         self.container_id = ""
         self.reason = ""
         self._argv: tuple[str, ...] = ()
-        self._launched: dict[str, Any] = {}
+        self._launched: dict[str, object] = {}
         self._lock: anyio.Lock | None = None  # a drift relaunch, or a stop
         self._relaunch_scope: anyio.CancelScope | None = None
         self._relaunching = False
@@ -237,7 +239,7 @@ class ContainerServer(Lifecycle):
                     or container != self.container_id:
                 continue  # ending: _wait reports it
             differences = drift(self._launched, launched_config(state, self._pid))
-            differences += await self._misbehaviour()
+            differences += await misbehaviour(self.sockets, self.contract.tcp_port)
             if differences:
                 await self._relaunch(container, differences, task_group, ready_within)
 
@@ -245,23 +247,6 @@ class ContainerServer(Lifecycle):
         if self._lock is None:  # made in the event loop, not in the (sync) launch hook
             self._lock = anyio.Lock()
         return self._lock
-
-    async def _misbehaviour(self) -> list[str]:
-        """What the engine did that it may not: fill its directory, lose its relay."""
-        found = []
-        entries, size = await anyio.to_thread.run_sync(self.sockets.engine_usage)
-        if entries > MAX_ENGINE_DIR_ENTRIES or size > MAX_ENGINE_DIR_BYTES:
-            found.append(f"the engine wrote {entries} files, {size} bytes into its socket "
-                         f"directory (at most {MAX_ENGINE_DIR_ENTRIES}, "
-                         f"{MAX_ENGINE_DIR_BYTES})")
-        if self.contract.tcp_port is not None:
-            try:
-                with anyio.fail_after(2):
-                    await (await anyio.connect_unix(self.sockets.socket)).aclose()
-            except (OSError, TimeoutError):
-                found.append(f"the relay to the engine's port {self.contract.tcp_port} is "
-                             "gone")
-        return found
 
     async def _relaunch(self, container: str, differences: list[str],
                         task_group: anyio.abc.TaskGroup, ready_within: float) -> None:
@@ -315,68 +300,6 @@ async def _receive(stream: anyio.abc.ByteReceiveStream) -> bytes:
         return await stream.receive()
     except anyio.EndOfStream:
         return b""
-
-
-def engine_transport(socket: str, relayed: bool) -> httpx.AsyncHTTPTransport:
-    """The connection to the engine's socket. Through the relay, a connection the engine
-    closes after a response reaches lemoncore a thread hop late, so a kept-alive one
-    could be reused after its end (llama-server does close after a stream): a relayed
-    engine gets a fresh connection per request (``benchmarks/oci_relay.py`` prices it)."""
-    limits = httpx.Limits(max_keepalive_connections=0) if relayed else httpx.Limits()
-    return httpx.AsyncHTTPTransport(uds=socket, limits=limits)
-
-
-class _WhenServing(httpx.AsyncBaseTransport):
-    """Holds requests while the container is relaunched after drift."""
-
-    def __init__(self, inner: httpx.AsyncBaseTransport, server: ContainerServer) -> None:
-        self.inner, self.server = inner, server
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        await self.server._serving.wait()
-        return await self.inner.handle_async_request(request)
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
-
-
-def launched_config(state: Mapping[str, Any], pid: int | None) -> dict[str, Any]:
-    """The parts of ``container inspect`` that say what a container may do, and the
-    limits its cgroup enforces (podman 4.3's ``update`` changes the cgroup but neither
-    ``inspect`` nor the OCI config; it reports ``IpcMode`` as ``shareable`` whatever
-    ``--ipc`` was: the create command covers that)."""
-    config, host = state.get("Config") or {}, state.get("HostConfig") or {}
-    return {
-        "cgroup limits": cgroup_limits(pid),
-        "image": state.get("Image"),
-        "create command": config.get("CreateCommand"),
-        "user": config.get("User"),
-        "env": sorted(e for e in config.get("Env") or [] if not e.startswith(ENGINE_ENV)),
-        "labels": config.get("Labels") or {},
-        "devices": sorted(json.dumps(d, sort_keys=True) for d in host.get("Devices") or []),
-        "mounts": sorted(f"{m.get('Source')}:{m.get('Destination')}:{m.get('RW')}"
-                         for m in state.get("Mounts") or []),
-        "network": host.get("NetworkMode"),
-        "privileged": host.get("Privileged"),
-        "capabilities": (sorted(host.get("CapAdd") or []), sorted(host.get("CapDrop") or [])),
-        "security options": sorted(host.get("SecurityOpt") or []),
-        "ulimits": sorted(json.dumps(u, sort_keys=True) for u in host.get("Ulimits") or []),
-        "read-only": host.get("ReadonlyRootfs"),
-        "pids limit": host.get("PidsLimit"),
-        "memory": host.get("Memory"),
-        "cpus": (host.get("NanoCpus"), host.get("CpuQuota"), host.get("CpuPeriod"),
-                 host.get("CpuShares"), host.get("CpusetCpus")),
-        "group add": sorted(host.get("GroupAdd") or []),
-    }
-
-
-def drift(launched: Mapping[str, Any], now: Mapping[str, Any]) -> list[str]:
-    """What changed, one line per field (cgroup limits only where both were readable)."""
-    keys = set(launched) | set(now)
-    if not launched.get("cgroup limits") or not now.get("cgroup limits"):
-        keys.discard("cgroup limits")
-    return [f"{key}: {launched.get(key)!r} -> {now.get(key)!r}"
-            for key in sorted(keys) if launched.get(key) != now.get(key)]
 
 
 async def sweep(engine: Engine, instance: str) -> int:

@@ -26,13 +26,13 @@ from lemon_plugin_oci.contracts import (
     ModelFile,
     ctx_size,
 )
+from lemon_plugin_oci.drift import drift
 from lemon_plugin_oci.engine import Engine, Identity, Mount, RunRequest, identity, run_argv
 from lemon_plugin_oci.launching import model_files, run_request
 from lemon_plugin_oci.memory import GIB, Memory, problem
 from lemon_plugin_oci.policy import narrowed
 from lemon_plugin_oci.recipes import CONTRIBUTIONS, RECIPES
 from lemon_plugin_oci.refs import carries, parse_ref
-from lemon_plugin_oci.server import drift
 from lemon_plugin_oci.setup import Facts, check
 from lemon_plugin_oci.sockets import SocketDirs
 

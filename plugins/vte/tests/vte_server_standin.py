@@ -27,8 +27,10 @@ import sys
 import threading
 import time
 import uuid
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+
+from lemoncore import standin
+from lemoncore.standin import CHUNK, Delta, Head, answer, delta, error, head
 
 # vte/config.py GPU_ARCH_MAP, dict order (the plugin keeps its own copy in vte_source.py;
 # this one is typed out again from VTE's source so a wrong copy there is caught here).
@@ -46,6 +48,7 @@ TOKEN_S = float(os.environ.get("VTE_STANDIN_TOKEN_S", "0.02"))
 PREFILL_S = float(os.environ.get("VTE_STANDIN_PREFILL_S", "0"))
 REPORT = os.environ.get("VTE_STANDIN_REPORT")
 HOLD = os.environ.get("VTE_STANDIN_HOLD")
+TIMINGS = {"prefill_duration_ttft": 0.01, "decoding_speed_tps": 50.0}  # in VTE's usage
 ENV_KEYS = ("PATH", "HIP_PATH", "VTE_TARGET_ARCH_FAMILY", "VTE_DEVICE_INDEX",
             "PYTHONNOUSERSITE")
 
@@ -68,9 +71,7 @@ def report(kind: str, data: object) -> None:
 def prefill() -> None:
     """The prefill: ``PREFILL_S``, and until the ``HOLD`` file exists (at most a minute, so a
     test that never releases it still ends)."""
-    deadline = time.monotonic() + 60
-    while HOLD and not os.path.exists(HOLD) and time.monotonic() < deadline:
-        time.sleep(0.01)
+    standin.wait_for_file(HOLD)
     time.sleep(PREFILL_S)
 
 
@@ -231,25 +232,15 @@ def words_of(messages: list[dict[str, str]]) -> tuple[int, list[str]]:
     return prompt_tokens, str(last.get("content", "")).split() or ["..."]
 
 
-class Handler(BaseHTTPRequestHandler):
+class Handler(standin.Handler):
     protocol_version = "HTTP/1.1"
-
-    def send_json(self, status: int, body: object) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
 
     def do_GET(self) -> None:
         with event_loop:
             if self.path == "/health":
                 self.send_json(200, {"status": "ready"})
             elif self.path == "/v1/models":
-                self.send_json(200, {"object": "list", "data": [{
-                    "id": model.stem, "object": "model", "created": CREATED,
-                    "owned_by": "vte"}]})
+                self.send_json(200, standin.models(model.stem, "vte", CREATED))
             else:
                 self.send_json(404, {"detail": "Not Found"})
 
@@ -263,26 +254,23 @@ class Handler(BaseHTTPRequestHandler):
 
     def post(self) -> None:
         try:
-            body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+            body = self.read_json()
         except ValueError:
-            self.send_json(400, {"error": {"message": "Corpo da requisição não é um JSON "
-                                           "válido.", "type": "invalid_request_error"}})
+            self.send_json(400, error("Corpo da requisição não é um JSON válido."))
             return
         chat = self.path == "/v1/chat/completions"
         if self.path not in {"/v1/chat/completions", "/v1/completions"}:
             self.send_json(404, {"detail": "Not Found"})
             return
         if chat and not body.get("messages"):
-            self.send_json(400, {"error": {"message": "Campo 'messages' ausente ou vazio na "
-                                           "requisição.", "type": "invalid_request_error"}})
+            self.send_json(400, error("Campo 'messages' ausente ou vazio na requisição."))
             return
         if not chat and "prompt" not in body:
-            self.send_json(400, {"error": {"message": "Campo 'prompt' ausente.",
-                                           "type": "invalid_request_error"}})
+            self.send_json(400, error("Campo 'prompt' ausente."))
             return
         if not generation.acquire(blocking=False):  # _BUSY_RESPONSE: no Retry-After
             report("busy", {"path": self.path})
-            self.send_json(429, {"error": {"message": BUSY, "type": "server_busy"}})
+            self.send_json(429, error(BUSY, "server_busy"))
             return
         report("request", {"path": self.path, "body": body})
         messages = body["messages"] if chat else [{"role": "user", "content": body["prompt"]}]
@@ -290,9 +278,7 @@ class Handler(BaseHTTPRequestHandler):
         limit = int(body.get("max_tokens") or body.get("max_completion_tokens") or 512)
         out = words[:limit]
         finish = "length" if len(words) > limit else "stop"
-        usage = {"prompt_tokens": prompt_tokens, "completion_tokens": len(out),
-                 "total_tokens": prompt_tokens + len(out), "prefill_duration_ttft": 0.01,
-                 "decoding_speed_tps": 50.0}
+        counts = {**standin.usage(prompt_tokens, len(out)), **TIMINGS}
         ident = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex[:24]
         if not (chat and body.get("stream")):  # completions never stream
             try:  # on the event loop: nothing else is served meanwhile; no disconnect check
@@ -300,62 +286,42 @@ class Handler(BaseHTTPRequestHandler):
                 time.sleep(TOKEN_S * len(out))
             finally:
                 generation.release()
-            choice = ({"index": 0, "finish_reason": finish,
-                       "message": {"role": "assistant", "content": " ".join(out)}} if chat
-                      else {"index": 0, "finish_reason": finish, "text": " ".join(out)})
-            self.send_json(200, {"id": ident, "created": int(time.time()),
-                                 "model": body.get("model", "vte"),
-                                 "object": "chat.completion" if chat else "text_completion",
-                                 "choices": [choice], "usage": usage})
+            said, start = " ".join(out), head(ident, body.get("model", "vte"))
+            choice = standin.message(said, finish) if chat else standin.text(said, finish)
+            kind = standin.CHAT if chat else standin.TEXT
+            self.send_json(200, answer(start, [choice], kind, counts))
             return
         event_loop.release()  # the stream's generation thread leaves the loop free
-        self.stream(body, ident, out, finish, usage)
+        self.stream(body, ident, out, finish, counts)
 
     def stream(self, body: dict[str, object], ident: str, out: list[str], finish: str,
-               usage: dict[str, object]) -> None:
+               counts: dict[str, object]) -> None:
         """The stream; the generation thread works through the prefill and notices a
         disconnect only after its next visible piece, then releases the lock
         (``_generate_stream``'s ``finally``)."""
         try:
-            self.send_response(200)
-            self.send_header("Content-Type", "text/event-stream")
-            self.send_header("Connection", "close")
-            self.end_headers()
-            self.wfile.flush()
+            events = self.open_events(("Connection", "close"))
             prefill()
 
-            def chunk(delta: dict[str, str], finish_reason: str | None = None,
-                      extra: dict[str, object] | None = None) -> None:
-                payload = {"id": ident, "object": "chat.completion.chunk",
-                           "model": body.get("model", "vte"), "created": int(time.time()),
-                           "choices": [{"index": 0, "delta": delta,
-                                        "finish_reason": finish_reason}], **(extra or {})}
-                self.wfile.write(f"data: {json.dumps(payload)}\n\n".encode())
-                self.wfile.flush()
+            def now() -> Head:  # each chunk's own time
+                return head(ident, body.get("model", "vte"))
 
             for i, word in enumerate(out):  # the role rides on the first content chunk
                 time.sleep(TOKEN_S)
-                chunk({"content": " " + word} if i else {"role": "assistant", "content": word})
-            chunk({}, finish, {"usage": {"prefill_duration_ttft": 0.01,
-                                         "decoding_speed_tps": 50.0}})
+                piece: Delta = {"content": " " + word}
+                if not i:
+                    piece = {"role": "assistant", "content": word}
+                events.send(answer(now(), [delta(piece)], CHUNK))
+            events.send({**answer(now(), [delta({}, finish)], CHUNK), "usage": TIMINGS})
             options = body.get("stream_options") or {}
             if isinstance(options, dict) and options.get("include_usage"):
-                payload = {"id": ident, "object": "chat.completion.chunk",
-                           "model": body.get("model", "vte"), "created": int(time.time()),
-                           "choices": [], "usage": usage}
-                self.wfile.write(f"data: {json.dumps(payload)}\n\n".encode())
-            self.wfile.write(b"data: [DONE]\n\n")
-            self.wfile.flush()
+                events.send({**answer(now(), [], CHUNK), "usage": counts})
+            events.done()
         except OSError:
             pass  # the client went away: stop_event, then the lock is released
         finally:
             generation.release()
             self.close_connection = True
 
-    def log_message(self, format: str, *a: object) -> None:
-        pass
 
-
-server = ThreadingHTTPServer((args.host, args.port), Handler)
-server.daemon_threads = True
-server.serve_forever()
+standin.serve(Handler, args.port, args.host, exit_on_sigterm=False)

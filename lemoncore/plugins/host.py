@@ -1,29 +1,23 @@
-"""Discover, load and validate plugins one at a time; merge what they contribute.
-
-A plugin that fails to import, registers an unknown or ``async def`` hook, or contributes
-invalid data is unregistered and recorded as failed; the others load regardless.
-
-The registry records which plugin registered each recipe and each backend; the hooks
-about one backend (``install``, ``launch``, ``normalize_request``) are called on that
-backend's owner only, so no plugin can answer for another's backend.
-"""
+"""The plugin host: discovers plugins and loads them one at a time (one that fails to
+import, registers an unknown or ``async def`` hook, or contributes invalid data is
+unregistered and recorded as failed; the others load regardless), then calls their hooks
+through typed methods. The hooks about one backend (``install``, ``refresher``,
+``preflight``, ``launch``, ``normalize_request``) are called on that backend's owner
+only, so no plugin can answer for another's backend."""
 
 from __future__ import annotations
 
-import inspect
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
 from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 from typing import Any
 
 import pluggy
 import structlog
-from starlette.routing import BaseRoute
+from pydantic import JsonValue
 
-from lemoncore import defaults, hookspecs, routevet
-from lemoncore.errors import LemonError
-from lemoncore.errors import PluginError as PluginError  # re-exported
+from lemoncore import defaults, hookspecs
+from lemoncore.errors import LemonError, PluginError
 from lemoncore.fieldchecks import FieldCheck
 from lemoncore.hosts import HostInfo
 from lemoncore.launch import (
@@ -36,72 +30,21 @@ from lemoncore.launch import (
     Runner,
     StartupTask,
 )
-from lemoncore.lock import Lock, Pin
-from lemoncore.recipes import (
-    Backend,
-    BackendContribution,
-    Device,
-    Endpoint,
-    ModelInfo,
-    Recipe,
-    SlotPolicy,
-    Tier,
-    core_endpoints,
+from lemoncore.lock import Pin
+from lemoncore.plugins.collect import collect, validate_hooks
+from lemoncore.plugins.registry import (
+    Contributions,
+    PluginRecord,
+    Registry,
+    merge_contributions,
+    merge_recipes,
 )
-from lemoncore.tiers import core_granted
+from lemoncore.recipes import Backend, Device, ModelInfo, Recipe, SlotPolicy
 
 ENTRY_POINT_GROUP = "lemon"
 
 
 log = structlog.get_logger("lemoncore.plugins")
-
-@dataclass
-class PluginRecord:
-    name: str
-    status: str  # loaded | failed | disabled
-    version: str = ""
-    error: str = ""
-    warnings: list[str] = field(default_factory=list)
-    recipes: list[str] = field(default_factory=list)
-    distribution: str = ""
-    hooks: list[str] = field(default_factory=list)
-    tiers: dict[str, str] = field(default_factory=dict)  # recipe:backend -> tier
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "status": self.status, "version": self.version,
-                "distribution": self.distribution, "error": self.error,
-                "warnings": self.warnings, "recipes": self.recipes, "hooks": self.hooks,
-                "tiers": self.tiers}
-
-
-@dataclass
-class Registry:
-    """Recipes (with backends from every plugin) and catalogue models, merged."""
-
-    recipes: dict[str, Recipe] = field(default_factory=dict)
-    models: dict[str, ModelInfo] = field(default_factory=dict)
-    owners: dict[str, str] = field(default_factory=dict)  # recipe -> plugin
-    backend_owners: dict[tuple[str, str], str] = field(default_factory=dict)
-    locks: list[tuple[str, Mapping[str, Any]]] = field(default_factory=list)
-    endpoints: dict[str, Endpoint] = field(
-        default_factory=lambda: {e.path: e for e in core_endpoints()})
-    routes: list[BaseRoute] = field(default_factory=list)  # plugins' own API surfaces
-    # (plugin, check) for lemon validate; a plugin's checks run only for its backends
-    field_checks: list[tuple[str, FieldCheck]] = field(default_factory=list)
-
-    def endpoints_tuple(self) -> tuple[Endpoint, ...]:
-        return tuple(self.endpoints.values())
-
-
-@dataclass
-class _Contributions:
-    recipes: list[Recipe]
-    backends: list[BackendContribution]
-    models: list[ModelInfo]
-    locks: list[Mapping[str, Any]]
-    endpoints: list[Endpoint]
-    routes: list[BaseRoute]
-    field_checks: list[FieldCheck]
 
 
 class PluginHost:
@@ -113,7 +56,7 @@ class PluginHost:
         self.pm.register(defaults, name="lemoncore.defaults")
         self.records: list[PluginRecord] = []
         self.registry = Registry()
-        self._pending: list[tuple[PluginRecord, _Contributions]] = []
+        self._pending: list[tuple[PluginRecord, Contributions]] = []
 
     # Loading -----------------------------------------------------------------------
 
@@ -139,9 +82,9 @@ class PluginHost:
         try:
             plugin = importer()
             self.pm.register(plugin, name=name)
-            self._validate_hooks(name, plugin)
-            contributions = self._collect(plugin)
-            self._merge_recipes(record, contributions.recipes)
+            validate_hooks(self.pm, name, plugin)
+            contributions = collect(self.pm, plugin)
+            merge_recipes(self.registry, record, contributions.recipes)
         except Exception as exc:  # noqa: BLE001 - isolating plugin failures is the point
             if plugin is not None and self.pm.is_registered(plugin):
                 self.pm.unregister(plugin)
@@ -152,101 +95,12 @@ class PluginHost:
             self._pending.append((record, contributions))
         self.records.append(record)
 
-    def _validate_hooks(self, name: str, plugin: object) -> None:
-        for caller in self.pm.get_hookcallers(plugin) or []:
-            if caller.spec is None:
-                raise PluginError(f"plugin {name!r} implements unknown hook {caller.name!r}")
-            for impl in caller.get_hookimpls():
-                if impl.plugin is plugin and (
-                    inspect.iscoroutinefunction(impl.function)
-                    or inspect.isasyncgenfunction(impl.function)
-                ):
-                    raise PluginError(
-                        f"plugin {name!r}: hook {caller.name!r} is 'async def'. lemoncore "
-                        "hooks are synchronous: a coroutine would be taken as the answer. "
-                        "Make it a plain 'def' that returns data; the core does the I/O."
-                    )
-
-    def _collect(self, plugin: object) -> _Contributions:
-        def own(hook: str, kind: type[Any]) -> list[Any]:
-            out: list[Any] = []
-            for impl in getattr(self.pm.hook, hook).get_hookimpls():
-                if impl.plugin is plugin:
-                    for item in impl.function() or ():
-                        if not isinstance(item, kind):
-                            raise PluginError(f"{hook} returned {item!r}, not a {kind.__name__}")
-                        out.append(item)
-            return out
-
-        locks: list[Mapping[str, Any]] = []
-        for impl in self.pm.hook.register_lock.get_hookimpls():
-            if impl.plugin is plugin:
-                data = impl.function()
-                if not isinstance(data, Mapping):
-                    raise PluginError(f"register_lock returned {type(data).__name__}, not a "
-                                      "mapping")
-                Lock().merge(data, "this plugin")  # validate now: a bad lock fails the plugin
-                locks.append(data)
-        checks: list[FieldCheck] = own("register_field_checks", FieldCheck)
-        names = [c.name for c in checks]
-        if len(set(names)) != len(names):
-            raise PluginError(f"register_field_checks returned a name twice: {names}")
-        return _Contributions(own("register_recipes", Recipe),
-                              own("register_backends", BackendContribution),
-                              own("register_models", ModelInfo), locks,
-                              own("register_endpoints", Endpoint),
-                              own("register_routes", BaseRoute), checks)
-
-    def _merge_recipes(self, record: PluginRecord, recipes: Iterable[Recipe]) -> None:
-        for recipe in recipes:
-            if recipe.name in self.registry.recipes:
-                raise PluginError(f"recipe {recipe.name!r} is already registered by plugin "
-                                  f"{self.registry.owners[recipe.name]!r}")
-        for recipe in recipes:
-            vetted = recipe.model_copy(update={"backends": tuple(
-                _vet_tier(record, recipe.name, b) for b in recipe.backends)})
-            self.registry.recipes[recipe.name] = vetted
-            self.registry.owners[recipe.name] = record.name
-            for backend in recipe.backends:
-                self.registry.backend_owners[recipe.name, backend.name] = record.name
-
     def finish(self) -> Registry:
         """Apply cross-plugin backend contributions and catalogue models; return the registry."""
-        reg = self.registry
         for record, contrib in self._pending:
-            reg.locks += [(record.name, data) for data in contrib.locks]
-            for c in contrib.backends:
-                recipe = reg.recipes.get(c.recipe)
-                if recipe is None:
-                    record.warnings.append(f"backend {c.backend.name!r} skipped: recipe "
-                                           f"{c.recipe!r} is not installed")
-                elif recipe.backend(c.backend.name) is not None:
-                    record.warnings.append(f"backend {c.recipe}:{c.backend.name} skipped: "
-                                           "already defined")
-                else:
-                    reg.recipes[c.recipe] = recipe.model_copy(update={"backends": (
-                        *recipe.backends, _vet_tier(record, c.recipe, c.backend))})
-                    reg.backend_owners[c.recipe, c.backend.name] = record.name
-            for model in contrib.models:
-                if model.recipe not in reg.recipes:
-                    record.warnings.append(f"model {model.name!r} skipped: recipe "
-                                           f"{model.recipe!r} is not installed")
-                else:
-                    reg.models[model.name] = model
-            for endpoint in contrib.endpoints:
-                if endpoint.path in reg.endpoints or endpoint.path.startswith("/api/v1/"):
-                    record.warnings.append(f"endpoint {endpoint.path} skipped: already routed")
-                else:
-                    reg.endpoints[endpoint.path] = endpoint
-            reg.field_checks += [(record.name, check) for check in contrib.field_checks]
-            for route in contrib.routes:
-                why = routevet.refusal(route, reg.endpoints)
-                if why:
-                    record.warnings.append(f"route {routevet.describe(route)} skipped: {why}")
-                else:
-                    reg.routes.append(route)
+            merge_contributions(self.registry, record, contrib)
         self._pending.clear()
-        return reg
+        return self.registry
 
     # Typed hook calls ------------------------------------------------------------------
 
@@ -318,7 +172,7 @@ class PluginHost:
         return ""
 
     def normalize_request(self, recipe: Recipe, backend: Backend, endpoint: str,
-                          body: dict[str, Any]) -> None:
+                          body: dict[str, JsonValue]) -> None:
         self._ask_owner("normalize_request", recipe=recipe, backend=backend,
                         endpoint=endpoint, body=body)
 
@@ -356,17 +210,6 @@ class PluginHost:
                               f"{exc}") from exc
 
 
-def _vet_tier(record: PluginRecord, recipe: str, backend: Backend) -> Backend:
-    """Plugins declare their tier, but ``core`` only where lemoncore's registry grants it."""
-    name = f"{recipe}:{backend.name}"
-    if backend.tier is Tier.CORE and not core_granted(record.distribution, name):
-        record.warnings.append(f"{name} claims tier core, which only lemoncore's registry "
-                               "grants; it is listed as community")
-        backend = backend.model_copy(update={"tier": Tier.COMMUNITY})
-    record.tiers[name] = backend.tier.value
-    return backend
-
-
 def _version(ep: EntryPoint) -> str:
     return ep.dist.version if ep.dist is not None else ""
 
@@ -380,7 +223,3 @@ def load_plugins(allow: Sequence[str] | None, deny: Sequence[str],
         host.add(name, plugin)
     host.finish()
     return host
-
-
-__all__ = ["ENTRY_POINT_GROUP", "PluginError", "PluginHost", "PluginRecord", "Registry",
-           "load_plugins"]

@@ -1,0 +1,196 @@
+"""The model store: the catalogue (from plugins), the models backends declare and the
+models users register, by name and alias; options saved per model; and where each
+model's files live. A model file must resolve (symlinks followed) inside a directory
+models come from: the store (``<cache_dir>/models``), the Hugging Face cache, a directory
+of the ``model_dirs`` setting, or (``pkg:``) its own package; anything else is refused, so
+no caller can make ``/etc/passwd`` or ``~/.ssh`` a "model" that an engine reads or a
+container mounts."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import huggingface_hub
+import structlog
+from huggingface_hub import constants as hf_constants
+from pydantic import JsonValue, ValidationError
+
+from lemoncore.jsonfile import read_json, write_json
+from lemoncore.launch import ProgressCallback
+from lemoncore.models.checkpoints import (
+    Checkpoint,
+    ModelError,
+    pkg_path,
+    short,
+    snapshot_revision,
+)
+from lemoncore.models.download import download
+from lemoncore.recipes import ModelInfo
+
+log = structlog.get_logger("lemoncore.models")
+
+
+class ModelStore:
+    """Catalogue plus user models; resolves a name to its model and its local file."""
+
+    def __init__(self, catalogue: Mapping[str, ModelInfo], cache_dir: Path,
+                 offline: bool = False, model_dirs: Sequence[Path] = (),
+                 declared: Callable[[], Mapping[str, ModelInfo]] = dict) -> None:
+        self.catalogue = dict(catalogue)
+        self.declared = declared  # models installed backends declare (below the rest)
+        self.cache_dir = cache_dir
+        self.store = cache_dir / "models"
+        self.model_dirs = tuple(model_dirs)
+        self.user_file = cache_dir / "user_models.json"
+        self.options_file = cache_dir / "model_options.json"
+        self.offline = offline or os.environ.get("HF_HUB_OFFLINE", "") in {"1", "true", "ON"}
+        self._user = _user_models(read_json(self.user_file, []))
+        self._saved: dict[str, dict[str, JsonValue]] = read_json(self.options_file, {})
+
+    def _write_user(self) -> None:
+        write_json(self.user_file, [m.model_dump(mode="json") for m in self._user.values()])
+
+    def saved_options(self, name: str) -> dict[str, JsonValue]:
+        """Options saved for a model with ``/load {"save_options": true}``."""
+        return self._saved.get(name, {})
+
+    def save_options(self, name: str, options: Mapping[str, JsonValue]) -> None:
+        self._saved[name] = {**self._saved.get(name, {}), **options}
+        write_json(self.options_file, self._saved)
+
+    def all(self) -> dict[str, ModelInfo]:
+        """Every model by name; a declared model never shadows a catalogue or user one
+        (nor their aliases)."""
+        own = {**self.catalogue, **self._user}
+        aliases = {a for m in own.values() for a in m.aliases}
+        return {**{n: m for n, m in self.declared().items() if n not in aliases}, **own}
+
+    def get(self, name: str) -> ModelInfo | None:
+        name = name.removesuffix(":latest")
+        models = self.all()
+        if name in models:
+            return models[name]
+        return next((m for m in models.values() if name in m.aliases), None)
+
+    def register(self, model: ModelInfo) -> None:
+        if model.name in self.catalogue:
+            raise ModelError(f"{model.name!r} is a catalogue model; choose another name")
+        cp = Checkpoint.parse(model.checkpoint)
+        if cp.kind == "file":
+            self.confined(Path(cp.location))
+        elif cp.kind == "pkg":
+            pkg_path(cp.location, registering=True)
+        self._user[model.name] = model
+        self._write_user()
+
+    def roots(self) -> tuple[Path, ...]:
+        """Directories model files may lie in (besides a ``pkg:`` model's own package)."""
+        return (self.store, Path(hf_constants.HF_HUB_CACHE), *self.model_dirs)
+
+    def confined(self, path: Path) -> Path:
+        """``path`` resolved, if it lies in one of :meth:`roots`; else a 403 (a 400 if the
+        system refuses the path itself, as too long)."""
+        real = path.resolve()
+        try:
+            real.exists()
+        except OSError as exc:  # ENAMETOOLONG; exists() swallows only "not found" errors
+            raise ModelError(f"{short(str(path))}: {exc.strerror}", param="checkpoint") \
+                from None
+        if any(real.is_relative_to(root.resolve()) for root in self.roots()):
+            return real
+        raise ModelError(f"{path} is not in a directory models may come from "
+                         f"({', '.join(str(r) for r in self.roots())}). Move it into "
+                         f"{self.store}, or have an administrator add its directory to the "
+                         "setting model_dirs (LEMON_MODEL_DIRS)", status=403)
+
+    def owns(self, path: Path) -> bool:
+        """Whether a resolved model file lies where lemoncore puts models (its cache, the
+        Hugging Face cache it downloads into), not in an administrator's ``model_dirs``."""
+        return any(path.is_relative_to(root.resolve()) for root in (
+            self.cache_dir, Path(hf_constants.HF_HUB_CACHE)))
+
+    def local_path(self, model: ModelInfo) -> Path | None:
+        """The model's file, resolved, if it and every file it needs beside it are present
+        locally; else ``None``. A file outside the model directories is a
+        :class:`ModelError` (403)."""
+        cp = Checkpoint.parse(model.checkpoint)
+        if cp.kind == "hf":
+            found = huggingface_hub.try_to_load_from_cache(cp.location, cp.filename)
+            path = self.confined(Path(found)) if isinstance(found, str) else None
+            if isinstance(found, str) and not all(isinstance(
+                    huggingface_hub.try_to_load_from_cache(
+                        cp.location, f, revision=snapshot_revision(found, cp.filename)), str)
+                    for f in model.files):
+                return None
+        elif cp.kind == "pkg":
+            path = pkg_path(cp.location)
+        else:
+            path = self.confined(Path(cp.location))
+            if not all((Path(cp.location).parent / f).exists() for f in model.files):
+                return None
+        return path if path is not None and path.is_file() else None
+
+    def checkpoint_dir(self, model: ModelInfo) -> tuple[Path | None, tuple[Path, ...]]:
+        """The directory holding the checkpoint as named (an HF snapshot, the file's
+        folder, the package folder), for engines that read files beside it; and the
+        resolved directories any such file must lie in."""
+        cp = Checkpoint.parse(model.checkpoint)
+        roots = tuple(root.resolve() for root in self.roots())
+        if cp.kind == "hf":
+            found = huggingface_hub.try_to_load_from_cache(cp.location, cp.filename)
+            return (Path(found).parent if isinstance(found, str) else None), roots
+        if cp.kind == "pkg":
+            path = pkg_path(cp.location)
+            return (None, roots) if path is None else (path.parent, (*roots, path.parent))
+        return Path(cp.location).parent, roots
+
+    async def pull(self, model: ModelInfo,
+                   on_progress: ProgressCallback | None = None) -> Path:
+        """Make the model's file present; report (bytes done, total) four times a second
+        and once at the end."""
+        if (path := self.local_path(model)) is not None:
+            return path
+        cp = Checkpoint.parse(model.checkpoint)
+        if cp.kind != "hf":
+            raise ModelError(f"model {model.name!r}: {model.checkpoint!r} does not exist; "
+                             "install the package or fix the path", status=404)
+        if self.offline:
+            raise ModelError(f"model {model.name!r} is not downloaded and lemoncore is "
+                             "offline; pull it with network access first")
+        return self.confined(Path(await download(model, cp, on_progress)))
+
+    def delete(self, model: ModelInfo) -> None:
+        """Remove the model's downloaded file and forget a user model."""
+        cp = Checkpoint.parse(model.checkpoint)
+        first = huggingface_hub.try_to_load_from_cache(cp.location, cp.filename) \
+            if cp.kind == "hf" else None
+        revision = snapshot_revision(first, cp.filename) if isinstance(first, str) else None
+        found = [first, *(huggingface_hub.try_to_load_from_cache(
+            cp.location, name, revision=revision) for name in model.files)] \
+            if isinstance(first, str) else []
+        for path in (f for f in found if isinstance(f, str)):
+            self.confined(Path(path)).unlink(missing_ok=True)  # the blob
+            Path(path).unlink(missing_ok=True)  # the snapshot's link to it
+        if not isinstance(next(iter(found), None), str) and model.name not in self._user:
+            raise ModelError(f"model {model.name!r} is not a download; nothing to delete",
+                             status=422)
+        if self._user.pop(model.name, None) is not None:
+            self._write_user()
+
+
+def _user_models(entries: list[Any]) -> dict[str, ModelInfo]:
+    """The registered models by name; an entry that no longer validates (registered
+    before a check was added, or edited by hand) is logged and left out, not fatal."""
+    models = {}
+    for entry in entries:
+        try:
+            model = ModelInfo.model_validate(entry)
+        except ValidationError as exc:
+            log.warning("ignoring an invalid registered model", entry=repr(entry)[:300],
+                        error=str(exc))
+            continue
+        models[model.name] = model
+    return models

@@ -1,0 +1,187 @@
+"""Anthropic Messages answers from chat completions: :func:`from_chat` turns a chat
+completion into Anthropic's ``message`` object, :class:`MessagesStream` a
+chat-completions SSE stream (parsed chunk by chunk) into Anthropic's event stream, and
+:func:`count_tokens_reply` the answer to a one-token generation into a token count.
+Requests are translated by :mod:`.anthropic`.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+from lemoncore.errors import LemonError
+from lemoncore.translation.client_wire import (
+    AnthropicMessage,
+    AnthropicUsage,
+    ContentBlock,
+    MessagesEvent,
+    StopReason,
+    TokensCount,
+)
+from lemoncore.translation.walk import ChunkWalk
+from lemoncore.translation.wire import (
+    ChatChunk,
+    ChatCompletion,
+    Choice,
+    ChunkChoice,
+    DeltaToolCall,
+    Usage,
+)
+
+_STOP_REASONS: dict[str, StopReason] = {
+    "stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use",
+    "function_call": "tool_use", "content_filter": "refusal"}
+
+
+def _stop(finish_reason: str | None, choice: Choice | ChunkChoice,
+          has_tools: bool) -> tuple[StopReason, str | None]:
+    """``(stop_reason, stop_sequence)``. A stop sequence is known only when the backend
+    names the string it matched (vLLM's ``stop_reason``); otherwise a stop is ``end_turn``."""
+    if has_tools and finish_reason in (None, "stop", "tool_calls"):
+        return "tool_use", None
+    matched = choice.get("stop_reason")
+    if finish_reason == "stop" and isinstance(matched, str) and matched:
+        return "stop_sequence", matched
+    return _STOP_REASONS.get(str(finish_reason), "end_turn"), None
+
+
+def _usage(usage: Usage | None) -> AnthropicUsage:
+    """Anthropic usage from chat usage; tokens read from the prompt cache are counted
+    apart, as Anthropic does (``input_tokens`` excludes them)."""
+    usage = usage if isinstance(usage, dict) else {}
+    cached = int((usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0)
+    return {"input_tokens": int(usage.get("prompt_tokens") or 0) - cached,
+            "output_tokens": int(usage.get("completion_tokens") or 0),
+            "cache_read_input_tokens": cached}
+
+
+def _tool_input(arguments: object) -> dict[str, object]:
+    try:
+        parsed = json.loads(arguments) if isinstance(arguments, str) else arguments
+    except ValueError:
+        parsed = None
+    return parsed if isinstance(parsed, dict) else {"arguments": arguments}
+
+
+def _message_id(chat_id: object) -> str:
+    suffix = str(chat_id).removeprefix("chatcmpl-") if chat_id else uuid.uuid4().hex
+    return f"msg_{suffix}"
+
+
+def from_chat(chat: ChatCompletion, model: str) -> AnthropicMessage:
+    """A chat completion (the engine's JSON) → Anthropic's ``message``. Tool-call
+    arguments that are not a JSON object become ``input: {"arguments": <raw string>}``."""
+    choice = (chat.get("choices") or [{}])[0]
+    message = choice.get("message") or {}
+    content: list[ContentBlock] = []
+    if text := message.get("content"):
+        content.append({"type": "text", "text": text})
+    calls = message.get("tool_calls") or []
+    for call in calls:
+        function = call.get("function") or {}
+        content.append({"type": "tool_use", "id": call.get("id") or
+                        f"toolu_{uuid.uuid4().hex}", "name": function.get("name", ""),
+                        "input": _tool_input(function.get("arguments", "{}"))})
+    stop_reason, stop_sequence = _stop(choice.get("finish_reason"), choice, bool(calls))
+    return {"id": _message_id(chat.get("id")), "type": "message", "role": "assistant",
+            "model": model, "content": content, "stop_reason": stop_reason,
+            "stop_sequence": stop_sequence, "usage": _usage(chat.get("usage"))}
+
+
+def count_tokens_reply(chat: ChatCompletion) -> TokensCount:
+    """The answer to :func:`~lemoncore.translation.anthropic.count_tokens_request` →
+    ``{"input_tokens": N}``."""
+    usage = chat.get("usage") or {}
+    prompt_tokens = usage.get("prompt_tokens")
+    if not isinstance(prompt_tokens, int):
+        raise LemonError("the backend answered without usage.prompt_tokens, so the tokens "
+                         "cannot be counted", 502, type_="api_error")
+    return {"input_tokens": prompt_tokens}
+
+
+def _event(event: MessagesEvent) -> bytes:
+    payload = json.dumps(event, ensure_ascii=False, separators=(",", ":"))
+    return f"event: {event['type']}\ndata: {payload}\n\n".encode()
+
+
+class MessagesStream(ChunkWalk):
+    """Chat-completion stream chunks → Anthropic's SSE events, one chunk at a time.
+
+    Text and each tool call (by its chat ``index``) become content blocks in the order
+    they start; a new block closes the one before. Usage is taken from whichever chunk
+    carries it (normally the last, with ``choices: []``); without one it counts as 0.
+    A chunk carrying ``error`` ends the stream as :meth:`fail` does.
+    """
+
+    def __init__(self, model: str) -> None:
+        super().__init__()
+        self.model = model
+        self._usage = _usage(None)
+        self._blocks = 0  # content blocks started so far
+        self._open: int | None = None  # index of the open block
+        self._text: int | None = None  # index of the open text block
+        self._tools: dict[int, int] = {}  # chat tool-call index → block index
+        self._finish: str | None = None
+        self._choice: ChunkChoice = {}
+
+    def start(self, chunk: ChatChunk) -> bytes:
+        return _event({"type": "message_start", "message": {
+            "id": _message_id(chunk.get("id")), "type": "message", "role": "assistant",
+            "model": self.model, "content": [], "stop_reason": None, "stop_sequence": None,
+            "usage": self._usage}})
+
+    def _close(self) -> bytes:
+        index, self._open, self._text = self._open, None, None
+        return b"" if index is None else _event({"type": "content_block_stop",
+                                                 "index": index})
+
+    def _begin(self, block: ContentBlock) -> bytes:
+        out = self._close()
+        self._open, self._blocks = self._blocks, self._blocks + 1
+        return out + _event({"type": "content_block_start", "index": self._open,
+                             "content_block": block})
+
+    def tool_call(self, call: DeltaToolCall) -> bytes:
+        out, function = b"", call.get("function") or {}
+        key = int(call.get("index", len(self._tools)))
+        if key not in self._tools:
+            out = self._begin({"type": "tool_use", "id": call.get("id") or
+                               f"toolu_{uuid.uuid4().hex}",
+                               "name": function.get("name") or "", "input": {}})
+            self._tools[key] = self._blocks - 1
+        if arguments := function.get("arguments"):
+            out += _event({"type": "content_block_delta", "index": self._tools[key],
+                           "delta": {"type": "input_json_delta", "partial_json": arguments}})
+        return out
+
+    def usage(self, usage: Usage) -> None:
+        self._usage = _usage(usage)
+
+    def text(self, text: str) -> bytes:
+        out, index = b"", self._text
+        if index is None:
+            out = self._begin({"type": "text", "text": ""})
+            self._text = index = self._blocks - 1
+        return out + _event({"type": "content_block_delta", "index": index,
+                             "delta": {"type": "text_delta", "text": text}})
+
+    def finished(self, choice: ChunkChoice) -> None:
+        self._finish, self._choice = choice["finish_reason"], choice
+
+    def finish(self) -> bytes:
+        """At the upstream's ``[DONE]``: close the open block, then ``message_delta``
+        (stop reason, usage) and ``message_stop``."""
+        if self._done:
+            return b""
+        out = self.started({}) + self._close()
+        self._done = True
+        stop_reason, stop_sequence = _stop(self._finish, self._choice, bool(self._tools))
+        return out + _event({"type": "message_delta", "delta": {
+            "stop_reason": stop_reason, "stop_sequence": stop_sequence},
+            "usage": self._usage}) + _event({"type": "message_stop"})
+
+    def fail(self, message: str) -> bytes:
+        """Anthropic's ``error`` event; nothing follows it."""
+        self._done = True
+        return _event({"type": "error", "error": {"type": "api_error", "message": message}})
