@@ -18,6 +18,7 @@ from lemoncore.api.guard import Guard
 from lemoncore.api.hostname import loopback_name
 from lemoncore.api.intake import Intake
 from lemoncore.api.openapi import operations
+from lemoncore.api.shapes import ErrorShapes
 from lemoncore.core import Core, build_core, run_startup_tasks
 from lemoncore.hosts import HostInfo
 from lemoncore.settings import Settings
@@ -31,9 +32,11 @@ def _routes(core: Core, ui: bool) -> list[BaseRoute]:
     each prefix; the web UI's ``/ui`` routes; the routes plugins serve themselves
     (``register_routes``), each :class:`~lemoncore.routevet.Fenced` off every path of
     the routes before it; last the UI's ``GET /`` redirect, which a plugin may take."""
-    own: list[BaseRoute] = [Route(prefix + op.route, op.handler, methods=[op.method])
-                            for op in operations(core.plugins.registry.endpoints_tuple())
-                            for prefix in (API_PREFIXES if op.prefix else ("",))]
+    own: list[BaseRoute] = [
+        Route(prefix + op.route, op.handler, methods=[op.method])
+        for op in operations(core.plugins.registry.endpoints_tuple())
+        for prefix in (API_PREFIXES if op.prefix else ("",))
+    ]
     pages: list[BaseRoute] = []
     if ui:
         from lemoncore import ui as web_ui
@@ -41,13 +44,21 @@ def _routes(core: Core, ui: bool) -> list[BaseRoute]:
         pages = web_ui.routes()
     root = [r for r in pages if getattr(r, "path", None) == "/"]
     taken = {*core.plugins.registry.endpoints, *(getattr(r, "path", "") for r in own)}
-    return [*own, *(r for r in pages if r not in root),
-            *routevet.fenced(core.plugins.registry.routes, taken), *root]
+    return [
+        *own,
+        *(r for r in pages if r not in root),
+        *routevet.fenced(core.plugins.registry.routes, taken),
+        *root,
+    ]
 
 
-def create_app(settings: Settings | None = None, *,
-               plugins: Mapping[str, object] | None = None,
-               host: HostInfo | None = None, ui: bool = True) -> Starlette:
+def create_app(
+    settings: Settings | None = None,
+    *,
+    plugins: Mapping[str, object] | None = None,
+    host: HostInfo | None = None,
+    ui: bool = True,
+) -> Starlette:
     """Build the app. ``plugins`` adds in-process plugins beside the installed ones;
     ``ui=False`` leaves out the web UI (``/ui/``).
 
@@ -64,22 +75,49 @@ def create_app(settings: Settings | None = None, *,
             yield
 
     settings = core.settings
-    middleware = [Middleware(
-        Guard, api_key=settings.api_key.get_secret_value() if settings.api_key else None,
-        admin_key=settings.admin_api_key.get_secret_value() if settings.admin_api_key
-        else None, max_body_bytes=settings.max_body_bytes,
-        allow_remote_admin=settings.allow_remote_admin)]
+    middleware = [
+        Middleware(
+            Guard,
+            api_key=settings.api_key.get_secret_value() if settings.api_key else None,
+            admin_key=settings.admin_api_key.get_secret_value() if settings.admin_api_key else None,
+            max_body_bytes=settings.max_body_bytes,
+            allow_remote_admin=settings.allow_remote_admin,
+        )
+    ]
     if settings.cors_origins:
-        middleware.insert(0, Middleware(CORSMiddleware, allow_origins=settings.cors_origins,
-                                        allow_methods=["GET", "POST"], allow_headers=["*"]))
-    middleware.insert(0, Middleware(BrowserBoundary, allowed_hosts=settings.allowed_hosts,
-                                    cors_origins=settings.cors_origins,
-                                    machine_names=not loopback_name(settings.host)))
-    middleware.insert(0, Middleware(Intake, body_timeout=settings.body_timeout,
-                                    max_header_bytes=settings.max_header_bytes))
-    app = Starlette(routes=_routes(core, ui), lifespan=run, exception_handlers=EXCEPTION_HANDLERS,
-                    middleware=middleware)
+        middleware.insert(
+            0,
+            Middleware(
+                CORSMiddleware,
+                allow_origins=settings.cors_origins,
+                allow_methods=["GET", "POST"],
+                allow_headers=["*"],
+            ),
+        )
+    middleware.insert(
+        0,
+        Middleware(
+            BrowserBoundary,
+            allowed_hosts=settings.allowed_hosts,
+            cors_origins=settings.cors_origins,
+            machine_names=not loopback_name(settings.host),
+        ),
+    )
+    middleware.insert(
+        0,
+        Middleware(
+            Intake, body_timeout=settings.body_timeout, max_header_bytes=settings.max_header_bytes
+        ),
+    )
+    app = Starlette(
+        routes=_routes(core, ui),
+        lifespan=run,
+        exception_handlers=EXCEPTION_HANDLERS,
+        middleware=middleware,
+    )
     app.state.core = core
+    # every error answer's shape, found from the scope (lemoncore.api.shapes.shapes_of)
+    app.state.error_shapes = ErrorShapes(core.plugins.registry.endpoints_tuple(), core.plugins)
     return app
 
 

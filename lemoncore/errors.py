@@ -4,12 +4,16 @@ and ``retry_after`` are how the HTTP API answers it (:func:`error_body`, OpenAI'
 Domain errors (a refused launch, a failed install, an unknown option) subclass it with
 their defaults; plugins raise the plugin-facing ones (``LaunchRefused``,
 ``RequestRefused``) and anything else a plugin raises is wrapped as a ``PluginError``.
-No imports beyond the standard library: plugins import this.
+An API surface a plugin serves answers errors in its own shape: :class:`ErrorShape`
+(``register_error_shapes``). No imports beyond the standard library: plugins import this.
 """
 
 from __future__ import annotations
 
+import inspect
 import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import TypedDict, Unpack
 
 
@@ -47,9 +51,15 @@ class LemonError(Exception):
     #: ``_base_client.py`` ``_should_retry``).
     should_retry: bool | None = None
 
-    def __init__(self, message: str, status: int | None = None, type_: str | None = None,
-                 code: str | None = None, param: str | None = None,
-                 retry_after: float | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        status: int | None = None,
+        type_: str | None = None,
+        code: str | None = None,
+        param: str | None = None,
+        retry_after: float | None = None,
+    ) -> None:
         super().__init__(message)
         if status is not None:
             self.status = status
@@ -63,8 +73,11 @@ class LemonError(Exception):
 
     @property
     def headers(self) -> dict[str, str] | None:
-        headers = {} if self.retry_after is None else \
-            {"Retry-After": str(max(1, math.ceil(self.retry_after)))}
+        headers = (
+            {}
+            if self.retry_after is None
+            else {"Retry-After": str(max(1, math.ceil(self.retry_after)))}
+        )
         if self.should_retry is not None:
             headers["x-should-retry"] = "true" if self.should_retry else "false"
         return headers or None
@@ -73,11 +86,49 @@ class LemonError(Exception):
         return error_body(str(self), self.type, self.code, self.param)
 
 
-def error_body(message: str, type_: str, code: str | None = None,
-               param: str | None = None, **extra: Unpack[ErrorExtras]) -> ErrorBody:
+def error_body(
+    message: str,
+    type_: str,
+    code: str | None = None,
+    param: str | None = None,
+    **extra: Unpack[ErrorExtras],
+) -> ErrorBody:
     """The OpenAI error object: ``{"error": {message, type, code, param, ...}}``."""
-    return {"error": {"message": message, "type": type_, "code": code, "param": param,
-                      **extra}}
+    return {"error": {"message": message, "type": type_, "code": code, "param": param, **extra}}
+
+
+@dataclass(frozen=True)
+class ErrorShape:
+    """How errors look on the paths a plugin's API serves (``register_error_shapes``):
+    ``render`` turns a :class:`LemonError` (its message, ``status``, ``type``, ``code``,
+    ``param``) into the JSON object the answer carries, with the error's status and
+    headers. It covers a request path in ``paths`` (exactly) or equal to or under one of
+    ``prefixes`` (``/api`` covers ``/api`` and ``/api/tags``); lemoncore's own paths
+    (``/v1``, ``/api/v1``, ...) keep lemoncore's shapes whatever a shape covers.
+
+    ``render`` is synchronous and pure: it is called as an answer is written. One that
+    raises or returns anything but a JSON object leaves that answer in OpenAI's shape,
+    with a warning in the server log."""
+
+    render: Callable[[LemonError], Mapping[str, object]]
+    paths: tuple[str, ...] = ()
+    prefixes: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not callable(self.render) or inspect.iscoroutinefunction(self.render):
+            raise TypeError(
+                "ErrorShape.render must be a plain function (not async) that "
+                "returns the error's JSON object"
+            )
+        for path in (*self.paths, *self.prefixes):
+            if not isinstance(path, str) or not path.startswith("/"):
+                raise ValueError(f"ErrorShape paths and prefixes start with '/', not {path!r}")
+
+    def covers(self, path: str) -> bool:
+        """Whether a request for ``path`` gets this shape (lemoncore's paths aside)."""
+        return path in self.paths or any(
+            path == p or path.startswith(p.rstrip("/") + "/") for p in self.prefixes
+        )
 
 
 class LaunchRefused(LemonError):

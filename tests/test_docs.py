@@ -30,7 +30,8 @@ def test_the_hook_list_is_what_lemoncore_declares() -> None:
                           "register_lock", "startup_tasks", "effective_device",
                           "effective_is_amd_gpu", "slot_policy", "install", "preflight",
                           "launch", "normalize_request", "refresher", "migrations",
-                          "register_endpoints", "register_routes", "register_field_checks"}
+                          "register_endpoints", "register_routes", "register_field_checks",
+                          "register_error_shapes"}
 
 
 def test_docs_hooks_md_is_generated_from_the_hookspecs() -> None:

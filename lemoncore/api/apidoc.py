@@ -14,17 +14,17 @@ from typing import NotRequired, TypedDict
 from pydantic import BaseModel, JsonValue
 from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
-from lemoncore.api import replies
+from lemoncore.api import anthropic_models, replies
 from lemoncore.api.guard import required_key
 from lemoncore.api.operation import Media, Operation
 
 ERRORS: dict[int | str, str] = {
     400: "A bad body or field (`param` names it); `invalid_option` for an unknown, "
-         "mistyped or administrator-only option",
+    "mistyped or administrator-only option",
     401: "A missing or wrong API key",
     403: "A refused caller: `host_not_allowed`, `cross_site_request`, "
-         "`remote_admin_refused`; an experimental backend without consent; a model file "
-         "outside the model directories",
+    "`remote_admin_refused`; an experimental backend without consent; a model file "
+    "outside the model directories",
     404: "Unknown model, backend or route",
     409: "Every slot is pinned",
     413: "Body too large",
@@ -32,29 +32,43 @@ ERRORS: dict[int | str, str] = {
     500: "`invalid_configuration`: a bad `[recipes.*]` section",
     502: "The backend failed",
     503: "The backend could not start or install, or the server is busy: `queue_full`, "
-         "`model_loading`, `backend_cooldown`, `shutting_down` (with `Retry-After`)",
+    "`model_loading`, `backend_cooldown`, `shutting_down` (with `Retry-After`)",
     "4XX": "The engine refused the request: its own OpenAI error object and status, passed "
-           "through (any other engine error is wrapped as `backend_error`)",
+    "through (any other engine error is wrapped as `backend_error`)",
 }
 
+ANTHROPIC_ENGINE_4XX = (
+    "The engine refused the request: its message and status, in Anthropic's shape"
+)
 # Anthropic's error object (docs.anthropic.com, "Errors").
 ANTHROPIC_ERROR: dict[str, JsonValue] = {
-    "type": "object", "required": ["type", "error"], "properties": {
+    "type": "object",
+    "required": ["type", "error"],
+    "properties": {
         "type": {"const": "error"},
-        "error": {"type": "object", "required": ["type", "message"], "properties": {
-            "type": {"type": "string"}, "message": {"type": "string"}}}}}
+        "error": {
+            "type": "object",
+            "required": ["type", "message"],
+            "properties": {"type": {"type": "string"}, "message": {"type": "string"}},
+        },
+    },
+}
 
 DESCRIPTION = (
     "OpenAI-compatible inference and Lemonade-style management. Every path under `/v1` "
     "is also served under `/api/v1`, and every path under `/api/v1` under `/v1`. Errors "
-    "are OpenAI-shaped: `{\"error\": {message, type, code, param}}`. Any request may get "
+    'are OpenAI-shaped: `{"error": {message, type, code, param}}`, except on '
+    "`/v1/messages` and for a client that sends `anthropic-version` (the anthropic SDK "
+    'does), which get Anthropic\'s `{"type": "error", "error": {type, message}}`, the '
+    "type by status as Anthropic's errors page lists them. Any request may get "
     "403: `host_not_allowed` (a Host that is not a loopback name, an IP literal, this "
     "machine's name or in `allowed_hosts`) or `cross_site_request` (a browser request "
     "from another site; `/live` excepted); management routes also `remote_admin_refused` "
     "(a non-loopback client while no admin key is set). Load and pull options are "
     "declared per recipe (`GET /api/v1/system-info` lists them with their types and "
     "scopes); an unknown, mistyped or administrator-only option is a 400 "
-    "`invalid_option`.")
+    "`invalid_option`."
+)
 
 
 class MediaType(TypedDict):
@@ -121,15 +135,15 @@ class _Schemas:
     document's ``components.schemas`` (:attr:`defs`)."""
 
     def __init__(self, ops: tuple[Operation, ...]) -> None:
-        keys: list[tuple[type[BaseModel], JsonSchemaMode]] = [
-            (replies.ErrorReply, "serialization")]
+        keys: list[tuple[type[BaseModel], JsonSchemaMode]] = [(replies.ErrorReply, "serialization")]
         for op in ops:
             if op.body is not None:
                 keys.append((op.body, "validation"))
             for media in (*op.ok.values(), *op.events.values()):
                 keys += [(m, "serialization") for m in _models(media)]
-        self.refs, defs = models_json_schema(list(dict.fromkeys(keys)),
-                                             ref_template="#/components/schemas/{model}")
+        self.refs, defs = models_json_schema(
+            list(dict.fromkeys(keys)), ref_template="#/components/schemas/{model}"
+        )
         self.defs: dict[str, JsonValue] = defs.get("$defs", {})
 
     def of(self, media: Media, mode: JsonSchemaMode = "serialization") -> JsonValue:
@@ -145,38 +159,79 @@ class _Schemas:
 def _spec(op: Operation, schemas: _Schemas) -> OperationSpec:
     content = {t: MediaType(schema=schemas.of(m)) for t, m in op.ok.items()}
     if op.events:  # one event: its name, and its data as JSON of the event's schema
-        content["text/event-stream"] = {"schema": {"oneOf": [{
-            "type": "object", "required": ["event", "data"],
-            "properties": {"event": {"const": event}, "data": {
-                "type": "string", "contentMediaType": "application/json",
-                "contentSchema": schemas.of(m)}}} for event, m in op.events.items()]}}
-    responses: dict[str, ResponseSpec | Ref] = {"200": {"description": op.ok_description,
-                                                  "content": content}}
-    statuses = {403, *op.errors, *((400, 413) if op.body else ()),
-                *((401,) if required_key(op.path) else ())}
+        content["text/event-stream"] = {
+            "schema": {
+                "oneOf": [
+                    {
+                        "type": "object",
+                        "required": ["event", "data"],
+                        "properties": {
+                            "event": {"const": event},
+                            "data": {
+                                "type": "string",
+                                "contentMediaType": "application/json",
+                                "contentSchema": schemas.of(m),
+                            },
+                        },
+                    }
+                    for event, m in op.events.items()
+                ]
+            }
+        }
+    responses: dict[str, ResponseSpec | Ref] = {
+        "200": {"description": op.ok_description, "content": content}
+    }
+    statuses = {
+        403,
+        *op.errors,
+        *((400, 413) if op.body else ()),
+        *((401,) if required_key(op.path) else ()),
+    }
+    # an operation that takes anthropic-version answers an Anthropic client's errors in
+    # Anthropic's shape, anyone else's in OpenAI's
+    either = anthropic_models.HEADER in op.parameters
     for status in sorted(statuses):
-        responses[str(status)] = {"description": ERRORS[status], "content": {
-            "application/json": {"schema": ANTHROPIC_ERROR}}} if op.anthropic_errors \
-            else {"$ref": f"#/components/responses/{status}"}
+        if op.anthropic_errors or either:
+            error: JsonValue = (
+                {"oneOf": [schemas.of(replies.ErrorReply), ANTHROPIC_ERROR]}
+                if either
+                else ANTHROPIC_ERROR
+            )
+            responses[str(status)] = _component(status, ERRORS[status], error)
+        else:
+            responses[str(status)] = {"$ref": f"#/components/responses/{status}"}
     if op.engine:
-        responses["4XX"] = {"$ref": "#/components/responses/4XX"}
-    spec: OperationSpec = {"summary": op.summary, "operationId": _operation_id(op),
-                           "responses": responses}
+        responses["4XX"] = (
+            _component("4XX", ANTHROPIC_ENGINE_4XX, ANTHROPIC_ERROR)
+            if op.anthropic_errors
+            else {"$ref": "#/components/responses/4XX"}
+        )
+    spec: OperationSpec = {
+        "summary": op.summary,
+        "operationId": _operation_id(op),
+        "responses": responses,
+    }
     if op.description:
         spec["description"] = op.description
     if op.parameters:
         spec["parameters"] = [dict(p) for p in op.parameters]
     if op.body is not None:
-        spec["requestBody"] = {"required": op.body_required, "content": {
-            op.body_media: {"schema": schemas.of(op.body, "validation")}}}
+        spec["requestBody"] = {
+            "required": op.body_required,
+            "content": {op.body_media: {"schema": schemas.of(op.body, "validation")}},
+        }
     return spec
 
 
 def _component(status: int | str, text: str, error: JsonValue) -> ResponseSpec:
     spec: ResponseSpec = {"description": text, "content": {"application/json": {"schema": error}}}
     if status == 503:
-        spec["headers"] = {"Retry-After": {"description": "Seconds to wait before retrying",
-                                             "schema": {"type": "integer"}}}
+        spec["headers"] = {
+            "Retry-After": {
+                "description": "Seconds to wait before retrying",
+                "schema": {"type": "integer"},
+            }
+        }
     return spec
 
 
@@ -195,12 +250,15 @@ def build(ops: tuple[Operation, ...]) -> Document:
         "paths": paths,
         "components": {
             "schemas": schemas.defs,
-            "responses": {str(status): _component(status, text, error)
-                          for status, text in ERRORS.items()}},
+            "responses": {
+                str(status): _component(status, text, error) for status, text in ERRORS.items()
+            },
+        },
     }
 
 
 def _operation_id(op: Operation) -> str:
     words = re.findall(r"[a-z0-9]+", op.route.split("{")[0].lower())
-    return op.method.lower() + "".join(w.title() for w in words) + (
-        "ById" if "{" in op.route else "")
+    return (
+        op.method.lower() + "".join(w.title() for w in words) + ("ById" if "{" in op.route else "")
+    )

@@ -21,9 +21,11 @@ CORS for them), so a handshake whose ``Origin`` is not the server's own is refus
 every path, ``cors_origins`` notwithstanding; without ``Origin``, ``Sec-Fetch-Site``
 decides as for HTTP. ``lifespan`` passes through; any other ASGI scope type raises.
 
-Both refusals are 403 with an OpenAI-shaped error that names the setting to change (a
-WebSocket handshake gets the same, or a close before accept where the server lacks the
-denial-response extension: :func:`lemoncore.api.guard.send_error`).
+Both refusals are 403 with an error that names the setting to change, in the shape of
+the request's API surface (:mod:`lemoncore.api.shapes`: OpenAI's, Anthropic's on
+``/v1/messages``, a plugin's on its paths). A WebSocket handshake gets the same, or a
+close before accept where the server lacks the denial-response extension
+(:func:`lemoncore.api.guard.send_error`).
 """
 
 from __future__ import annotations
@@ -62,15 +64,21 @@ def origin_allowed(origin: str, host: str, cors_origins: frozenset[str]) -> bool
 
 
 class BrowserBoundary:
-    def __init__(self, app: ASGIApp, allowed_hosts: Iterable[str],
-                 cors_origins: Iterable[str], machine_names: bool = False) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        allowed_hosts: Iterable[str],
+        cors_origins: Iterable[str],
+        machine_names: bool = False,
+    ) -> None:
         """``machine_names``: also serve this machine's own names (when bound beyond
         loopback; on loopback only a rebinding LAN peer would use them)."""
         self.app = app
         machine = socket.gethostname().lower()
-        self.allowed_hosts = frozenset({h.lower() for h in allowed_hosts}
-                                       | ({machine, f"{machine}.local"} if machine_names
-                                          else set()))
+        self.allowed_hosts = frozenset(
+            {h.lower() for h in allowed_hosts}
+            | ({machine, f"{machine}.local"} if machine_names else set())
+        )
         self.cors_origins = frozenset(cors_origins)
         self._hosts: dict[str, bool] = {}  # verdicts for Host values seen, bounded
 
@@ -98,25 +106,42 @@ class BrowserBoundary:
         if not self._host_ok(host):
             log.warning("refused request for a foreign Host", host=host, path=scope["path"])
             await send_error(
-                send, 403, f"Host {host!r} is not this server's name; a page on another "
+                send,
+                403,
+                f"Host {host!r} is not this server's name; a page on another "
                 "domain may be trying to reach lemoncore (DNS rebinding). To serve this "
                 "name, add it to the setting allowed_hosts (LEMON_ALLOWED_HOSTS)",
-                "host_not_allowed", scope)
+                "host_not_allowed",
+                scope,
+            )
             return
         if origin is not None:
-            foreign = not origin_allowed(origin, host, frozenset() if websocket
-                                         else self.cors_origins)
+            foreign = not origin_allowed(
+                origin, host, frozenset() if websocket else self.cors_origins
+            )
         else:
             foreign = fetch_site in {"cross-site", "same-site"}
         if foreign and (websocket or scope["path"] not in OPEN_PATHS):
             site = origin or f"Sec-Fetch-Site: {fetch_site}"
-            log.warning("refused cross-site browser request", origin=site,
-                        path=scope["path"], method=scope.get("method", "WEBSOCKET"))
-            fix = ("WebSockets answer only pages of this server's own origin" if websocket
-                   else "To let a web app on that origin call the API, add it to the "
-                   "setting cors_origins (LEMON_CORS_ORIGINS)")
+            log.warning(
+                "refused cross-site browser request",
+                origin=site,
+                path=scope["path"],
+                method=scope.get("method", "WEBSOCKET"),
+            )
+            fix = (
+                "WebSockets answer only pages of this server's own origin"
+                if websocket
+                else "To let a web app on that origin call the API, add it to the "
+                "setting cors_origins (LEMON_CORS_ORIGINS)"
+            )
             await send_error(
-                send, 403, f"refused a browser request from another site ({site}): web "
-                f"pages may not drive lemoncore. {fix}", "cross_site_request", scope)
+                send,
+                403,
+                f"refused a browser request from another site ({site}): web "
+                f"pages may not drive lemoncore. {fix}",
+                "cross_site_request",
+                scope,
+            )
             return
         await self.app(scope, receive, send)

@@ -1,4 +1,6 @@
-"""Every failure leaves the API as OpenAI-shaped JSON with a fitting status."""
+"""Every failure leaves the API as JSON with a fitting status, in the shape of the
+request's API surface (:mod:`lemoncore.api.shapes`): a :class:`LemonError` as it says,
+the router's 404 and 405, and anything else as a logged 500."""
 
 from __future__ import annotations
 
@@ -8,9 +10,10 @@ from typing import Any
 import structlog
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 
-from lemoncore.errors import LemonError, error_body
+from lemoncore.api.shapes import error_response as shaped
+from lemoncore.errors import LemonError
 
 log = structlog.get_logger("lemoncore.api")
 
@@ -21,36 +24,35 @@ class ApiError(LemonError):
     status, type = 400, "invalid_request_error"
 
 
-def error_response(message: str, status: int, type_: str, code: str | None = None,
-                   param: str | None = None, headers: dict[str, str] | None = None
-                   ) -> JSONResponse:
-    return JSONResponse(error_body(message, type_, code, param), status_code=status,
-                        headers=headers)
-
-
 async def handle_exception(request: Request, exc: Exception) -> Response:
     """Answer a :class:`LemonError` as it says; anything else is a logged 500."""
     if not isinstance(exc, LemonError):
         log.exception("unhandled error", error=repr(exc))
         exc = LemonError("internal server error; see the server log")
-    return JSONResponse(exc.body(), exc.status, headers=exc.headers)
+    return shaped(request.scope, exc)
 
 
 async def handle_http_exception(request: Request, exc: Exception) -> Response:
+    """The router's refusals (no route: 404; a method the route does not serve: 405,
+    with its ``Allow``), and any other ``HTTPException``, with their status."""
     assert isinstance(exc, HTTPException)
     message = exc.detail
     if exc.status_code == 405:
         message = f"method {request.method} not allowed for {request.url.path}"
     elif exc.status_code == 404:
         message = f"no route {request.url.path}"
-    return error_response(message, exc.status_code, "invalid_request_error")
+    response = shaped(request.scope, LemonError(message, exc.status_code, "invalid_request_error"))
+    response.headers.update(exc.headers or {})
+    return response
 
 
 # Known errors are answered by Starlette's ExceptionMiddleware; anything else reaches the
 # server-error middleware, which answers the same JSON and re-raises for the server log.
 EXCEPTION_HANDLERS: dict[Any, Any] = {
-    HTTPException: handle_http_exception, Exception: handle_exception,
-    LemonError: handle_exception}
+    HTTPException: handle_http_exception,
+    Exception: handle_exception,
+    LemonError: handle_exception,
+}
 
 
 MAX_JSON_DEPTH = 64  # arrays and objects inside each other; real bodies nest a few deep
@@ -63,8 +65,7 @@ async def json_object(request: Request) -> dict[str, Any]:
     raw = await request.body()
     if not raw:
         return {}
-    too_deep = ApiError(f"request body nests arrays and objects more than {MAX_JSON_DEPTH} "
-                        "deep")
+    too_deep = ApiError(f"request body nests arrays and objects more than {MAX_JSON_DEPTH} deep")
     try:
         body = json.loads(raw)
     except RecursionError:
@@ -83,10 +84,10 @@ def _depth(value: Any) -> int:
     deepest, stack = 0, [(value, 1)]
     while stack:
         node, depth = stack.pop()
-        children = node.values() if isinstance(node, dict) else node \
-            if isinstance(node, list) else None
+        children = (
+            node.values() if isinstance(node, dict) else node if isinstance(node, list) else None
+        )
         if children is not None:
             deepest = max(deepest, depth)
             stack.extend((child, depth + 1) for child in children)
     return deepest
-

@@ -11,13 +11,15 @@ pages (``/``, ``/ui/…``: they hold no data; the API calls they make need the k
 open; a plugin route at ``/`` still needs the key (:data:`KEYLESS`,
 :class:`~lemoncore.routevet.Fenced`).
 Keys are compared in constant time and never logged. Bodies over ``max_body_bytes`` get
-a 413.
+a 413 (:class:`BodyTooLarge`, a :class:`~lemoncore.errors.LemonError`, so a handler that
+is reading the body when the limit is passed answers it too). Every refusal is in the
+shape of the request's API surface (:mod:`lemoncore.api.shapes`).
 
 WebSocket handshakes pass the same checks, and with ``api_key`` set every WebSocket path
 needs it (none is open). The key comes in the same headers, so only non-browser clients
 can present it: browsers cannot set headers on a handshake, and no other form (no
 ``Sec-WebSocket-Protocol`` bearer token, no query parameter) is accepted. A refused
-handshake gets the HTTP status and JSON body (:func:`send_error`). Message sizes are
+handshake gets the HTTP status and the same JSON body (:func:`send_error`). Message sizes are
 the server's limit (hypercorn's ``websocket_max_message_size``), not ``max_body_bytes``.
 ``lifespan`` passes through; any other ASGI scope type is refused (raises).
 """
@@ -26,13 +28,13 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import json
 from collections.abc import Sequence
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from lemoncore.api.hostname import loopback_address, loopback_name
-from lemoncore.errors import error_body
+from lemoncore.api.shapes import error_bytes
+from lemoncore.errors import LemonError
 
 KEYLESS = "lemoncore.keyless"  # scope key: on an open path, without the api_key that is set
 ADMIN_ENDPOINTS = {"load", "unload", "pull", "delete", "install", "uninstall", "logs"}
@@ -54,12 +56,15 @@ def presented_key(headers: dict[bytes, bytes]) -> str:
 
 def same(a: str, b: str) -> bool:
     """Constant time whatever the lengths: compare digests."""
-    return hmac.compare_digest(hashlib.sha256(a.encode()).digest(),
-                               hashlib.sha256(b.encode()).digest())
+    return hmac.compare_digest(
+        hashlib.sha256(a.encode()).digest(), hashlib.sha256(b.encode()).digest()
+    )
 
 
-class BodyTooLarge(Exception):
-    pass
+class BodyTooLarge(LemonError):
+    """A request body over ``max_body_bytes``: a 413."""
+
+    status, code = 413, "request_too_large"
 
 
 def served_scope(scope: Scope) -> bool:
@@ -98,8 +103,14 @@ def may_manage(scope: Scope, admin_key: str | None, allow_remote_admin: bool) ->
 
 
 class Guard:
-    def __init__(self, app: ASGIApp, api_key: str | None, admin_key: str | None,
-                 max_body_bytes: int, allow_remote_admin: bool = False) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        api_key: str | None,
+        admin_key: str | None,
+        max_body_bytes: int,
+        allow_remote_admin: bool = False,
+    ) -> None:
         self.app, self.api_key = app, api_key
         self.admin_key = admin_key or api_key
         self.max_body = max_body_bytes
@@ -113,18 +124,34 @@ class Guard:
         needed = required_key(scope["path"]) or ("api" if websocket else None)
         key = presented_key(headers)
         admin = bool(self.admin_key) and same(key, self.admin_key or "")  # serves the API too
-        refused = not may_manage(scope, self.admin_key, self.allow_remote_admin) \
-            if needed == "admin" else \
-            needed == "api" and bool(self.api_key) and not (admin or same(key, self.api_key or ""))
+        refused = (
+            not may_manage(scope, self.admin_key, self.allow_remote_admin)
+            if needed == "admin"
+            else needed == "api"
+            and bool(self.api_key)
+            and not (admin or same(key, self.api_key or ""))
+        )
         if refused and (needed == "api" or self.admin_key):
             what = "an admin API key" if needed == "admin" else "an API key"
-            await send_error(send, 401, f"this route needs {what}: send 'Authorization: "
-                             "Bearer <key>' or 'x-api-key: <key>'", "invalid_api_key", scope)
+            await send_error(
+                send,
+                401,
+                f"this route needs {what}: send 'Authorization: "
+                "Bearer <key>' or 'x-api-key: <key>'",
+                "invalid_api_key",
+                scope,
+            )
             return
         if refused:
-            await send_error(send, 403, "management routes answer only this machine while no "
-                             "admin key is set: set admin_api_key (LEMON_ADMIN_API_KEY), or "
-                             "allow_remote_admin", "remote_admin_refused", scope)
+            await send_error(
+                send,
+                403,
+                "management routes answer only this machine while no "
+                "admin key is set: set admin_api_key (LEMON_ADMIN_API_KEY), or "
+                "allow_remote_admin",
+                "remote_admin_refused",
+                scope,
+            )
             return
         if needed is None and self.api_key and not (admin or same(key, self.api_key)):
             scope = {**scope, KEYLESS: True}  # an open path: a plugin route there refuses
@@ -133,8 +160,14 @@ class Guard:
             return
         length = headers.get(b"content-length")
         if length is not None and length.isdigit() and int(length) > self.max_body:
-            await send_error(send, 413, f"request body is {int(length)} bytes; the limit is "
-                             f"{self.max_body} (setting max_body_bytes)", "request_too_large")
+            await send_error(
+                send,
+                413,
+                f"request body is {int(length)} bytes; the limit is "
+                f"{self.max_body} (setting max_body_bytes)",
+                "request_too_large",
+                scope,
+            )
             return
         received = 0
 
@@ -143,21 +176,28 @@ class Guard:
             message = await receive()
             received += len(message.get("body", b""))
             if received > self.max_body:
-                raise BodyTooLarge
+                raise BodyTooLarge(
+                    f"request body exceeds {self.max_body} bytes (setting max_body_bytes)"
+                )
             return message
 
         try:
             await self.app(scope, counted, send)
-        except BodyTooLarge:
-            await send_error(send, 413, f"request body exceeds {self.max_body} bytes "
-                             "(setting max_body_bytes)", "request_too_large")
+        except BodyTooLarge as exc:  # no handler answered it
+            await send_error(send, exc.status, str(exc), exc.code or "", scope)
 
 
-async def send_error(send: Send, status: int, message: str, code: str,
-                     scope: Scope | None = None,
-                     headers: Sequence[tuple[bytes, bytes]] = ()) -> None:
-    """Answer with ``status`` and an OpenAI-shaped error body (and ``headers``), before
-    any response.
+async def send_error(
+    send: Send,
+    status: int,
+    message: str,
+    code: str,
+    scope: Scope | None = None,
+    headers: Sequence[tuple[bytes, bytes]] = (),
+) -> None:
+    """Answer with ``status`` and an error body in the shape of ``scope``'s API surface
+    (:func:`lemoncore.api.shapes.error_bytes`; OpenAI's without a ``scope``) and
+    ``headers``, before any response.
 
     A WebSocket ``scope`` is refused before ``websocket.accept``: with the ASGI denial
     response extension (``websocket.http.response``, which hypercorn advertises and
@@ -167,9 +207,12 @@ async def send_error(send: Send, status: int, message: str, code: str,
     which the server answers as a bare 403 (``WSStream.app_send``:
     ``_send_error_response(403)``).
     """
-    body = json.dumps(error_body(message, "invalid_request_error", code)).encode()
-    headers = [(b"content-type", b"application/json"),
-               (b"content-length", str(len(body)).encode()), *headers]
+    body = error_bytes(scope, LemonError(message, status, "invalid_request_error", code))
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+        *headers,
+    ]
     kind = "http"
     if scope is not None and scope["type"] == "websocket":
         if "websocket.http.response" not in (scope.get("extensions") or {}):

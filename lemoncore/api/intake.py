@@ -5,7 +5,8 @@ Hypercorn parses the head before the app sees it, and its h11 parser refuses a h
 while it is incomplete and over ``h11_max_incomplete_size``: a larger head that arrives
 whole in one read (hypercorn reads up to 64 KiB at a time) passes. So ``max_header_bytes``
 is checked here, on the request line and headers as parsed: over it, a 431 (a WebSocket
-handshake's too, before it is accepted). Once the head
+handshake's too, before it is accepted). Both refusals below are in the shape of the
+request's API surface (:mod:`lemoncore.api.shapes`). Once the head
 is in, hypercorn has no timeout at all (its ``keep_alive_timeout`` covers only the wait
 for a head), so a body that stalls would hold the connection forever: when the app has
 waited ``body_timeout`` seconds in all for a body's bytes, the request gets a 408 and the
@@ -50,9 +51,15 @@ class Intake:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "websocket" and (size := head_bytes(scope)) > self.max_header_bytes:
-            await send_error(send, 431, f"the handshake's request line and headers are {size} "
-                             f"bytes; the limit is {self.max_header_bytes} (setting "
-                             "max_header_bytes)", "request_header_fields_too_large", scope)
+            await send_error(
+                send,
+                431,
+                f"the handshake's request line and headers are {size} "
+                f"bytes; the limit is {self.max_header_bytes} (setting "
+                "max_header_bytes)",
+                "request_header_fields_too_large",
+                scope,
+            )
             return
         if scope["type"] != "http":
             await self.app(scope, receive, send)
@@ -67,6 +74,7 @@ class Intake:
                 f"the request line and headers are {size} bytes; the "
                 f"limit is {self.max_header_bytes} (setting max_header_bytes)",
                 "request_header_fields_too_large",
+                scope,
                 headers=close,
             )
             return
@@ -101,5 +109,4 @@ class Intake:
             await self.app(scope, timed, watched)
         except BodyTimedOut as exc:
             if not started:  # else the answer is cut short; the connection closes anyway
-                await send_error(send, exc.status, str(exc), exc.code or "", headers=close)
-
+                await send_error(send, exc.status, str(exc), exc.code or "", scope, headers=close)

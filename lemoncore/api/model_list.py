@@ -1,7 +1,10 @@
 """``GET /v1/models`` and ``GET /v1/models/{model_id}``: model cards built from the
 catalogue, the model store and the recipes. The list holds downloaded models (every model
 with ``show_all``), never one whose recipe only runs on an experimental backend that is
-not installed. :data:`FLAG` maps a query flag's spellings to its value."""
+not installed. :data:`FLAG` maps a query flag's spellings to its value. An Anthropic
+client (it sends ``anthropic-version``) gets both answers in Anthropic's shape
+(:mod:`lemoncore.api.anthropic_models`), any other caller OpenAI's; errors take the
+caller's shape as on every ``/v1`` route (:mod:`lemoncore.api.shapes`)."""
 
 from __future__ import annotations
 
@@ -9,7 +12,8 @@ import anyio
 from starlette.requests import Request
 from starlette.responses import Response
 
-from lemoncore.api import replies
+from lemoncore.api import anthropic_models, replies
+from lemoncore.api.anthropic_models import AnthropicModel, PageQuery, asks_anthropic
 from lemoncore.api.errors import ApiError
 from lemoncore.api.replies import reply
 from lemoncore.core import Core
@@ -19,38 +23,60 @@ from lemoncore.recipes import ModelInfo, Tier
 
 def model_card(core: Core, model: ModelInfo) -> replies.ModelCard:
     recipe = core.plugins.registry.recipes.get(model.recipe)
-    backends = [replies.BackendRef(name=b.name, tier=b.tier, format=b.format)
-                for b in (recipe.backends if recipe else ())]
+    backends = [
+        replies.BackendRef(name=b.name, tier=b.tier, format=b.format)
+        for b in (recipe.backends if recipe else ())
+    ]
     return replies.ModelCard(
-        id=model.name, checkpoint=model.checkpoint, recipe=model.recipe, backends=backends,
-        downloaded=core.models.local_path(model) is not None, suggested=model.suggested,
-        labels=list(model.labels), aliases=list(model.aliases),
+        id=model.name,
+        checkpoint=model.checkpoint,
+        recipe=model.recipe,
+        backends=backends,
+        downloaded=core.models.local_path(model) is not None,
+        suggested=model.suggested,
+        labels=list(model.labels),
+        aliases=list(model.aliases),
         recipe_options=dict(model.recipe_options),
-        size_bytes=sum(model.sizes.values()) if model.sizes else None)
+        size_bytes=sum(model.sizes.values()) if model.sizes else None,
+    )
 
 
 async def list_models(request: Request) -> Response:
     """Downloaded models (with ``show_all``, every model), except models that only run on
-    an experimental backend that is not installed yet."""
+    an experimental backend that is not installed yet; for an Anthropic client, the page
+    its query asks for."""
     core: Core = request.app.state.core
     show_all = _flag(request, "show_all")
+    query = PageQuery.of(request.query_params)  # checked whoever asks: it is documented
     models = list(core.models.all().values())
     # a card looks for the model's files: thousands of them are seconds of file system
     # calls, which must not stall the event loop's streams
     cards = await anyio.to_thread.run_sync(_cards, core, models)
+    listed = [c for c in cards if show_all or c.downloaded]
+    if asks_anthropic(request.headers):
+        return reply(anthropic_models.page(listed, query))
     # size_bytes is absent, not null, when unknown (nothing else in a card is None)
-    return reply(replies.ModelList(data=[c for c in cards if show_all or c.downloaded]),
-                 exclude_none=True)
+    return reply(replies.ModelList(data=listed), exclude_none=True)
 
 
 def _cards(core: Core, models: list[ModelInfo]) -> list[replies.ModelCard]:
     hidden = _experimental_only_recipes(core)
-    return [model_card(core, m) for m in models
-            if m.recipe in core.plugins.registry.recipes and m.recipe not in hidden]
+    return [
+        model_card(core, m)
+        for m in models
+        if m.recipe in core.plugins.registry.recipes and m.recipe not in hidden
+    ]
 
 
-FLAG = {"": False, "0": False, "false": False, "no": False,  # a query flag's spellings
-        "1": True, "true": True, "yes": True}
+FLAG = {
+    "": False,
+    "0": False,
+    "false": False,
+    "no": False,  # a query flag's spellings
+    "1": True,
+    "true": True,
+    "yes": True,
+}
 
 
 def _flag(request: Request, name: str) -> bool:
@@ -64,16 +90,21 @@ def _experimental_only_recipes(core: Core) -> set[str]:
     """Recipes whose only usable backends are experimental and none is installed."""
     hidden = set()
     for recipe in core.plugins.registry.recipes.values():
-        statuses = [s for s in core.backends.statuses(recipe)
-                    if s.state is not BackendState.UNSUPPORTED]
+        statuses = [
+            s for s in core.backends.statuses(recipe) if s.state is not BackendState.UNSUPPORTED
+        ]
         if all(s.backend.tier is Tier.EXPERIMENTAL for s in statuses) and not any(
-                s.state is BackendState.INSTALLED for s in statuses):
+            s.state is BackendState.INSTALLED for s in statuses
+        ):
             hidden.add(recipe.name)
     return hidden
 
 
 async def get_model(request: Request) -> Response:
+    """The model named (or an alias of it): its card, or Anthropic's model object."""
     core: Core = request.app.state.core
     model = core.router.model(request.path_params["model_id"])
-    return reply(model_card(core, model), exclude_none=True)
-
+    card = model_card(core, model)
+    if asks_anthropic(request.headers):
+        return reply(AnthropicModel.of(card))
+    return reply(card, exclude_none=True)

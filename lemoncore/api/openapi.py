@@ -16,28 +16,52 @@ from pydantic import JsonValue
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from lemoncore.api import apidoc, bodies, inference, logs, manage, model_list, replies
+from lemoncore.api import (
+    anthropic_models,
+    apidoc,
+    bodies,
+    inference,
+    logs,
+    manage,
+    model_list,
+    replies,
+)
 from lemoncore.api.operation import LEMONADE, OPENAI, Media, Operation
 from lemoncore.recipes import Endpoint
 
 # One event of an inference stream (schemathesis reads an event stream's `schema` per
 # event, as Open API 3.2's `itemSchema`); the engine's chunks are not lemoncore's to type.
 _ENGINE_EVENT: dict[str, JsonValue] = {
-    "type": "object", "required": ["data"], "properties": {"data": {
-        "type": "string", "description": "A JSON chunk of the engine's answer; `[DONE]` "
-        "last, or an OpenAI error object when the backend fails"}}}
+    "type": "object",
+    "required": ["data"],
+    "properties": {
+        "data": {
+            "type": "string",
+            "description": "A JSON chunk of the engine's answer; `[DONE]` "
+            "last, or an OpenAI error object when the backend fails",
+        }
+    },
+}
 
 
 def _progress_events(complete: Media) -> dict[str, Media]:
     return {"progress": replies.Progress, "complete": complete, "error": replies.StreamError}
 
 
-_STREAMED = ("With `stream`, a `text/event-stream` of `progress` events (bytes of every "
-             "file together), then one `complete` event (the answer without `status`) or "
-             "one `error` event.")
+_STREAMED = (
+    "With `stream`, a `text/event-stream` of `progress` events (bytes of every "
+    "file together), then one `complete` event (the answer without `status`) or "
+    "one `error` event."
+)
 _INFERENCE_ERRORS = (400, 404, 409, 502, 503)
-_ENGINE_ANSWER: dict[str, JsonValue] = {"type": "object",
-                                         "description": "The engine's answer, passed through"}
+_ANTHROPIC_SHAPE = (
+    "An Anthropic client (it sends `anthropic-version`) gets Anthropic's "
+    "Models API shape, errors included; any other caller OpenAI's."
+)
+_ENGINE_ANSWER: dict[str, JsonValue] = {
+    "type": "object",
+    "description": "The engine's answer, passed through",
+}
 
 
 async def serve(request: Request) -> Response:
@@ -47,38 +71,52 @@ async def serve(request: Request) -> Response:
 
 _DESCRIPTIONS = {
     "/v1/chat/completions": "Loads the model when needed. Usage on every non-streaming "
-                            "answer and on streams with `stream_options.include_usage`; a "
-                            "stream ends with `data: [DONE]`, or with an error frame when "
-                            "the backend fails.",
+    "answer and on streams with `stream_options.include_usage`; a "
+    "stream ends with `data: [DONE]`, or with an error frame when "
+    "the backend fails.",
     "/v1/embeddings": "For models labelled `embeddings`.",
     "/v1/messages": "Anthropic's Messages API: passed through to backends that serve it "
-                    "(llama.cpp), translated to chat completions for the others; "
-                    "lemoncore's own errors are Anthropic-shaped here.",
+    "(llama.cpp), translated to chat completions for the others; "
+    "lemoncore's own errors are Anthropic-shaped here.",
     "/v1/messages/count_tokens": "Passed through, or counted with a one-token chat "
-                                 "completion on backends that serve only chat.",
+    "completion on backends that serve only chat.",
     "/v1/responses": "OpenAI's Responses API: passed through to backends that serve it, "
-                     "translated to chat completions for the others (which keep no "
-                     "responses: `previous_response_id` is refused there).",
+    "translated to chat completions for the others (which keep no "
+    "responses: `previous_response_id` is refused there).",
 }
 
 
 def routed(endpoint: Endpoint) -> Operation:
     """The operation of a routed endpoint: served under ``/v1`` and ``/api/v1`` when its
     path starts with ``/v1/``, else as it is."""
-    prefix, route = (OPENAI, endpoint.path[3:]) if endpoint.path.startswith("/v1/") \
-        else ("", endpoint.path)
+    prefix, route = (
+        (OPENAI, endpoint.path[3:]) if endpoint.path.startswith("/v1/") else ("", endpoint.path)
+    )
     form = endpoint.body == "multipart"
-    answer: Media = _ENGINE_ANSWER if endpoint.media_type == "application/json" else \
-        {"type": "string", "format": "binary"}
+    answer: Media = (
+        _ENGINE_ANSWER
+        if endpoint.media_type == "application/json"
+        else {"type": "string", "format": "binary"}
+    )
     return Operation(
-        "POST", route, inference.routed(endpoint), endpoint.summary, prefix=prefix,
+        "POST",
+        route,
+        inference.routed(endpoint),
+        endpoint.summary,
+        prefix=prefix,
         body=bodies.form_of(endpoint) if form else bodies.body_of(endpoint),
         body_media="multipart/form-data" if form else "application/json",
-        engine=True, errors=_INFERENCE_ERRORS, ok={endpoint.media_type: answer, **(
-            {"text/event-stream": _ENGINE_EVENT} if endpoint.streams else {})},
-        description=_DESCRIPTIONS.get(endpoint.path, f"Served by backends whose engine "
-                                      f"answers `{endpoint.path}` itself."),
-        anthropic_errors=endpoint.errors == "anthropic")
+        engine=True,
+        errors=_INFERENCE_ERRORS,
+        ok={
+            endpoint.media_type: answer,
+            **({"text/event-stream": _ENGINE_EVENT} if endpoint.streams else {}),
+        },
+        description=_DESCRIPTIONS.get(
+            endpoint.path, f"Served by backends whose engine answers `{endpoint.path}` itself."
+        ),
+        anthropic_errors=endpoint.errors == "anthropic",
+    )
 
 
 def operations(endpoints: tuple[Endpoint, ...]) -> tuple[Operation, ...]:
@@ -87,69 +125,171 @@ def operations(endpoints: tuple[Endpoint, ...]) -> tuple[Operation, ...]:
 
 
 OPERATIONS: tuple[Operation, ...] = (
-    Operation("GET", "/live", manage.live, "Liveness", ok={"application/json": replies.Live},
-              description="Needs no key, and answers browsers from any site."),
-    Operation("GET", "/metrics", manage.metrics, "Prometheus metrics",
-              ok={"text/plain": {"type": "string"}}, ok_description="Prometheus text "
-              "exposition: evictions by reason, loads, loaded models, tokens by model"),
-    Operation("GET", "/openapi.json", serve, "This document", description="Needs no key.",
-              ok={"application/json": {"type": "object"}}),
-    Operation("GET", "/models", model_list.list_models, "Models", prefix=OPENAI,
-              description="Downloaded models; with `show_all`, every model of the "
-                          "catalogue (except models that only run on an experimental "
-                          "backend that is not installed).",
-              parameters=({"name": "show_all", "in": "query", "required": False,
-                           "description": "Case-insensitive; `true`, `1` or `yes` lists "
-                                          "every model",
-                           "schema": {"type": "string", "enum": list(model_list.FLAG)}},),
-              ok={"application/json": replies.ModelList}, errors=(400,)),
-    Operation("GET", "/models/{model_id:path}", model_list.get_model, "A model",
-              prefix=OPENAI, errors=(400, 404),
-              parameters=({"name": "model_id", "in": "path", "required": True,
-                           "schema": {"type": "string"}},),
-              ok={"application/json": replies.ModelCard}),
-    Operation("GET", "/health", manage.health, "Loaded models", prefix=LEMONADE,
-              ok={"application/json": replies.Health}),
-    Operation("POST", "/load", manage.load, "Load a model", prefix=LEMONADE, body=bodies.LoadBody,
-              ok={"application/json": (replies.Loaded, replies.LoadPlanReply)},
-              ok_description="Loaded, or with `dry_run` the plan",
-              errors=(400, 403, 404, 409, 500, 502, 503),
-              description="Only options the recipe and backend declare for requests; "
-                          "`GET /api/v1/system-info` lists them with their types and "
-                          "bounds."),
-    Operation("POST", "/unload", manage.unload, "Unload a model, or all", prefix=LEMONADE,
-              body=bodies.UnloadBody, body_required=False, ok={"application/json": replies.Done},
-              errors=(400, 404)),
-    Operation("POST", "/pull", manage.pull, "Download (and register) a model",
-              prefix=LEMONADE, body=bodies.PullBody, description=_STREAMED,
-              ok={"application/json": replies.Pulled},
-              errors=(400, 403, 404, 502, 503),
-              events=_progress_events(replies.PullResult)),
-    Operation("POST", "/delete", manage.delete, "Remove a downloaded model",
-              prefix=LEMONADE, body=bodies.DeleteBody, ok={"application/json": replies.Done},
-              errors=(400, 422)),
-    Operation("POST", "/install", manage.install, "Install a backend", prefix=LEMONADE,
-              body=bodies.InstallBody,
-              description="Install a backend or `runtime:therock`. With "
-                          '`"trust_download": true`, an artifact whose pin has no SHA-256 '
-                          "is downloaded once and its SHA-256 pinned (trust on first use; "
-                          "the answer lists what was trusted). " + _STREAMED,
-              ok={"application/json": (replies.BackendInstalled, replies.RuntimeInstalled)},
-              errors=(400, 403, 404, 503),
-              events=_progress_events((replies.BackendInstallResult,
-                                       replies.RuntimeInstallResult))),
-    Operation("POST", "/uninstall", manage.uninstall, "Uninstall a backend",
-              prefix=LEMONADE, body=bodies.UninstallBody,
-              ok={"application/json": replies.Uninstalled},
-              errors=(400, 404)),
-    Operation("GET", "/system-info", manage.system_info, "Devices, recipes, plugins",
-              prefix=LEMONADE, ok={"application/json": replies.SystemInfo},
-              description="Devices, recipes with each backend's state, message and fix and "
-                          "the options loads may set, and every plugin's load status."),
-    Operation("GET", "/logs", logs.logs, "The server's recent log lines", prefix=LEMONADE,
-              description=logs.DESCRIPTION, parameters=logs.PARAMETERS, errors=(400,),
-              ok={"application/json": replies.LogEntries},
-              events={"line": replies.LogEntry}),
+    Operation(
+        "GET",
+        "/live",
+        manage.live,
+        "Liveness",
+        ok={"application/json": replies.Live},
+        description="Needs no key, and answers browsers from any site.",
+    ),
+    Operation(
+        "GET",
+        "/metrics",
+        manage.metrics,
+        "Prometheus metrics",
+        ok={"text/plain": {"type": "string"}},
+        ok_description="Prometheus text "
+        "exposition: evictions by reason, loads, loaded models, tokens by model",
+    ),
+    Operation(
+        "GET",
+        "/openapi.json",
+        serve,
+        "This document",
+        description="Needs no key.",
+        ok={"application/json": {"type": "object"}},
+    ),
+    Operation(
+        "GET",
+        "/models",
+        model_list.list_models,
+        "Models",
+        prefix=OPENAI,
+        description="Downloaded models; with `show_all`, every model of the "
+        "catalogue (except models that only run on an experimental "
+        "backend that is not installed). " + _ANTHROPIC_SHAPE + " "
+        "A page of at most `limit` models (20 unless given), "
+        "after `after_id` or before `before_id`.",
+        parameters=(
+            {
+                "name": "show_all",
+                "in": "query",
+                "required": False,
+                "description": "Case-insensitive; `true`, `1` or `yes` lists every model",
+                "schema": {"type": "string", "enum": list(model_list.FLAG)},
+            },
+            *anthropic_models.LIST_PARAMETERS,
+        ),
+        ok={"application/json": (replies.ModelList, anthropic_models.AnthropicModelList)},
+        errors=(400,),
+    ),
+    Operation(
+        "GET",
+        "/models/{model_id:path}",
+        model_list.get_model,
+        "A model",
+        prefix=OPENAI,
+        errors=(400, 404),
+        description=_ANTHROPIC_SHAPE,
+        parameters=(
+            {"name": "model_id", "in": "path", "required": True, "schema": {"type": "string"}},
+            anthropic_models.HEADER,
+        ),
+        ok={"application/json": (replies.ModelCard, anthropic_models.AnthropicModel)},
+    ),
+    Operation(
+        "GET",
+        "/health",
+        manage.health,
+        "Loaded models",
+        prefix=LEMONADE,
+        ok={"application/json": replies.Health},
+    ),
+    Operation(
+        "POST",
+        "/load",
+        manage.load,
+        "Load a model",
+        prefix=LEMONADE,
+        body=bodies.LoadBody,
+        ok={"application/json": (replies.Loaded, replies.LoadPlanReply)},
+        ok_description="Loaded, or with `dry_run` the plan",
+        errors=(400, 403, 404, 409, 500, 502, 503),
+        description="Only options the recipe and backend declare for requests; "
+        "`GET /api/v1/system-info` lists them with their types and "
+        "bounds.",
+    ),
+    Operation(
+        "POST",
+        "/unload",
+        manage.unload,
+        "Unload a model, or all",
+        prefix=LEMONADE,
+        body=bodies.UnloadBody,
+        body_required=False,
+        ok={"application/json": replies.Done},
+        errors=(400, 404),
+    ),
+    Operation(
+        "POST",
+        "/pull",
+        manage.pull,
+        "Download (and register) a model",
+        prefix=LEMONADE,
+        body=bodies.PullBody,
+        description=_STREAMED,
+        ok={"application/json": replies.Pulled},
+        errors=(400, 403, 404, 502, 503),
+        events=_progress_events(replies.PullResult),
+    ),
+    Operation(
+        "POST",
+        "/delete",
+        manage.delete,
+        "Remove a downloaded model",
+        prefix=LEMONADE,
+        body=bodies.DeleteBody,
+        ok={"application/json": replies.Done},
+        errors=(400, 422),
+    ),
+    Operation(
+        "POST",
+        "/install",
+        manage.install,
+        "Install a backend",
+        prefix=LEMONADE,
+        body=bodies.InstallBody,
+        description="Install a backend or `runtime:therock`. With "
+        '`"trust_download": true`, an artifact whose pin has no SHA-256 '
+        "is downloaded once and its SHA-256 pinned (trust on first use; "
+        "the answer lists what was trusted). " + _STREAMED,
+        ok={"application/json": (replies.BackendInstalled, replies.RuntimeInstalled)},
+        errors=(400, 403, 404, 503),
+        events=_progress_events((replies.BackendInstallResult, replies.RuntimeInstallResult)),
+    ),
+    Operation(
+        "POST",
+        "/uninstall",
+        manage.uninstall,
+        "Uninstall a backend",
+        prefix=LEMONADE,
+        body=bodies.UninstallBody,
+        ok={"application/json": replies.Uninstalled},
+        errors=(400, 404),
+    ),
+    Operation(
+        "GET",
+        "/system-info",
+        manage.system_info,
+        "Devices, recipes, plugins",
+        prefix=LEMONADE,
+        ok={"application/json": replies.SystemInfo},
+        description="Devices, recipes with each backend's state, message and fix and "
+        "the options loads may set, and every plugin's load status.",
+    ),
+    Operation(
+        "GET",
+        "/logs",
+        logs.logs,
+        "The server's recent log lines",
+        prefix=LEMONADE,
+        description=logs.DESCRIPTION,
+        parameters=logs.PARAMETERS,
+        errors=(400,),
+        ok={"application/json": replies.LogEntries},
+        events={"line": replies.LogEntry},
+    ),
 )
 
 

@@ -28,12 +28,11 @@ in an object the hook returns and the core awaits: an ``InstallPlan.installer``,
 ``Runner`` from ``launch``, what ``refresher`` returns, ``startup_tasks``.
 
 **Registration hooks** (``register_recipes``, ``register_backends``, ``register_models``,
-``register_lock``, ``register_endpoints``, ``register_routes``,
+``register_lock``, ``register_endpoints``, ``register_routes``, ``register_error_shapes``,
 ``register_field_checks``) are called once per plugin when it loads; what they return is
-validated, then merged. A plugin that fails
-to import, implements an unknown or ``async def`` hook, or contributes invalid data is
-unregistered and shown as ``failed`` with its error (``lemon plugins``,
-``/api/v1/system-info``); the others load regardless.
+validated, then merged. A plugin that fails to import, implements an unknown or
+``async def`` hook, or contributes invalid data is unregistered and shown as ``failed``
+with its error (``lemon plugins``, ``/api/v1/system-info``); the others load regardless.
 
 **Decision hooks** (``effective_device``, ``effective_is_amd_gpu``, ``slot_policy``) are
 pure and fast. They are asked once per load, with the selected backend and the resolved
@@ -72,6 +71,7 @@ exceptions, the core reports a ``PluginError`` naming the hook. ``LaunchRefused`
 ``RequestRefused`` (from ``lemoncore.launch``) reach the user as they are: their message
 says what was wrong and how to fix it.
 """
+
 from __future__ import annotations
 
 from lemoncore.hookspecs.decisions import effective_device, effective_is_amd_gpu, slot_policy
@@ -80,6 +80,7 @@ from lemoncore.hookspecs.owner import install, launch, normalize_request, prefli
 from lemoncore.hookspecs.registration import (
     register_backends,
     register_endpoints,
+    register_error_shapes,
     register_field_checks,
     register_lock,
     register_models,
@@ -89,12 +90,47 @@ from lemoncore.hookspecs.registration import (
 from lemoncore.hookspecs.upkeep import migrations, startup_tasks
 
 # Every hook, in the reference's order (docs/hooks.md).
-HOOKS = (register_recipes, register_backends, register_models, register_lock,
-         register_endpoints, register_routes, register_field_checks, effective_device,
-         effective_is_amd_gpu, slot_policy, install, refresher, preflight, launch,
-         normalize_request, startup_tasks, migrations)
-__all__ = ["HOOKS", "PROJECT", "effective_device", "effective_is_amd_gpu", "hookimpl",
-           "hookspec", "install", "launch", "migrations", "normalize_request", "preflight",
-           "refresher", "register_backends", "register_endpoints", "register_field_checks",
-           "register_lock", "register_models", "register_recipes", "register_routes",
-           "slot_policy", "startup_tasks"]
+HOOKS = (
+    register_recipes,
+    register_backends,
+    register_models,
+    register_lock,
+    register_endpoints,
+    register_routes,
+    register_error_shapes,
+    register_field_checks,
+    effective_device,
+    effective_is_amd_gpu,
+    slot_policy,
+    install,
+    refresher,
+    preflight,
+    launch,
+    normalize_request,
+    startup_tasks,
+    migrations,
+)
+__all__ = [
+    "HOOKS",
+    "PROJECT",
+    "effective_device",
+    "effective_is_amd_gpu",
+    "hookimpl",
+    "hookspec",
+    "install",
+    "launch",
+    "migrations",
+    "normalize_request",
+    "preflight",
+    "refresher",
+    "register_backends",
+    "register_endpoints",
+    "register_error_shapes",
+    "register_field_checks",
+    "register_lock",
+    "register_models",
+    "register_recipes",
+    "register_routes",
+    "slot_policy",
+    "startup_tasks",
+]

@@ -17,6 +17,7 @@ from lemoncore.recipes import (
 if TYPE_CHECKING:
     from starlette.routing import BaseRoute
 
+    from lemoncore.errors import ErrorShape
     from lemoncore.fieldchecks import FieldCheck
 
 
@@ -183,6 +184,41 @@ def register_routes() -> Sequence[BaseRoute]:
             return [Route("/api/version", version)]
 
     .. versionadded:: 0.3
+    """
+    raise NotImplementedError
+
+
+@hookspec
+def register_error_shapes() -> Sequence[ErrorShape]:
+    """Return how errors look on the paths this plugin's API serves.
+
+    Registration: called once, when the plugin loads; not an owner hook. An API surface
+    a plugin adds (``register_routes``) answers in its own shape not only from its
+    handlers but for every error lemoncore gives on its paths: a missing API key (401),
+    a foreign ``Host`` or ``Origin`` (403), a body over the limit (413), a path or method
+    no route serves (404, 405), an error a handler lets through. Each
+    ``lemoncore.errors.ErrorShape`` has ``paths`` (answered exactly) and ``prefixes``
+    (a path equal to or under one) and a ``render`` function: given the
+    ``LemonError`` (its message, ``status``, ``type``, ``code``, ``param``), the JSON
+    object to answer with; the status and headers are the error's. lemoncore's own paths
+    (``/v1``, ``/api/v1``, ``/ui``, ``/live``, ``/metrics``, ``/openapi.json``, routed
+    endpoints) keep lemoncore's shapes: OpenAI's, and Anthropic's on ``/v1/messages``
+    and for a client that sends ``anthropic-version``. Where two plugins cover a path,
+    the first loaded answers. A ``render`` that raises or returns anything but a JSON
+    object leaves that answer in OpenAI's shape, with a warning in the server log.
+    ``lemon-plugin-ollama-api`` is the worked example.
+
+    :returns: a sequence of ``ErrorShape``; empty (or ``None``) when the plugin's paths
+        answer in OpenAI's shape.
+
+    Example::
+
+        @hookimpl
+        def register_error_shapes() -> list[ErrorShape]:
+            return [ErrorShape(prefixes=("/api",), paths=("/",),
+                               render=lambda error: {"error": str(error)})]
+
+    .. versionadded:: 0.4
     """
     raise NotImplementedError
 

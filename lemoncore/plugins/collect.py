@@ -12,7 +12,7 @@ from typing import Any
 import pluggy
 from starlette.routing import BaseRoute
 
-from lemoncore.errors import PluginError
+from lemoncore.errors import ErrorShape, PluginError
 from lemoncore.fieldchecks import FieldCheck
 from lemoncore.lock import Lock
 from lemoncore.plugins.registry import Contributions
@@ -41,6 +41,7 @@ def collect(pm: pluggy.PluginManager, plugin: object) -> Contributions:
     """What ``plugin``'s own registration hooks return, each item checked for its type;
     a wrong item, a lock that does not merge or a repeated field-check name is a
     :class:`PluginError`."""
+
     def own(hook: str, kind: type[Any]) -> list[Any]:
         out: list[Any] = []
         for impl in getattr(pm.hook, hook).get_hookimpls():
@@ -56,16 +57,20 @@ def collect(pm: pluggy.PluginManager, plugin: object) -> Contributions:
         if impl.plugin is plugin:
             data = impl.function()
             if not isinstance(data, Mapping):
-                raise PluginError(f"register_lock returned {type(data).__name__}, not a "
-                                  "mapping")
+                raise PluginError(f"register_lock returned {type(data).__name__}, not a mapping")
             Lock().merge(data, "this plugin")  # validate now: a bad lock fails the plugin
             locks.append(data)
     checks: list[FieldCheck] = own("register_field_checks", FieldCheck)
     names = [c.name for c in checks]
     if len(set(names)) != len(names):
         raise PluginError(f"register_field_checks returned a name twice: {names}")
-    return Contributions(own("register_recipes", Recipe),
-                         own("register_backends", BackendContribution),
-                         own("register_models", ModelInfo), locks,
-                         own("register_endpoints", Endpoint),
-                         own("register_routes", BaseRoute), checks)
+    return Contributions(
+        own("register_recipes", Recipe),
+        own("register_backends", BackendContribution),
+        own("register_models", ModelInfo),
+        locks,
+        own("register_endpoints", Endpoint),
+        own("register_routes", BaseRoute),
+        checks,
+        own("register_error_shapes", ErrorShape),
+    )

@@ -3,10 +3,14 @@ import, registers an unknown or ``async def`` hook, or contributes invalid data 
 unregistered and recorded as failed; the others load regardless), then calls their hooks
 through typed methods. The hooks about one backend (``install``, ``refresher``,
 ``preflight``, ``launch``, ``normalize_request``) are called on that backend's owner
-only, so no plugin can answer for another's backend."""
+only, so no plugin can answer for another's backend. A plugin's error shape
+(``register_error_shapes``) is applied through :meth:`PluginHost.error_body`, which never
+lets a broken one break an error answer."""
 
 from __future__ import annotations
 
+import inspect
+import json
 from collections.abc import Callable, Mapping, Sequence
 from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
@@ -16,8 +20,8 @@ import pluggy
 import structlog
 from pydantic import JsonValue
 
-from lemoncore import defaults, hookspecs
-from lemoncore.errors import LemonError, PluginError
+from lemoncore import defaults, hookspecs, routevet
+from lemoncore.errors import ErrorShape, LemonError, PluginError
 from lemoncore.fieldchecks import FieldCheck
 from lemoncore.hosts import HostInfo
 from lemoncore.launch import (
@@ -66,9 +70,15 @@ class PluginHost:
         for ep in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
             dist = ep.dist.name if ep.dist is not None else ""
             if ep.name in deny or (allow is not None and ep.name not in allow):
-                self.records.append(PluginRecord(ep.name, "disabled", _version(ep),
-                                                 error="disabled by LEMON_PLUGINS_ALLOW/DENY",
-                                                 distribution=dist))
+                self.records.append(
+                    PluginRecord(
+                        ep.name,
+                        "disabled",
+                        _version(ep),
+                        error="disabled by LEMON_PLUGINS_ALLOW/DENY",
+                        distribution=dist,
+                    )
+                )
                 continue
             self._load(ep.name, _version(ep), ep.load, dist)
 
@@ -104,37 +114,61 @@ class PluginHost:
 
     # Typed hook calls ------------------------------------------------------------------
 
-    def effective_device(self, recipe: Recipe, backend: Backend,
-                         options: Mapping[str, Any], host: HostInfo) -> Device:
-        return Device(self._ask("effective_device", recipe=recipe, backend=backend,
-                                options=options, host=host))
+    def effective_device(
+        self, recipe: Recipe, backend: Backend, options: Mapping[str, Any], host: HostInfo
+    ) -> Device:
+        return Device(
+            self._ask(
+                "effective_device", recipe=recipe, backend=backend, options=options, host=host
+            )
+        )
 
-    def effective_is_amd_gpu(self, recipe: Recipe, backend: Backend,
-                             options: Mapping[str, Any], host: HostInfo) -> bool:
-        return bool(self._ask("effective_is_amd_gpu", recipe=recipe, backend=backend,
-                              options=options, host=host))
+    def effective_is_amd_gpu(
+        self, recipe: Recipe, backend: Backend, options: Mapping[str, Any], host: HostInfo
+    ) -> bool:
+        return bool(
+            self._ask(
+                "effective_is_amd_gpu", recipe=recipe, backend=backend, options=options, host=host
+            )
+        )
 
-    def slot_policy(self, recipe: Recipe, backend: Backend,
-                    options: Mapping[str, Any], host: HostInfo) -> SlotPolicy:
-        return SlotPolicy(self._ask("slot_policy", recipe=recipe, backend=backend,
-                                    options=options, host=host))
+    def slot_policy(
+        self, recipe: Recipe, backend: Backend, options: Mapping[str, Any], host: HostInfo
+    ) -> SlotPolicy:
+        return SlotPolicy(
+            self._ask("slot_policy", recipe=recipe, backend=backend, options=options, host=host)
+        )
 
-    def install_plan(self, recipe: Recipe, backend: Backend, host: HostInfo,
-                     config: Mapping[str, Any], pin: Pin | None) -> InstallPlan | None:
-        plan = self._ask_owner("install", recipe=recipe, backend=backend, host=host,
-                               config=config, pin=pin)
+    def install_plan(
+        self,
+        recipe: Recipe,
+        backend: Backend,
+        host: HostInfo,
+        config: Mapping[str, Any],
+        pin: Pin | None,
+    ) -> InstallPlan | None:
+        plan = self._ask_owner(
+            "install", recipe=recipe, backend=backend, host=host, config=config, pin=pin
+        )
         return plan if isinstance(plan, InstallPlan) else None
 
-    def refresher(self, recipe: Recipe, backend: Backend, config: Mapping[str, Any],
-                  pin: Pin) -> PinRefresher | None:
-        found = self._ask_owner("refresher", recipe=recipe, backend=backend, config=config,
-                                pin=pin)
+    def refresher(
+        self, recipe: Recipe, backend: Backend, config: Mapping[str, Any], pin: Pin
+    ) -> PinRefresher | None:
+        found = self._ask_owner("refresher", recipe=recipe, backend=backend, config=config, pin=pin)
         return found if hasattr(found, "latest") else None
 
-    def launch_spec(self, recipe: Recipe, backend: Backend, model: ModelInfo,
-                    context: LaunchContext, host: HostInfo) -> LaunchSpec | Runner | None:
-        spec = self._ask_owner("launch", recipe=recipe, backend=backend, model=model,
-                               context=context, host=host)
+    def launch_spec(
+        self,
+        recipe: Recipe,
+        backend: Backend,
+        model: ModelInfo,
+        context: LaunchContext,
+        host: HostInfo,
+    ) -> LaunchSpec | Runner | None:
+        spec = self._ask_owner(
+            "launch", recipe=recipe, backend=backend, model=model, context=context, host=host
+        )
         if spec is None or isinstance(spec, LaunchSpec) or hasattr(spec, "start"):
             return spec  # type: ignore[no-any-return]
         raise PluginError(f"launch returned {type(spec).__name__}, not a LaunchSpec or Runner")
@@ -159,28 +193,83 @@ class PluginHost:
             tasks += [(impl.plugin_name, task) for task in returned]  # type: ignore[attr-defined]
         return tasks
 
-    def preflight(self, recipe: Recipe, backend: Backend, model: ModelInfo, model_path: Path,
-                  config: Mapping[str, Any], host: HostInfo,
-                  options: Mapping[str, Any] | None = None) -> str:
+    def preflight(
+        self,
+        recipe: Recipe,
+        backend: Backend,
+        model: ModelInfo,
+        model_path: Path,
+        config: Mapping[str, Any],
+        host: HostInfo,
+        options: Mapping[str, Any] | None = None,
+    ) -> str:
         """Why the backend's owner refuses this load, or "" when it does not."""
         try:
-            self._ask_owner("preflight", recipe=recipe, backend=backend, model=model,
-                            model_path=model_path, config=config, host=host,
-                            options=options or {})
+            self._ask_owner(
+                "preflight",
+                recipe=recipe,
+                backend=backend,
+                model=model,
+                model_path=model_path,
+                config=config,
+                host=host,
+                options=options or {},
+            )
         except LaunchRefused as exc:
             return str(exc)
         return ""
 
-    def normalize_request(self, recipe: Recipe, backend: Backend, endpoint: str,
-                          body: dict[str, JsonValue]) -> None:
-        self._ask_owner("normalize_request", recipe=recipe, backend=backend,
-                        endpoint=endpoint, body=body)
+    def normalize_request(
+        self, recipe: Recipe, backend: Backend, endpoint: str, body: dict[str, JsonValue]
+    ) -> None:
+        self._ask_owner(
+            "normalize_request", recipe=recipe, backend=backend, endpoint=endpoint, body=body
+        )
 
     def field_checks(self, recipe: Recipe, backend: Backend) -> list[FieldCheck]:
         """The field checks the backend's owner declares for it (``lemon validate``)."""
         owner, name = self.owner(recipe, backend), f"{recipe.name}:{backend.name}"
-        return [check for plugin, check in self.registry.field_checks
-                if plugin == owner and check.applies_to(name)]
+        return [
+            check
+            for plugin, check in self.registry.field_checks
+            if plugin == owner and check.applies_to(name)
+        ]
+
+    def error_shape(self, path: str) -> tuple[str, ErrorShape] | None:
+        """The first plugin (and its error shape) whose ``register_error_shapes`` covers
+        ``path``; ``None`` for lemoncore's own paths and paths no plugin's covers."""
+        if routevet.reserved(path, self.registry.endpoints):
+            return None
+        return next(
+            ((plugin, shape) for plugin, shape in self.registry.error_shapes if shape.covers(path)),
+            None,
+        )
+
+    def error_body(self, path: str, error: LemonError) -> bytes | None:
+        """``error`` as the JSON body of the plugin's error shape for ``path``
+        (:meth:`error_shape`), or ``None``: no plugin's covers it, or its ``render`` raised
+        or returned anything but a JSON object, which is logged; the caller then answers
+        in OpenAI's shape."""
+        found = self.error_shape(path)
+        if found is None:
+            return None
+        plugin, shape = found
+        try:
+            rendered = shape.render(error)
+            if inspect.isawaitable(rendered):
+                getattr(rendered, "close", lambda: None)()  # never awaited: no warning
+                raise TypeError("render returned an awaitable; it must be a plain function")
+            if not isinstance(rendered, Mapping) or not all(isinstance(k, str) for k in rendered):
+                raise TypeError(f"render returned {type(rendered).__name__}, not a JSON object")
+            return json.dumps(dict(rendered), allow_nan=False).encode()
+        except Exception as exc:  # noqa: BLE001 - a broken shape must not break the answer
+            log.warning(
+                "a plugin's error shape failed; answering in OpenAI's shape",
+                plugin=plugin,
+                path=path,
+                error=f"{type(exc).__name__}: {exc}",
+            )
+            return None
 
     def owner(self, recipe: Recipe, backend: Backend) -> str | None:
         """The plugin that registered ``recipe``'s ``backend``."""
@@ -189,8 +278,9 @@ class PluginHost:
     def _ask_owner(self, hook: str, recipe: Recipe, backend: Backend, **kwargs: Any) -> Any:
         """Call ``hook`` on the backend's owner only; ``None`` when it has no such hook."""
         owner = self.owner(recipe, backend)
-        impl = next((i for i in getattr(self.pm.hook, hook).get_hookimpls()
-                     if i.plugin_name == owner), None)
+        impl = next(
+            (i for i in getattr(self.pm.hook, hook).get_hookimpls() if i.plugin_name == owner), None
+        )
         if impl is None:
             return None
         args = {"recipe": recipe, "backend": backend, **kwargs}
@@ -206,16 +296,18 @@ class PluginHost:
         except Exception as exc:
             if isinstance(exc, LemonError):  # LaunchRefused and friends: for the user
                 raise
-            raise PluginError(f"hook {hook!r} failed in a plugin: {type(exc).__name__}: "
-                              f"{exc}") from exc
+            raise PluginError(
+                f"hook {hook!r} failed in a plugin: {type(exc).__name__}: {exc}"
+            ) from exc
 
 
 def _version(ep: EntryPoint) -> str:
     return ep.dist.version if ep.dist is not None else ""
 
 
-def load_plugins(allow: Sequence[str] | None, deny: Sequence[str],
-                 extra: Mapping[str, object] | None = None) -> PluginHost:
+def load_plugins(
+    allow: Sequence[str] | None, deny: Sequence[str], extra: Mapping[str, object] | None = None
+) -> PluginHost:
     """Build a host from installed entry points plus ``extra`` in-process plugins."""
     host = PluginHost()
     host.load_entry_points(allow, deny)

@@ -1,7 +1,7 @@
 """What loading plugins produces, and the rules that merge it: each plugin's load record,
 what one plugin contributes, and the registry those merge into (recipes with their
-backends' owners and vetted tiers, catalogue models, locks, endpoints, routes, field
-checks), where a contribution that clashes or names a missing recipe is skipped with a
+backends' owners and vetted tiers, catalogue models, locks, endpoints, routes, error
+shapes, field checks), where a contribution that clashes or names a missing recipe is skipped with a
 warning on its plugin's record."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any, TypedDict
 from starlette.routing import BaseRoute
 
 from lemoncore import routevet
-from lemoncore.errors import PluginError
+from lemoncore.errors import ErrorShape, PluginError
 from lemoncore.fieldchecks import FieldCheck
 from lemoncore.recipes import (
     Backend,
@@ -55,10 +55,17 @@ class PluginRecord:
     tiers: dict[str, str] = field(default_factory=dict)  # recipe:backend -> tier
 
     def as_dict(self) -> PluginRecordJson:
-        return {"name": self.name, "status": self.status, "version": self.version,
-                "distribution": self.distribution, "error": self.error,
-                "warnings": self.warnings, "recipes": self.recipes, "hooks": self.hooks,
-                "tiers": self.tiers}
+        return {
+            "name": self.name,
+            "status": self.status,
+            "version": self.version,
+            "distribution": self.distribution,
+            "error": self.error,
+            "warnings": self.warnings,
+            "recipes": self.recipes,
+            "hooks": self.hooks,
+            "tiers": self.tiers,
+        }
 
 
 @dataclass
@@ -71,10 +78,13 @@ class Registry:
     backend_owners: dict[tuple[str, str], str] = field(default_factory=dict)
     locks: list[tuple[str, Mapping[str, Any]]] = field(default_factory=list)
     endpoints: dict[str, Endpoint] = field(
-        default_factory=lambda: {e.path: e for e in core_endpoints()})
+        default_factory=lambda: {e.path: e for e in core_endpoints()}
+    )
     routes: list[BaseRoute] = field(default_factory=list)  # plugins' own API surfaces
     # (plugin, check) for lemon validate; a plugin's checks run only for its backends
     field_checks: list[tuple[str, FieldCheck]] = field(default_factory=list)
+    # (plugin, shape) in load order: the first that covers a path answers its errors
+    error_shapes: list[tuple[str, ErrorShape]] = field(default_factory=list)
 
     def endpoints_tuple(self) -> tuple[Endpoint, ...]:
         return tuple(self.endpoints.values())
@@ -91,6 +101,7 @@ class Contributions:
     endpoints: list[Endpoint]
     routes: list[BaseRoute]
     field_checks: list[FieldCheck]
+    error_shapes: list[ErrorShape] = field(default_factory=list)
 
 
 def merge_recipes(reg: Registry, record: PluginRecord, recipes: Iterable[Recipe]) -> None:
@@ -98,11 +109,14 @@ def merge_recipes(reg: Registry, record: PluginRecord, recipes: Iterable[Recipe]
     a :class:`PluginError` (the plugin fails) and adds none of them."""
     for recipe in recipes:
         if recipe.name in reg.recipes:
-            raise PluginError(f"recipe {recipe.name!r} is already registered by plugin "
-                              f"{reg.owners[recipe.name]!r}")
+            raise PluginError(
+                f"recipe {recipe.name!r} is already registered by plugin "
+                f"{reg.owners[recipe.name]!r}"
+            )
     for recipe in recipes:
-        vetted = recipe.model_copy(update={"backends": tuple(
-            vet_tier(record, recipe.name, b) for b in recipe.backends)})
+        vetted = recipe.model_copy(
+            update={"backends": tuple(vet_tier(record, recipe.name, b) for b in recipe.backends)}
+        )
         reg.recipes[recipe.name] = vetted
         reg.owners[recipe.name] = record.name
         for backend in recipe.backends:
@@ -111,25 +125,28 @@ def merge_recipes(reg: Registry, record: PluginRecord, recipes: Iterable[Recipe]
 
 def merge_contributions(reg: Registry, record: PluginRecord, contrib: Contributions) -> None:
     """Add the rest of a loaded plugin's contributions once every plugin's recipes are in:
-    locks, backends for any plugin's recipe, models, endpoints, field checks and routes.
-    What clashes or has no recipe is skipped, with a warning on ``record``."""
+    locks, backends for any plugin's recipe, models, endpoints, field checks, routes and
+    error shapes. What clashes or has no recipe is skipped, with a warning on
+    ``record``; so is an error shape's path or prefix that lemoncore owns."""
     reg.locks += [(record.name, data) for data in contrib.locks]
     for c in contrib.backends:
         recipe = reg.recipes.get(c.recipe)
         if recipe is None:
-            record.warnings.append(f"backend {c.backend.name!r} skipped: recipe "
-                                   f"{c.recipe!r} is not installed")
+            record.warnings.append(
+                f"backend {c.backend.name!r} skipped: recipe {c.recipe!r} is not installed"
+            )
         elif recipe.backend(c.backend.name) is not None:
-            record.warnings.append(f"backend {c.recipe}:{c.backend.name} skipped: "
-                                   "already defined")
+            record.warnings.append(f"backend {c.recipe}:{c.backend.name} skipped: already defined")
         else:
-            reg.recipes[c.recipe] = recipe.model_copy(update={"backends": (
-                *recipe.backends, vet_tier(record, c.recipe, c.backend))})
+            reg.recipes[c.recipe] = recipe.model_copy(
+                update={"backends": (*recipe.backends, vet_tier(record, c.recipe, c.backend))}
+            )
             reg.backend_owners[c.recipe, c.backend.name] = record.name
     for model in contrib.models:
         if model.recipe not in reg.recipes:
-            record.warnings.append(f"model {model.name!r} skipped: recipe "
-                                   f"{model.recipe!r} is not installed")
+            record.warnings.append(
+                f"model {model.name!r} skipped: recipe {model.recipe!r} is not installed"
+            )
         else:
             reg.models[model.name] = model
     for endpoint in contrib.endpoints:
@@ -144,14 +161,24 @@ def merge_contributions(reg: Registry, record: PluginRecord, contrib: Contributi
             record.warnings.append(f"route {routevet.describe(route)} skipped: {why}")
         else:
             reg.routes.append(route)
+    for shape in contrib.error_shapes:
+        owned = [p for p in (*shape.paths, *shape.prefixes) if routevet.reserved(p, reg.endpoints)]
+        if owned:
+            record.warnings.append(
+                f"error shape for {', '.join(owned)} skipped there: "
+                "lemoncore's own paths answer in lemoncore's shapes"
+            )
+        reg.error_shapes.append((record.name, shape))
 
 
 def vet_tier(record: PluginRecord, recipe: str, backend: Backend) -> Backend:
     """Plugins declare their tier, but ``core`` only where lemoncore's registry grants it."""
     name = f"{recipe}:{backend.name}"
     if backend.tier is Tier.CORE and not core_granted(record.distribution, name):
-        record.warnings.append(f"{name} claims tier core, which only lemoncore's registry "
-                               "grants; it is listed as community")
+        record.warnings.append(
+            f"{name} claims tier core, which only lemoncore's registry "
+            "grants; it is listed as community"
+        )
         backend = backend.model_copy(update={"tier": Tier.COMMUNITY})
     record.tiers[name] = backend.tier.value
     return backend

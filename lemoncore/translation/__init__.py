@@ -1,7 +1,9 @@
 """Serving an API through one the engine speaks: Anthropic Messages and OpenAI Responses
-through chat completions, for engines that serve only chat (VTE, container engines). An
-engine that serves an endpoint itself (``Backend.endpoints``) always gets the request as
-it came; a :class:`Translation` is used only when it does not. The translators are pure:
+through chat completions, for engines that serve only chat (VTE, container engines) and
+for llama-server, whose own ``/v1/messages`` and ``/v1/responses`` do not match the APIs
+(``lemon_plugin_llamacpp.recipe``). An engine that serves an endpoint itself
+(``Backend.endpoints``) always gets the request as it came; a :class:`Translation` is
+used only when it does not, and lemoncore then owns the wire format. The translators are pure:
 a request body in, a chat body out (:mod:`.anthropic`, :mod:`.responses`); a chat answer,
 or its stream's chunks, back (:mod:`.anthropic_reply`, :mod:`.responses_reply`, over the
 shared :mod:`.walk`); the wire shapes are TypedDicts (:mod:`.wire` for chat,
@@ -42,22 +44,28 @@ class Translation:
     stream: Callable[[Mapping[str, Any]], StreamTranslator] | None = None
 
 
-def _sent(to_chat: Callable[[Mapping[str, Any]], ChatRequest]
-          ) -> Callable[[Mapping[str, Any]], dict[str, Any]]:
+def _sent(
+    to_chat: Callable[[Mapping[str, Any]], ChatRequest],
+) -> Callable[[Mapping[str, Any]], dict[str, Any]]:
     """``to_chat`` answering a plain dict, the body type the forwarding layer takes."""
     return lambda body: dict(to_chat(body))
 
 
 TRANSLATIONS: dict[str, Translation] = {
     "/v1/messages": Translation(
-        CHAT, _sent(anthropic.to_chat),
+        CHAT,
+        _sent(anthropic.to_chat),
         lambda chat, body: anthropic.from_chat(chat, body["model"]),
-        lambda body: anthropic.MessagesStream(body["model"])),
+        lambda body: anthropic.MessagesStream(body["model"]),
+    ),
     "/v1/messages/count_tokens": Translation(
-        CHAT, _sent(anthropic.count_tokens_request),
-        lambda chat, body: anthropic.count_tokens_reply(chat)),
-    "/v1/responses": Translation(CHAT, _sent(responses.to_chat), responses.from_chat,
-                                 responses.ResponsesStream),
+        CHAT,
+        _sent(anthropic.count_tokens_request),
+        lambda chat, body: anthropic.count_tokens_reply(chat),
+    ),
+    "/v1/responses": Translation(
+        CHAT, _sent(responses.to_chat), responses.from_chat, responses.ResponsesStream
+    ),
 }
 
 
@@ -90,8 +98,13 @@ class TranslatedFraming:
         self.ended = True
         return self.translator.finish()
 
-    def fail(self, message: str, status: int = 502, type_: str = "backend_error",
-             code: str = "backend_error") -> bytes:
+    def fail(
+        self,
+        message: str,
+        status: int = 502,
+        type_: str = "backend_error",
+        code: str = "backend_error",
+    ) -> bytes:
         if self.ended:
             return b""
         self.ended = True

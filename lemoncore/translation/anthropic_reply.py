@@ -23,37 +23,57 @@ from lemoncore.translation.walk import ChunkWalk
 from lemoncore.translation.wire import (
     ChatChunk,
     ChatCompletion,
-    Choice,
     ChunkChoice,
     DeltaToolCall,
     Usage,
+    Verbose,
 )
 
 _STOP_REASONS: dict[str, StopReason] = {
-    "stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use",
-    "function_call": "tool_use", "content_filter": "refusal"}
+    "stop": "end_turn",
+    "length": "max_tokens",
+    "tool_calls": "tool_use",
+    "function_call": "tool_use",
+    "content_filter": "refusal",
+}
 
 
-def _stop(finish_reason: str | None, choice: Choice | ChunkChoice,
-          has_tools: bool) -> tuple[StopReason, str | None]:
-    """``(stop_reason, stop_sequence)``. A stop sequence is known only when the backend
-    names the string it matched (vLLM's ``stop_reason``); otherwise a stop is ``end_turn``."""
+def _matched(stop_reason: object, verbose: Verbose | None) -> str | None:
+    """The stop string that ended the answer, where the engine names it: vLLM's choice
+    ``stop_reason`` (a string; a token id is no stop sequence) or llama-server's
+    ``__verbose.stopping_word`` (:class:`~lemoncore.translation.wire.Verbose`)."""
+    if isinstance(stop_reason, str) and stop_reason:
+        return stop_reason
+    word = verbose.get("stopping_word") if isinstance(verbose, dict) else None
+    return word if isinstance(word, str) and word else None
+
+
+def _stop(
+    finish_reason: str | None, matched: str | None, has_tools: bool
+) -> tuple[StopReason, str | None]:
+    """``(stop_reason, stop_sequence)``. A stop sequence is known only when the engine
+    names the string it matched (:func:`_matched`); otherwise a stop is ``end_turn``."""
     if has_tools and finish_reason in (None, "stop", "tool_calls"):
         return "tool_use", None
-    matched = choice.get("stop_reason")
-    if finish_reason == "stop" and isinstance(matched, str) and matched:
+    if finish_reason == "stop" and matched:
         return "stop_sequence", matched
     return _STOP_REASONS.get(str(finish_reason), "end_turn"), None
 
 
 def _usage(usage: Usage | None) -> AnthropicUsage:
-    """Anthropic usage from chat usage; tokens read from the prompt cache are counted
-    apart, as Anthropic does (``input_tokens`` excludes them)."""
+    """Anthropic usage from chat usage, in Anthropic's meaning: ``input_tokens`` excludes
+    the prompt tokens the engine read from its cache, which are ``cache_read_input_tokens``:
+    its ``prompt_tokens_details.cached_tokens`` (llama-server: the prefix it reused from the
+    slot's KV cache, ``n_prompt_tokens_cache``, ``server-task.cpp`` ``usage_json_oaicompat``).
+    An engine that reports none read none, and ``input_tokens`` is the whole prompt. Either
+    way the two add up to the prompt, which ``count_tokens`` counts."""
     usage = usage if isinstance(usage, dict) else {}
     cached = int((usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0)
-    return {"input_tokens": int(usage.get("prompt_tokens") or 0) - cached,
-            "output_tokens": int(usage.get("completion_tokens") or 0),
-            "cache_read_input_tokens": cached}
+    return {
+        "input_tokens": int(usage.get("prompt_tokens") or 0) - cached,
+        "output_tokens": int(usage.get("completion_tokens") or 0),
+        "cache_read_input_tokens": cached,
+    }
 
 
 def _tool_input(arguments: object) -> dict[str, object]:
@@ -80,13 +100,26 @@ def from_chat(chat: ChatCompletion, model: str) -> AnthropicMessage:
     calls = message.get("tool_calls") or []
     for call in calls:
         function = call.get("function") or {}
-        content.append({"type": "tool_use", "id": call.get("id") or
-                        f"toolu_{uuid.uuid4().hex}", "name": function.get("name", ""),
-                        "input": _tool_input(function.get("arguments", "{}"))})
-    stop_reason, stop_sequence = _stop(choice.get("finish_reason"), choice, bool(calls))
-    return {"id": _message_id(chat.get("id")), "type": "message", "role": "assistant",
-            "model": model, "content": content, "stop_reason": stop_reason,
-            "stop_sequence": stop_sequence, "usage": _usage(chat.get("usage"))}
+        content.append(
+            {
+                "type": "tool_use",
+                "id": call.get("id") or f"toolu_{uuid.uuid4().hex}",
+                "name": function.get("name", ""),
+                "input": _tool_input(function.get("arguments", "{}")),
+            }
+        )
+    matched = _matched(choice.get("stop_reason"), chat.get("__verbose"))
+    stop_reason, stop_sequence = _stop(choice.get("finish_reason"), matched, bool(calls))
+    return {
+        "id": _message_id(chat.get("id")),
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": content,
+        "stop_reason": stop_reason,
+        "stop_sequence": stop_sequence,
+        "usage": _usage(chat.get("usage")),
+    }
 
 
 def count_tokens_reply(chat: ChatCompletion) -> TokensCount:
@@ -95,8 +128,11 @@ def count_tokens_reply(chat: ChatCompletion) -> TokensCount:
     usage = chat.get("usage") or {}
     prompt_tokens = usage.get("prompt_tokens")
     if not isinstance(prompt_tokens, int):
-        raise LemonError("the backend answered without usage.prompt_tokens, so the tokens "
-                         "cannot be counted", 502, type_="api_error")
+        raise LemonError(
+            "the backend answered without usage.prompt_tokens, so the tokens cannot be counted",
+            502,
+            type_="api_error",
+        )
     return {"input_tokens": prompt_tokens}
 
 
@@ -123,36 +159,63 @@ class MessagesStream(ChunkWalk):
         self._text: int | None = None  # index of the open text block
         self._tools: dict[int, int] = {}  # chat tool-call index → block index
         self._finish: str | None = None
-        self._choice: ChunkChoice = {}
+        self._matched: str | None = None  # the stop string the engine names
+
+    def feed(self, chunk: ChatChunk) -> bytes:
+        """As :meth:`ChunkWalk.feed`; llama-server's ``__verbose`` (on whichever chunk
+        carries it) is kept for the stop sequence."""
+        self._matched = _matched(None, chunk.get("__verbose")) or self._matched
+        return super().feed(chunk)
 
     def start(self, chunk: ChatChunk) -> bytes:
-        return _event({"type": "message_start", "message": {
-            "id": _message_id(chunk.get("id")), "type": "message", "role": "assistant",
-            "model": self.model, "content": [], "stop_reason": None, "stop_sequence": None,
-            "usage": self._usage}})
+        return _event(
+            {
+                "type": "message_start",
+                "message": {
+                    "id": _message_id(chunk.get("id")),
+                    "type": "message",
+                    "role": "assistant",
+                    "model": self.model,
+                    "content": [],
+                    "stop_reason": None,
+                    "stop_sequence": None,
+                    "usage": self._usage,
+                },
+            }
+        )
 
     def _close(self) -> bytes:
         index, self._open, self._text = self._open, None, None
-        return b"" if index is None else _event({"type": "content_block_stop",
-                                                 "index": index})
+        return b"" if index is None else _event({"type": "content_block_stop", "index": index})
 
     def _begin(self, block: ContentBlock) -> bytes:
         out = self._close()
         self._open, self._blocks = self._blocks, self._blocks + 1
-        return out + _event({"type": "content_block_start", "index": self._open,
-                             "content_block": block})
+        return out + _event(
+            {"type": "content_block_start", "index": self._open, "content_block": block}
+        )
 
     def tool_call(self, call: DeltaToolCall) -> bytes:
         out, function = b"", call.get("function") or {}
         key = int(call.get("index", len(self._tools)))
         if key not in self._tools:
-            out = self._begin({"type": "tool_use", "id": call.get("id") or
-                               f"toolu_{uuid.uuid4().hex}",
-                               "name": function.get("name") or "", "input": {}})
+            out = self._begin(
+                {
+                    "type": "tool_use",
+                    "id": call.get("id") or f"toolu_{uuid.uuid4().hex}",
+                    "name": function.get("name") or "",
+                    "input": {},
+                }
+            )
             self._tools[key] = self._blocks - 1
         if arguments := function.get("arguments"):
-            out += _event({"type": "content_block_delta", "index": self._tools[key],
-                           "delta": {"type": "input_json_delta", "partial_json": arguments}})
+            out += _event(
+                {
+                    "type": "content_block_delta",
+                    "index": self._tools[key],
+                    "delta": {"type": "input_json_delta", "partial_json": arguments},
+                }
+            )
         return out
 
     def usage(self, usage: Usage) -> None:
@@ -163,11 +226,17 @@ class MessagesStream(ChunkWalk):
         if index is None:
             out = self._begin({"type": "text", "text": ""})
             self._text = index = self._blocks - 1
-        return out + _event({"type": "content_block_delta", "index": index,
-                             "delta": {"type": "text_delta", "text": text}})
+        return out + _event(
+            {
+                "type": "content_block_delta",
+                "index": index,
+                "delta": {"type": "text_delta", "text": text},
+            }
+        )
 
     def finished(self, choice: ChunkChoice) -> None:
-        self._finish, self._choice = choice["finish_reason"], choice
+        self._finish = choice["finish_reason"]
+        self._matched = _matched(choice.get("stop_reason"), None) or self._matched
 
     def finish(self) -> bytes:
         """At the upstream's ``[DONE]``: close the open block, then ``message_delta``
@@ -176,10 +245,18 @@ class MessagesStream(ChunkWalk):
             return b""
         out = self.started({}) + self._close()
         self._done = True
-        stop_reason, stop_sequence = _stop(self._finish, self._choice, bool(self._tools))
-        return out + _event({"type": "message_delta", "delta": {
-            "stop_reason": stop_reason, "stop_sequence": stop_sequence},
-            "usage": self._usage}) + _event({"type": "message_stop"})
+        stop_reason, stop_sequence = _stop(self._finish, self._matched, bool(self._tools))
+        return (
+            out
+            + _event(
+                {
+                    "type": "message_delta",
+                    "delta": {"stop_reason": stop_reason, "stop_sequence": stop_sequence},
+                    "usage": self._usage,
+                }
+            )
+            + _event({"type": "message_stop"})
+        )
 
     def fail(self, message: str) -> bytes:
         """Anthropic's ``error`` event; nothing follows it."""

@@ -106,8 +106,9 @@ class ResponseEvent(TypedDict):
     """``ResponseCreatedEvent``, ``ResponseInProgressEvent``, ``ResponseCompletedEvent``
     and ``ResponseIncompleteEvent`` (``response_created_event.py``, ...)."""
 
-    type: Literal["response.created", "response.in_progress", "response.completed",
-                  "response.incomplete"]
+    type: Literal[
+        "response.created", "response.in_progress", "response.completed", "response.incomplete"
+    ]
     sequence_number: int
     response: ResponseObject
 
@@ -192,14 +193,20 @@ class ErrorEvent(TypedDict):
 
 
 ResponsesEvent: TypeAlias = (
-    ResponseEvent | OutputItemEvent | ContentPartEvent | TextDeltaEvent | TextDoneEvent
-    | ArgumentsDeltaEvent | ArgumentsDoneEvent | ErrorEvent)
+    ResponseEvent
+    | OutputItemEvent
+    | ContentPartEvent
+    | TextDeltaEvent
+    | TextDoneEvent
+    | ArgumentsDeltaEvent
+    | ArgumentsDoneEvent
+    | ErrorEvent
+)
 
 
 # --- Anthropic Messages --------------------------------------------------------------
 
-StopReason: TypeAlias = Literal["end_turn", "max_tokens", "stop_sequence", "tool_use",
-                                "refusal"]
+StopReason: TypeAlias = Literal["end_turn", "max_tokens", "stop_sequence", "tool_use", "refusal"]
 
 
 class AnthropicUsage(TypedDict):
@@ -329,5 +336,11 @@ class AnthropicErrorEvent(TypedDict):
 
 
 MessagesEvent: TypeAlias = (
-    MessageStartEvent | BlockStartEvent | BlockDeltaEvent | BlockStopEvent
-    | MessageDeltaEvent | MessageStopEvent | AnthropicErrorEvent)
+    MessageStartEvent
+    | BlockStartEvent
+    | BlockDeltaEvent
+    | BlockStopEvent
+    | MessageDeltaEvent
+    | MessageStopEvent
+    | AnthropicErrorEvent
+)

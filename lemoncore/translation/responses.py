@@ -10,6 +10,10 @@ so what needs it (``previous_response_id``, ``conversation``, ``background``,
 chat completion cannot express. ``reasoning`` items in the input and the backend's
 ``reasoning_content`` are dropped; ``store``, ``include``, ``metadata``, ``reasoning``
 and ``truncation`` are ignored (the answer echoes what the client sent).
+
+``text.format`` becomes chat's ``response_format`` (:func:`_format`), which llama-server
+turns into a grammar (``server-common.cpp``, ``oaicompat_chat_params_parse``: a
+``json_schema``'s ``schema``, any object for ``json_object``), so the answer is the JSON.
 """
 
 from __future__ import annotations
@@ -36,10 +40,16 @@ from lemoncore.translation.wire import (
 
 __all__ = ["ResponsesStream", "from_chat", "to_chat"]
 
-_STATELESS = ("lemoncore keeps no conversation state: send the whole conversation in "
-              "'input' (earlier output items included) instead")
-_ROLES: dict[str, ChatRole] = {"user": "user", "assistant": "assistant", "system": "system",
-                               "developer": "system"}
+_STATELESS = (
+    "lemoncore keeps no conversation state: send the whole conversation in "
+    "'input' (earlier output items included) instead"
+)
+_ROLES: dict[str, ChatRole] = {
+    "user": "user",
+    "assistant": "assistant",
+    "system": "system",
+    "developer": "system",
+}
 _TOOL_CHOICES: dict[str, ToolChoice] = {"auto": "auto", "none": "none", "required": "required"}
 
 
@@ -66,9 +76,12 @@ def _parts(content: Any, param: str) -> str | list[ContentPart]:
                 image["detail"] = part["detail"]
             parts.append({"type": "image_url", "image_url": image})
         else:
-            raise _refuse(f"{param}[{i}] ({kind!r}) cannot be translated to a chat "
-                          "completion: send input_text, or input_image with an image_url "
-                          "(a URL or a data: URI)", f"{param}[{i}]")
+            raise _refuse(
+                f"{param}[{i}] ({kind!r}) cannot be translated to a chat "
+                "completion: send input_text, or input_image with an image_url "
+                "(a URL or a data: URI)",
+                f"{param}[{i}]",
+            )
     texts = [p["text"] for p in parts if p["type"] == "text"]
     return "\n".join(texts) if len(texts) == len(parts) else parts
 
@@ -82,9 +95,12 @@ def _input(items: Any) -> list[ChatMessage]:
     for i, item in enumerate(items):
         where = f"input[{i}]"
         kind = item.get("type", "message") if isinstance(item, dict) else None
-        if kind == "message" and item.get("role") not in _ROLES:
-            raise _refuse(f"{where}.role {item.get('role')!r} is unknown: use user, "
-                          "assistant, system or developer", f"{where}.role")
+        if kind == "message" and not (isinstance(item.get("role"), str) and item["role"] in _ROLES):
+            raise _refuse(
+                f"{where}.role {item.get('role')!r} is unknown: use user, "
+                "assistant, system or developer",
+                f"{where}.role",
+            )
         if kind == "message":
             content = _parts(item.get("content", ""), f"{where}.content")
             role = _ROLES[item["role"]]
@@ -92,8 +108,11 @@ def _input(items: Any) -> list[ChatMessage]:
                 raise _refuse(f"{where}: images are only accepted in user messages", where)
             out.append({"role": role, "content": content})
         elif kind == "function_call":
-            call: ToolCall = {"id": item.get("call_id"), "type": "function", "function": {
-                "name": item.get("name"), "arguments": item.get("arguments", "{}")}}
+            call: ToolCall = {
+                "id": item.get("call_id"),
+                "type": "function",
+                "function": {"name": item.get("name"), "arguments": item.get("arguments", "{}")},
+            }
             if out and out[-1]["role"] == "assistant":  # text and calls of one turn: one
                 out[-1].setdefault("tool_calls", []).append(call)  # message
             else:
@@ -109,19 +128,26 @@ def _input(items: Any) -> list[ChatMessage]:
         elif kind == "item_reference":
             raise _refuse(f"{where} is an item_reference; {_STATELESS}", where)
         else:
-            raise _refuse(f"{where} ({kind!r}) cannot be translated to a chat completion: "
-                          "send messages, function_call and function_call_output items",
-                          f"{where}.type")
+            raise _refuse(
+                f"{where} ({kind!r}) cannot be translated to a chat completion: "
+                "send messages, function_call and function_call_output items",
+                f"{where}.type",
+            )
     return out
 
 
 def _tool(tool: Any, i: int) -> Tool:
     kind = tool.get("type") if isinstance(tool, dict) else None
     if kind != "function":
-        raise _refuse(f"tools[{i}] is a {kind!r} tool, which a local model cannot run: "
-                      "declare function tools", f"tools[{i}].type")
-    function: FunctionDefinition = {"name": tool.get("name"),
-                                    "parameters": tool.get("parameters") or {}}
+        raise _refuse(
+            f"tools[{i}] is a {kind!r} tool, which a local model cannot run: "
+            "declare function tools",
+            f"tools[{i}].type",
+        )
+    function: FunctionDefinition = {
+        "name": tool.get("name"),
+        "parameters": tool.get("parameters") or {},
+    }
     for key in ("description", "strict"):
         if tool.get(key) is not None:
             function[key] = tool[key]
@@ -134,14 +160,16 @@ def _tool_choice(choice: Any) -> ToolChoice:
     kind = choice.get("type") if isinstance(choice, dict) else None
     if kind == "function":
         return {"type": "function", "function": {"name": choice.get("name")}}
-    raise _refuse(f"tool_choice {choice!r} cannot be translated: use auto, none, required "
-                  "or {'type': 'function', 'name': ...}", "tool_choice")
+    raise _refuse(
+        f"tool_choice {choice!r} cannot be translated: use auto, none, required "
+        "or {'type': 'function', 'name': ...}",
+        "tool_choice",
+    )
 
 
 def _format(fmt: Mapping[str, Any]) -> JSONSchemaFormat | JSONObjectFormat | None:
     if fmt.get("type") == "json_schema":
-        schema: JSONSchema = {"name": fmt.get("name", "response"),
-                              "schema": fmt.get("schema", {})}
+        schema: JSONSchema = {"name": fmt.get("name", "response"), "schema": fmt.get("schema", {})}
         for key in ("strict", "description"):
             if fmt.get(key) is not None:
                 schema[key] = fmt[key]
@@ -150,8 +178,10 @@ def _format(fmt: Mapping[str, Any]) -> JSONSchemaFormat | JSONObjectFormat | Non
         return {"type": "json_object"}
     if fmt.get("type", "text") == "text":
         return None
-    raise _refuse(f"text.format type {fmt.get('type')!r} is unknown: use text, json_schema "
-                  "or json_object", "text.format.type")
+    raise _refuse(
+        f"text.format type {fmt.get('type')!r} is unknown: use text, json_schema or json_object",
+        "text.format.type",
+    )
 
 
 def to_chat(body: Mapping[str, Any]) -> ChatRequest:
@@ -171,11 +201,19 @@ def to_chat(body: Mapping[str, Any]) -> ChatRequest:
             chat[setting] = body[setting]
     if body.get("stream"):
         chat["stream"], chat["stream_options"] = True, {"include_usage": True}
+    if body.get("tools") is not None and not isinstance(body["tools"], list):
+        raise _refuse("tools must be a list of function tools", "tools")
     if body.get("tools"):
         chat["tools"] = [_tool(tool, i) for i, tool in enumerate(body["tools"])]
     if body.get("tool_choice") is not None:
         chat["tool_choice"] = _tool_choice(body["tool_choice"])
-    fmt = (body.get("text") or {}).get("format")
-    if isinstance(fmt, dict) and (response_format := _format(fmt)) is not None:
+    text = body.get("text") or {}
+    if not isinstance(text, dict) or not isinstance(text.get("format", {}), dict):
+        raise _refuse(
+            "text must be an object, its format one too: {'format': {'type': "
+            "'json_schema', 'name': ..., 'schema': {...}}}",
+            "text",
+        )
+    if text.get("format") and (response_format := _format(text["format"])) is not None:
         chat["response_format"] = response_format
     return chat

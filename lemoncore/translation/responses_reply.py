@@ -37,44 +37,78 @@ def _id(prefix: str) -> str:
 
 def _usage(usage: Usage | None) -> ResponseUsage:
     usage = usage if isinstance(usage, dict) else {}
-    prompt, completion = int(usage.get("prompt_tokens") or 0), int(
-        usage.get("completion_tokens") or 0)
+    prompt, completion = (
+        int(usage.get("prompt_tokens") or 0),
+        int(usage.get("completion_tokens") or 0),
+    )
     cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0
     reasoning = (usage.get("completion_tokens_details") or {}).get("reasoning_tokens") or 0
-    return {"input_tokens": prompt, "output_tokens": completion,
-            "total_tokens": prompt + completion,
-            "input_tokens_details": {"cached_tokens": cached, "cache_write_tokens": 0},
-            "output_tokens_details": {"reasoning_tokens": reasoning}}
+    return {
+        "input_tokens": prompt,
+        "output_tokens": completion,
+        "total_tokens": prompt + completion,
+        "input_tokens_details": {"cached_tokens": cached, "cache_write_tokens": 0},
+        "output_tokens_details": {"reasoning_tokens": reasoning},
+    }
 
 
 def _message_item(item_id: str, text: str, status: ItemStatus) -> OutputMessage:
-    return {"type": "message", "id": item_id, "status": status, "role": "assistant",
-            "content": [{"type": "output_text", "text": text, "annotations": [],
-                         "logprobs": []}]}
-
-
-def _call_item(item_id: str, call_id: str, name: str, arguments: str,
-               status: ItemStatus) -> FunctionCallItem:
-    return {"type": "function_call", "id": item_id, "call_id": call_id, "name": name,
-            "arguments": arguments, "status": status}
-
-
-def _response(body: Mapping[str, Any], resp_id: str, created: float, status: ItemStatus,
-              output: list[OutputItem], usage: ResponseUsage | None) -> ResponseObject:
-    """The ``response`` object, echoing the request's settings as the API does."""
     return {
-        "id": resp_id, "object": "response", "created_at": created, "status": status,
-        "error": None, "model": body.get("model"), "output": output, "usage": usage,
-        "incomplete_details": {"reason": "max_output_tokens"} if status == "incomplete"
-        else None,
-        "instructions": body.get("instructions"), "metadata": body.get("metadata") or {},
+        "type": "message",
+        "id": item_id,
+        "status": status,
+        "role": "assistant",
+        "content": [{"type": "output_text", "text": text, "annotations": [], "logprobs": []}],
+    }
+
+
+def _call_item(
+    item_id: str, call_id: str, name: str, arguments: str, status: ItemStatus
+) -> FunctionCallItem:
+    return {
+        "type": "function_call",
+        "id": item_id,
+        "call_id": call_id,
+        "name": name,
+        "arguments": arguments,
+        "status": status,
+    }
+
+
+def _response(
+    body: Mapping[str, Any],
+    resp_id: str,
+    created: float,
+    status: ItemStatus,
+    output: list[OutputItem],
+    usage: ResponseUsage | None,
+) -> ResponseObject:
+    """The ``response`` object, echoing the request's settings as the API does, and its
+    defaults for what the request left out; ``temperature`` and ``top_p`` are ``None``
+    then: the engine's own defaults apply, not the API's (1.0)."""
+    return {
+        "id": resp_id,
+        "object": "response",
+        "created_at": created,
+        "status": status,
+        "error": None,
+        "model": body.get("model"),
+        "output": output,
+        "usage": usage,
+        "incomplete_details": {"reason": "max_output_tokens"} if status == "incomplete" else None,
+        "instructions": body.get("instructions"),
+        "metadata": body.get("metadata") or {},
         "max_output_tokens": body.get("max_output_tokens"),
-        "temperature": body.get("temperature"), "top_p": body.get("top_p"),
-        "tools": body.get("tools") or [], "tool_choice": body.get("tool_choice", "auto"),
+        "temperature": body.get("temperature"),
+        "top_p": body.get("top_p"),
+        "tools": body.get("tools") or [],
+        "tool_choice": body.get("tool_choice", "auto"),
         "parallel_tool_calls": body.get("parallel_tool_calls", True),
-        "text": body.get("text") or {"format": {"type": "text"}},
-        "previous_response_id": None, "reasoning": body.get("reasoning"),
-        "truncation": body.get("truncation", "disabled"), "user": body.get("user"),
+        "text": {"format": {"type": "text"}, **(body.get("text") or {})},
+        "previous_response_id": None,
+        "reasoning": body.get("reasoning"),
+        "truncation": body.get("truncation", "disabled"),
+        "user": body.get("user"),
     }
 
 
@@ -83,20 +117,30 @@ def from_chat(chat: ChatCompletion, body: Mapping[str, Any]) -> ResponseObject:
     ``incomplete`` when the token limit cut it."""
     choice = (chat.get("choices") or [{}])[0]
     message = choice.get("message") or {}
-    status: ItemStatus = "incomplete" if choice.get("finish_reason") == "length" \
-        else "completed"
+    status: ItemStatus = "incomplete" if choice.get("finish_reason") == "length" else "completed"
     output: list[OutputItem] = []
     if content := message.get("content"):
         output.append(_message_item(_id("msg"), content, status))
     for call in message.get("tool_calls") or []:
         function = call.get("function") or {}
-        output.append(_call_item(_id("fc"), call.get("id") or _id("call"),
-                                 function.get("name", ""), function.get("arguments", ""),
-                                 "completed"))
-    resp_id = f"resp_{str(chat['id']).removeprefix('chatcmpl-')}" if chat.get("id") \
-        else _id("resp")
-    return _response(body, resp_id, chat.get("created") or int(time.time()), status, output,
-                     _usage(chat.get("usage")))
+        output.append(
+            _call_item(
+                _id("fc"),
+                call.get("id") or _id("call"),
+                function.get("name", ""),
+                function.get("arguments", ""),
+                "completed",
+            )
+        )
+    resp_id = f"resp_{str(chat['id']).removeprefix('chatcmpl-')}" if chat.get("id") else _id("resp")
+    return _response(
+        body,
+        resp_id,
+        chat.get("created") or int(time.time()),
+        status,
+        output,
+        _usage(chat.get("usage")),
+    )
 
 
 class ResponsesStream(ChunkWalk):
@@ -131,8 +175,14 @@ class ResponsesStream(ChunkWalk):
         return f"event: {event['type']}\ndata: {text}\n\n".encode()
 
     def _response(self, status: ItemStatus) -> ResponseObject:
-        return _response(self.body, self._id, self._created, status, self._items,
-                         self._usage if status != "in_progress" else None)
+        return _response(
+            self.body,
+            self._id,
+            self._created,
+            status,
+            self._items,
+            self._usage if status != "in_progress" else None,
+        )
 
     def _close(self, status: ItemStatus = "completed") -> bytes:
         index, self._open, self._text = self._open, None, None
@@ -142,30 +192,60 @@ class ResponsesStream(ChunkWalk):
         item["status"] = status
         if item["type"] == "message":
             part, item_id = item["content"][0], item["id"]
-            out = self._event({
-                "type": "response.output_text.done", "sequence_number": self._next(),
-                "item_id": item_id, "output_index": index, "content_index": 0,
-                "text": part["text"], "logprobs": []})
-            out += self._event({
-                "type": "response.content_part.done", "sequence_number": self._next(),
-                "item_id": item_id, "output_index": index, "content_index": 0, "part": part})
+            out = self._event(
+                {
+                    "type": "response.output_text.done",
+                    "sequence_number": self._next(),
+                    "item_id": item_id,
+                    "output_index": index,
+                    "content_index": 0,
+                    "text": part["text"],
+                    "logprobs": [],
+                }
+            )
+            out += self._event(
+                {
+                    "type": "response.content_part.done",
+                    "sequence_number": self._next(),
+                    "item_id": item_id,
+                    "output_index": index,
+                    "content_index": 0,
+                    "part": part,
+                }
+            )
         else:
-            out = self._event({
-                "type": "response.function_call_arguments.done",
-                "sequence_number": self._next(), "item_id": item["id"], "output_index": index,
-                "name": item["name"], "arguments": item["arguments"]})
-        return out + self._event({"type": "response.output_item.done",
-                                  "sequence_number": self._next(), "output_index": index,
-                                  "item": item})
+            out = self._event(
+                {
+                    "type": "response.function_call_arguments.done",
+                    "sequence_number": self._next(),
+                    "item_id": item["id"],
+                    "output_index": index,
+                    "name": item["name"],
+                    "arguments": item["arguments"],
+                }
+            )
+        return out + self._event(
+            {
+                "type": "response.output_item.done",
+                "sequence_number": self._next(),
+                "output_index": index,
+                "item": item,
+            }
+        )
 
     def _add(self, item: OutputItem) -> bytes:
         out = self._close()
         self._open = len(self._items)
         self._items.append(item)
         added: OutputItem = {**item, "content": []} if item["type"] == "message" else item
-        return out + self._event({"type": "response.output_item.added",
-                                  "sequence_number": self._next(),
-                                  "output_index": self._open, "item": added})
+        return out + self._event(
+            {
+                "type": "response.output_item.added",
+                "sequence_number": self._next(),
+                "output_index": self._open,
+                "item": added,
+            }
+        )
 
     def text(self, text: str) -> bytes:
         out = b""
@@ -173,40 +253,71 @@ class ResponsesStream(ChunkWalk):
             item = _message_item(_id("msg"), "", "in_progress")
             out = self._add(item)
             self._text = (len(self._items) - 1, item)
-            out += self._event({
-                "type": "response.content_part.added", "sequence_number": self._next(),
-                "item_id": item["id"], "output_index": self._text[0], "content_index": 0,
-                "part": item["content"][0]})
+            out += self._event(
+                {
+                    "type": "response.content_part.added",
+                    "sequence_number": self._next(),
+                    "item_id": item["id"],
+                    "output_index": self._text[0],
+                    "content_index": 0,
+                    "part": item["content"][0],
+                }
+            )
         index, item = self._text
         item["content"][0]["text"] += text
-        return out + self._event({
-            "type": "response.output_text.delta", "sequence_number": self._next(),
-            "item_id": item["id"], "output_index": index, "content_index": 0, "delta": text,
-            "logprobs": []})
+        return out + self._event(
+            {
+                "type": "response.output_text.delta",
+                "sequence_number": self._next(),
+                "item_id": item["id"],
+                "output_index": index,
+                "content_index": 0,
+                "delta": text,
+                "logprobs": [],
+            }
+        )
 
     def tool_call(self, call: DeltaToolCall) -> bytes:
         out, function = b"", call.get("function") or {}
         key = int(call.get("index", len(self._calls)))
         if key not in self._calls:
-            item = _call_item(_id("fc"), call.get("id") or _id("call"),
-                              function.get("name") or "", "", "in_progress")
+            item = _call_item(
+                _id("fc"),
+                call.get("id") or _id("call"),
+                function.get("name") or "",
+                "",
+                "in_progress",
+            )
             out = self._add(item)
             self._calls[key] = (len(self._items) - 1, item)
         index, item = self._calls[key]
         if arguments := function.get("arguments"):
             item["arguments"] += arguments
-            out += self._event({
-                "type": "response.function_call_arguments.delta",
-                "sequence_number": self._next(), "item_id": item["id"], "output_index": index,
-                "delta": arguments})
+            out += self._event(
+                {
+                    "type": "response.function_call_arguments.delta",
+                    "sequence_number": self._next(),
+                    "item_id": item["id"],
+                    "output_index": index,
+                    "delta": arguments,
+                }
+            )
         return out
 
     def start(self, chunk: ChatChunk) -> bytes:
-        return (self._event({"type": "response.created", "sequence_number": self._next(),
-                             "response": self._response("in_progress")})
-                + self._event({"type": "response.in_progress",
-                               "sequence_number": self._next(),
-                               "response": self._response("in_progress")}))
+        return self._event(
+            {
+                "type": "response.created",
+                "sequence_number": self._next(),
+                "response": self._response("in_progress"),
+            }
+        ) + self._event(
+            {
+                "type": "response.in_progress",
+                "sequence_number": self._next(),
+                "response": self._response("in_progress"),
+            }
+        )
 
     def usage(self, usage: Usage) -> None:
         self._usage = _usage(usage)
@@ -223,12 +334,23 @@ class ResponsesStream(ChunkWalk):
         self._done = True
         status: ItemStatus = "incomplete" if self._length else "completed"
         out += self._close(status)
-        return out + self._event({
-            "type": "response.incomplete" if self._length else "response.completed",
-            "sequence_number": self._next(), "response": self._response(status)})
+        return out + self._event(
+            {
+                "type": "response.incomplete" if self._length else "response.completed",
+                "sequence_number": self._next(),
+                "response": self._response(status),
+            }
+        )
 
     def fail(self, message: str) -> bytes:
         """The Responses API's ``error`` event; nothing follows it."""
         self._done = True
-        return self._event({"type": "error", "sequence_number": self._next(),
-                            "code": "server_error", "message": message, "param": None})
+        return self._event(
+            {
+                "type": "error",
+                "sequence_number": self._next(),
+                "code": "server_error",
+                "message": message,
+                "param": None,
+            }
+        )

@@ -15,6 +15,7 @@ ChatRole: TypeAlias = Literal["system", "user", "assistant", "tool"]
 
 # --- the request sent to the engine ------------------------------------------------
 
+
 class ImageURL(TypedDict, total=False):
     """``ImageURL`` (``chat/chat_completion_content_part_image_param.py``)."""
 
@@ -149,6 +150,7 @@ class ChatRequest(TypedDict, total=False):
 
 # --- the engine's answer, as it came -----------------------------------------------
 
+
 class PromptTokensDetails(TypedDict, total=False):
     """``PromptTokensDetails`` (``completion_usage.py``)."""
 
@@ -205,8 +207,22 @@ class Choice(TypedDict, total=False):
     stop_reason: object
 
 
-class ChatCompletion(TypedDict, total=False):
-    """``ChatCompletion`` (``chat/chat_completion.py``)."""
+class Verbose(TypedDict, total=False):
+    """llama-server's ``__verbose`` (``server-task.cpp``, ``to_json_non_oaicompat``),
+    which it adds to an answer when the request has ``"verbose": true``; trimmed to the
+    fields the request's ``response_fields`` names. ``stopping_word``: the stop string
+    that ended the answer (``""`` when none did)."""
+
+    stopping_word: str
+
+
+# Not the SDK's: the key is no Python name (a class body would mangle ``__verbose``).
+_LlamaExtras = TypedDict("_LlamaExtras", {"__verbose": Verbose}, total=False)
+
+
+class ChatCompletion(_LlamaExtras, total=False):
+    """``ChatCompletion`` (``chat/chat_completion.py``); ``__verbose`` is llama-server's
+    (:class:`Verbose`)."""
 
     id: str
     created: int
@@ -249,9 +265,11 @@ class ChunkChoice(TypedDict, total=False):
     stop_reason: object
 
 
-class ChatChunk(TypedDict, total=False):
+class ChatChunk(_LlamaExtras, total=False):
     """``ChatCompletionChunk`` (``chat/chat_completion_chunk.py``); ``error`` is not the
-    SDK's: an engine's error in the stream, ``{"message": ...}`` or a string."""
+    SDK's: an engine's error in the stream, ``{"message": ...}`` or a string; nor is
+    ``__verbose``, which llama-server puts on the first chunk of its last result
+    (``to_json_oaicompat_chat_stream``, ``deltas.front()``)."""
 
     id: str
     created: int

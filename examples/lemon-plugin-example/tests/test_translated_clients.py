@@ -81,7 +81,7 @@ def test_a_tool_result_round_trip(claude: anthropic.Anthropic) -> None:
     ``tool_calls`` and ``tool`` messages, and the engine answers from it. SmolLM2's chat
     template has no tool syntax, so llama-server never emits a call for it: the call's
     translation back (``tool_use`` blocks, streamed ``input_json_delta``) is checked with
-    llama-server-shaped chunks in ``tests/test_translation.py``."""
+    llama-server-shaped chunks in ``tests/test_translation_messages_replies.py``."""
     history = [
         {"role": "user", "content": "What is the weather in Paris?"},
         {"role": "assistant", "content": [{"type": "tool_use", "id": "call_1",

@@ -22,9 +22,14 @@ LINUX_WINDOWS = frozenset({"linux", "windows"})
 ROCM_FAMILIES = frozenset({"gfx1100", "gfx1101", "gfx1102", "gfx1103", "gfx1150", "gfx1151",
                            "gfx1200", "gfx1201"})
 CPU_ONLY = (SupportRow(os=ALL_OS, devices={DeviceKind.CPU: frozenset()}),)
-# llama-server answers these itself (tools/server/server.cpp's routes).
-ENDPOINTS = OPENAI_ENDPOINTS | {"/v1/messages", "/v1/messages/count_tokens", "/v1/responses",
-                                "/v1/rerank", "/tokenize", "/detokenize"}
+# llama-server answers these itself (tools/server/server.cpp's routes). Not its
+# /v1/responses and /v1/messages: they do not match the APIs (server-task.cpp,
+# to_json_oaicompat_resp_stream: no sequence_number, output_index or content_index, which
+# the openai SDK's responses.stream() needs, and always "completed", even when max_tokens
+# cut the answer; to_json_anthropic: "end_turn" for a matched stop sequence, chatcmpl- ids),
+# so lemoncore owns both wire formats and translates them to its /v1/chat/completions
+# (lemoncore.translation), which llama-server implements faithfully.
+ENDPOINTS = OPENAI_ENDPOINTS | {"/v1/rerank", "/tokenize", "/detokenize"}
 
 RECIPE = Recipe(
     name="llamacpp",

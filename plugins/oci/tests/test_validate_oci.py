@@ -61,12 +61,10 @@ else:
         pytest.skip(f"needs {', '.join(NEEDED)} (installed by .ci/run)",
                     allow_module_level=True)
 
-    from test_containers import Registry, images, lock_for, podman, registry
+    from containers_support import Registry, lock_for, podman
 
     from lemoncore.cli.validate import add_validate, cmd_validate
     from lemoncore.validation.run import Run
-
-    __all__ = ["images", "registry"]  # the fixtures, from the container tests
 
     def test_the_container_field_check_inspects_the_running_container(
             registry: Registry, images: dict[str, str], tmp_path: Path,

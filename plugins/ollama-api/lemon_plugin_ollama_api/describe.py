@@ -7,26 +7,22 @@ from __future__ import annotations
 
 import hashlib
 import re
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from lemoncore.recipes import ModelInfo, ModelType
+from lemoncore.recipes import ModelInfo
 
+from lemon_plugin_ollama_api.capabilities import capabilities
 from lemon_plugin_ollama_api.gguf import Array, Value, read_metadata
 from lemon_plugin_ollama_api.names import ollama_name
 
-# Ollama reports a model kept loaded forever (keep_alive < 0) as expiring now plus Go's
-# largest duration.
-FOREVER = timedelta(microseconds=sys.maxsize // 1000)
-_QUANT = re.compile(r"(?<![A-Za-z0-9])(I?Q\d+(?:_[A-Z0-9]+)*|BF16|F16|F32)(?![A-Za-z0-9])",
-                    re.IGNORECASE)
+_QUANT = re.compile(
+    r"(?<![A-Za-z0-9])(I?Q\d+(?:_[A-Z0-9]+)*|BF16|F16|F32)(?![A-Za-z0-9])", re.IGNORECASE
+)
 _PARAMS = re.compile(r"(?<![A-Za-z0-9.])(\d+(?:\.\d+)?[BM])(?![A-Za-z0-9])", re.IGNORECASE)
-_CAPABILITY_LABELS = {"vision": "vision", "reasoning": "thinking", "tools": "tools",
-                      "tool-calling": "tools"}
 
 
 @dataclass(frozen=True)
@@ -41,8 +37,7 @@ class FileFacts:
 def file_facts(path: Path) -> FileFacts:
     """Read ``path``'s facts (blocking: call it in a worker thread)."""
     stat = path.stat()
-    return FileFacts(stat.st_size, datetime.fromtimestamp(stat.st_mtime, UTC),
-                     read_metadata(path))
+    return FileFacts(stat.st_size, datetime.fromtimestamp(stat.st_mtime, UTC), read_metadata(path))
 
 
 def main_file(checkpoint: str) -> str:
@@ -90,33 +85,27 @@ def details(model: ModelInfo, metadata: Mapping[str, Value | Array]) -> dict[str
     """Ollama's ``details``: the format is the main file's extension, the family the
     GGUF architecture; what is not known is empty."""
     family = _text(metadata, "general.architecture")
-    return {"parent_model": "",
-            "format": PurePosixPath(main_file(model.checkpoint)).suffix.lstrip(".").lower(),
-            "family": family, "families": [family] if family else [],
-            "parameter_size": parameter_size(model, metadata),
-            "quantization_level": quantization(model)}
+    return {
+        "parent_model": "",
+        "format": PurePosixPath(main_file(model.checkpoint)).suffix.lstrip(".").lower(),
+        "family": family,
+        "families": [family] if family else [],
+        "parameter_size": parameter_size(model, metadata),
+        "quantization_level": quantization(model),
+    }
 
 
 def listing(model: ModelInfo, facts: FileFacts) -> dict[str, Any]:
     """A downloaded model as ``/api/tags`` lists it; ``size`` is the main file's."""
     name = ollama_name(model.name)
-    return {"name": name, "model": name, "modified_at": facts.modified.isoformat(),
-            "size": facts.size, "digest": digest(model),
-            "details": details(model, facts.metadata)}
-
-
-def capabilities(model: ModelInfo, template: str) -> list[str]:
-    """``embedding`` for embedding models; else ``completion`` and what the labels (and
-    a chat template that renders tools) add."""
-    if model.model_type is ModelType.EMBEDDING:
-        return ["embedding"]
-    found = ["completion"]
-    for label in model.labels:
-        if (cap := _CAPABILITY_LABELS.get(label)) and cap not in found:
-            found.append(cap)
-    if "tools" in template and "tools" not in found:
-        found.append("tools")
-    return found
+    return {
+        "name": name,
+        "model": name,
+        "modified_at": facts.modified.isoformat(),
+        "size": facts.size,
+        "digest": digest(model),
+        "details": details(model, facts.metadata),
+    }
 
 
 def parameters(options: Mapping[str, Any]) -> str:
@@ -126,11 +115,15 @@ def parameters(options: Mapping[str, Any]) -> str:
     return f"num_ctx {ctx}" if isinstance(ctx, int) and ctx > 0 else ""
 
 
-def show(model: ModelInfo, facts: FileFacts | None,
-         options: Mapping[str, Any]) -> dict[str, Any]:
-    """``/api/show``: details, capabilities, the chat template (a Jinja template, as the
-    GGUF carries it; Ollama's own are Go templates), the parameters and a Modelfile
-    naming the checkpoint; ``model_info`` has the GGUF metadata, arrays as ``[]``."""
+def show(
+    model: ModelInfo,
+    facts: FileFacts | None,
+    options: Mapping[str, Any],
+) -> dict[str, Any]:
+    """``/api/show``: details, capabilities (:mod:`.capabilities`: from the model and
+    its file), the chat template (a Jinja template, as the GGUF
+    carries it; Ollama's own are Go templates), the parameters and a Modelfile naming
+    the checkpoint; ``model_info`` has the GGUF metadata, arrays as ``[]``."""
     metadata = facts.metadata if facts else {}
     template = _text(metadata, "tokenizer.chat_template")
     params = parameters(options)
@@ -140,11 +133,17 @@ def show(model: ModelInfo, facts: FileFacts | None,
     if params:
         modelfile.append(f"PARAMETER {params}")
     reply: dict[str, Any] = {
-        "modelfile": "\n".join(modelfile) + "\n", "parameters": params, "template": template,
+        "modelfile": "\n".join(modelfile) + "\n",
+        "parameters": params,
+        "template": template,
         "details": details(model, metadata),
-        "model_info": {k: [] if isinstance(v, Array) else v for k, v in metadata.items()
-                       if k != "tokenizer.chat_template"},
-        "capabilities": capabilities(model, template)}
+        "model_info": {
+            k: [] if isinstance(v, Array) else v
+            for k, v in metadata.items()
+            if k != "tokenizer.chat_template"
+        },
+        "capabilities": capabilities(model, metadata),
+    }
     if license_ := _text(metadata, "general.license"):
         reply["license"] = license_
     if facts is not None:
@@ -152,8 +151,7 @@ def show(model: ModelInfo, facts: FileFacts | None,
     return reply
 
 
-def context_length(options: Mapping[str, Any],
-                   metadata: Mapping[str, Value | Array]) -> int:
+def context_length(options: Mapping[str, Any], metadata: Mapping[str, Value | Array]) -> int:
     """The context a server runs with: its ``ctx_size``, or (0, the model's own) the
     GGUF's trained context length; 0 when unknown."""
     ctx = options.get("ctx_size")
@@ -164,19 +162,26 @@ def context_length(options: Mapping[str, Any],
     return trained if isinstance(trained, int) and not isinstance(trained, bool) else 0
 
 
-def running(model: ModelInfo, facts: FileFacts | None, options: Mapping[str, Any],
-            memory: int | None, on_gpu: bool, now: datetime,
-            expires_in: float | None = None) -> dict[str, Any]:
+def running(
+    model: ModelInfo,
+    facts: FileFacts | None,
+    options: Mapping[str, Any],
+    memory: int | None,
+    on_gpu: bool,
+    expires_at: datetime,
+) -> dict[str, Any]:
     """A loaded model as ``/api/ps`` lists it: ``size`` is the server's peak memory (else
-    the file's size); ``size_vram`` that size on a GPU, else 0; ``expires_at`` is now
-    plus ``expires_in`` seconds, or, when it is kept until evicted (``None``), now plus
-    Go's longest duration, as Ollama shows ``keep_alive: -1``."""
+    the file's size); ``size_vram`` that size on a GPU, else 0."""
     metadata = facts.metadata if facts else {}
     size = memory or (facts.size if facts else 0)
     name = ollama_name(model.name)
-    return {"name": name, "model": name, "size": size, "size_vram": size if on_gpu else 0,
-            "digest": digest(model), "details": details(model, metadata),
-            "expires_at": (now + (FOREVER if expires_in is None
-                                  else timedelta(seconds=expires_in))).isoformat(),
-            "context_length": context_length(options, metadata)}
-
+    return {
+        "name": name,
+        "model": name,
+        "size": size,
+        "size_vram": size if on_gpu else 0,
+        "digest": digest(model),
+        "details": details(model, metadata),
+        "expires_at": expires_at.isoformat(),
+        "context_length": context_length(options, metadata),
+    }

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
@@ -75,17 +75,30 @@ async def tags(request: Request) -> Response:
     return JSONResponse({"models": entries})
 
 
-def expires_in(server: LoadedModel) -> float | None:
-    """Seconds until ``server`` is unloaded for idleness (while busy: its keep_alive);
-    ``None`` when it is kept until evicted (pinned, or keep_alive forever)."""
-    if server.unload_in_seconds is not None or server.pinned:
-        return server.unload_in_seconds
-    return server.keep_alive
+# What Ollama reports for a model kept loaded forever: a keep_alive < 0 is Go's longest
+# duration (ollama/ollama api/types.go Duration.UnmarshalJSON and envconfig KeepAlive:
+# time.Duration(math.MaxInt64), 292 years), and its scheduler sets expiresAt to the time
+# the runner went idle plus that (server/sched.go Scheduler.processCompleted), which
+# PsHandler (server/routes.go) answers as it is: a date about 292 years ahead. Ollama's
+# CLI shows any expiry over 20 years ahead as "Forever" (format/time.go humanTime).
+FOREVER = timedelta(microseconds=(2**63 - 1) // 1000)
+
+
+def expires_at(server: LoadedModel, now: datetime) -> datetime:
+    """When Ollama would say ``server`` expires: when its last request ended plus its
+    keep_alive, or plus :data:`FOREVER` when it is kept until evicted (pinned, or
+    keep_alive forever); while it is busy, from now (as Ollama estimates a runner that
+    has not gone idle yet: ``Scheduler.loadedModels``)."""
+    went_idle = now - timedelta(seconds=server.idle_seconds)
+    if server.pinned or server.keep_alive is None:
+        return went_idle + FOREVER
+    return went_idle + timedelta(seconds=server.keep_alive)
 
 
 @ollama_errors
 async def ps(request: Request) -> Response:
-    """The loaded models."""
+    """The loaded models, the longest to live first (Ollama's ``PsHandler`` sorts them
+    so, by whole seconds)."""
     gateway = Gateway.of(request)
     entries, now = [], datetime.now(UTC)
     for server in gateway.loaded():
@@ -93,10 +106,22 @@ async def ps(request: Request) -> Response:
             model = gateway.model(server.model_name)
         except LemonError:  # its plugin went away
             continue
-        entries.append(running(model, await facts_of(gateway, model),
-                               server.recipe_options, server.peak_memory_bytes,
-                               server.device == "gpu", now, expires_in(server)))
-    return JSONResponse({"models": entries})
+        until = expires_at(server, now)
+        entries.append(
+            (
+                int(until.timestamp()),
+                running(
+                    model,
+                    await facts_of(gateway, model),
+                    server.recipe_options,
+                    server.peak_memory_bytes,
+                    server.device == "gpu",
+                    until,
+                ),
+            )
+        )
+    entries.sort(key=lambda entry: entry[0], reverse=True)  # stable, by whole seconds
+    return JSONResponse({"models": [entry for _, entry in entries]})
 
 
 @ollama_errors
@@ -107,8 +132,13 @@ async def show(request: Request) -> Response:
     gateway = Gateway.of(request)
     model = find(gateway, body.target)
     options = loaded_options(gateway, model.name)
-    return JSONResponse(described(model, await facts_of(gateway, model),
-                                  options if options is not None else model.recipe_options))
+    return JSONResponse(
+        described(
+            model,
+            await facts_of(gateway, model),
+            options if options is not None else model.recipe_options,
+        )
+    )
 
 
 async def pulling(gateway: Gateway, model: ModelInfo) -> AsyncIterator[Line]:
@@ -122,8 +152,12 @@ async def pulling(gateway: Gateway, model: ModelInfo) -> AsyncIterator[Line]:
     reported: tuple[int, int] | None = None
 
     def step(done: int, total: int) -> Line:
-        return {"status": f"pulling {hexdigest[:12]}", "digest": f"sha256:{hexdigest}",
-                "total": total, "completed": done}
+        return {
+            "status": f"pulling {hexdigest[:12]}",
+            "digest": f"sha256:{hexdigest}",
+            "total": total,
+            "completed": done,
+        }
 
     async def run() -> None:
         nonlocal outcome
@@ -144,8 +178,7 @@ async def pulling(gateway: Gateway, model: ModelInfo) -> AsyncIterator[Line]:
         raise outcome
     assert outcome is not None
     if reported is None or reported[0] < reported[1]:
-        total = reported[1] if reported else (await anyio.to_thread.run_sync(
-            outcome.stat)).st_size
+        total = reported[1] if reported else (await anyio.to_thread.run_sync(outcome.stat)).st_size
         yield step(total, total)
     yield {"status": "success"}
 
@@ -181,18 +214,18 @@ async def delete(request: Request) -> Response:
 
 REFUSALS = {
     "create": "creating models is not supported by lemoncore: register a model file "
-              "instead with POST /api/v1/pull {\"model_name\", \"checkpoint\": "
-              "\"owner/repo:file.gguf\", \"recipe\": \"llamacpp\"} (or 'lemon pull NAME "
-              "--checkpoint owner/repo:file.gguf --recipe llamacpp'); load-time options "
-              "such as the context size go in \"recipe_options\"",
+    'instead with POST /api/v1/pull {"model_name", "checkpoint": '
+    '"owner/repo:file.gguf", "recipe": "llamacpp"} (or \'lemon pull NAME '
+    "--checkpoint owner/repo:file.gguf --recipe llamacpp'); load-time options "
+    'such as the context size go in "recipe_options"',
     "copy": "copying models is not supported by lemoncore: register the same checkpoint "
-            "under the new name with POST /api/v1/pull {\"model_name\", \"checkpoint\", "
-            "\"recipe\"} (the file is not copied)",
+    'under the new name with POST /api/v1/pull {"model_name", "checkpoint", '
+    '"recipe"} (the file is not copied)',
     "push": "pushing models is not supported by lemoncore: it serves models, it does not "
-            "publish them; upload GGUF files to a Hugging Face repository instead",
+    "publish them; upload GGUF files to a Hugging Face repository instead",
     "blobs": "uploading blobs is not supported by lemoncore: put the GGUF file in "
-             "lemoncore's model directory and register it with POST /api/v1/pull "
-             "{\"model_name\", \"checkpoint\": \"file:/path/to/file.gguf\", \"recipe\"}",
+    "lemoncore's model directory and register it with POST /api/v1/pull "
+    '{"model_name", "checkpoint": "file:/path/to/file.gguf", "recipe"}',
 }
 
 

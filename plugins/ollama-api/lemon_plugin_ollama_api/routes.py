@@ -6,8 +6,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from lemoncore.errors import LemonError
+
 from lemon_plugin_ollama_api import inference, manage
 from lemon_plugin_ollama_api.responses import Handler
+from lemon_plugin_ollama_api.shape import ollama_error
 
 EVERY_METHOD = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
 
@@ -19,9 +22,12 @@ def route(path: str, handler: Handler, method: str) -> Route:
 
     async def checked(request: Request) -> Response:
         if request.method not in allowed:
-            return JSONResponse({"error": f"method {request.method} not allowed for {path}; "
-                                          f"use {method}"}, 405,
-                                headers={"Allow": ", ".join(sorted(allowed))})
+            refused = LemonError(
+                f"method {request.method} not allowed for {path}; use {method}", 405
+            )
+            return JSONResponse(
+                ollama_error(refused), refused.status, headers={"Allow": ", ".join(sorted(allowed))}
+            )
         return await handler(request)
 
     return Route(path, checked, methods=EVERY_METHOD)
@@ -40,7 +46,9 @@ def routes() -> list[Route]:
         route("/api/generate", inference.generate, "POST"),
         route("/api/embed", inference.embed, "POST"),
         route("/api/embeddings", inference.embeddings, "POST"),
-        *(route(f"/api/{what}", manage.refusal(what), "POST")
-          for what in ("create", "copy", "push")),
+        *(
+            route(f"/api/{what}", manage.refusal(what), "POST")
+            for what in ("create", "copy", "push")
+        ),
         route("/api/blobs/{digest}", manage.refusal("blobs"), "POST"),
     ]

@@ -14,7 +14,6 @@ from lemoncore.recipes import ModelInfo
 
 from lemon_plugin_ollama_api.describe import (
     FileFacts,
-    capabilities,
     details,
     digest,
     file_facts,
@@ -35,17 +34,25 @@ def gguf_string(text: str) -> bytes:
 
 def write_gguf(path: Path, version: int = 3) -> bytes:
     """A GGUF header with a value of each kind the reader must walk over."""
-    kvs = [("general.architecture", 8, gguf_string("qwen3")),
-           ("general.parameter_count", 10, struct.pack("<Q", 751_632_384)),
-           ("qwen3.context_length", 4, struct.pack("<I", 40960)),
-           ("qwen3.rope.freq_base", 6, struct.pack("<f", 1e6)),
-           ("tokenizer.ggml.add_bos_token", 7, struct.pack("<?", False)),
-           ("tokenizer.ggml.tokens", 9, struct.pack("<IQ", 8, 3) + gguf_string("a")
-            + gguf_string("bb") + gguf_string("ccc")),
-           ("tokenizer.ggml.scores", 9, struct.pack("<IQ", 6, 2) + struct.pack("<ff", 1, 2)),
-           ("tokenizer.chat_template", 8, gguf_string("{% for m in messages %}{% endfor %}"))]
-    data = b"GGUF" + struct.pack("<IQQ", version, 0, len(kvs)) + b"".join(
-        gguf_string(k) + struct.pack("<I", kind) + value for k, kind, value in kvs)
+    kvs = [
+        ("general.architecture", 8, gguf_string("qwen3")),
+        ("general.parameter_count", 10, struct.pack("<Q", 751_632_384)),
+        ("qwen3.context_length", 4, struct.pack("<I", 40960)),
+        ("qwen3.rope.freq_base", 6, struct.pack("<f", 1e6)),
+        ("tokenizer.ggml.add_bos_token", 7, struct.pack("<?", False)),
+        (
+            "tokenizer.ggml.tokens",
+            9,
+            struct.pack("<IQ", 8, 3) + gguf_string("a") + gguf_string("bb") + gguf_string("ccc"),
+        ),
+        ("tokenizer.ggml.scores", 9, struct.pack("<IQ", 6, 2) + struct.pack("<ff", 1, 2)),
+        ("tokenizer.chat_template", 8, gguf_string("{% for m in messages %}{% endfor %}")),
+    ]
+    data = (
+        b"GGUF"
+        + struct.pack("<IQQ", version, 0, len(kvs))
+        + b"".join(gguf_string(k) + struct.pack("<I", kind) + value for k, kind, value in kvs)
+    )
     path.write_bytes(data + b"\0" * 64)  # tensor infos would follow
     return data
 
@@ -66,7 +73,7 @@ def test_reads_each_kind_and_skips_arrays(tmp_path: Path) -> None:
 
 def test_what_is_not_a_whole_gguf_header_has_no_metadata(tmp_path: Path) -> None:
     header = write_gguf(tmp_path / "whole.gguf")
-    (tmp_path / "cut.gguf").write_bytes(header[:len(header) // 2])
+    (tmp_path / "cut.gguf").write_bytes(header[: len(header) // 2])
     (tmp_path / "text.gguf").write_text("not a model")
     write_gguf(tmp_path / "v1.gguf", version=1)
     for name in ("cut.gguf", "text.gguf", "v1.gguf", "missing.gguf"):
@@ -82,8 +89,9 @@ def test_smollm2s_header() -> None:
 
 
 def model(checkpoint: str, **more: object) -> ModelInfo:
-    return ModelInfo.model_validate({"name": "m", "recipe": "llamacpp",
-                                     "checkpoint": checkpoint, **more})
+    return ModelInfo.model_validate(
+        {"name": "m", "recipe": "llamacpp", "checkpoint": checkpoint, **more}
+    )
 
 
 def test_digest_is_the_pinned_sha256_else_stable() -> None:
@@ -94,14 +102,17 @@ def test_digest_is_the_pinned_sha256_else_stable() -> None:
     assert derived != digest(model("owner/repo:m-Q8_0.gguf"))
 
 
-@pytest.mark.parametrize(("checkpoint", "quant", "size"), [
-    ("owner/repo:SmolLM2-135M-Instruct.Q4_1.gguf", "Q4_1", "135M"),
-    ("unsloth/Qwen3-0.6B-GGUF:Qwen3-0.6B-Q4_0.gguf", "Q4_0", "0.6B"),
-    ("owner/repo:sub/llama-3-8b-instruct-q4_k_m.gguf", "Q4_K_M", "8B"),
-    ("owner/repo:model-UD-IQ2_XXS.gguf", "IQ2_XXS", ""),
-    ("file:/models/gemma-2b-f16.gguf", "F16", "2B"),
-    ("pkg:pkg/plain.gguf", "", ""),
-])
+@pytest.mark.parametrize(
+    ("checkpoint", "quant", "size"),
+    [
+        ("owner/repo:SmolLM2-135M-Instruct.Q4_1.gguf", "Q4_1", "135M"),
+        ("unsloth/Qwen3-0.6B-GGUF:Qwen3-0.6B-Q4_0.gguf", "Q4_0", "0.6B"),
+        ("owner/repo:sub/llama-3-8b-instruct-q4_k_m.gguf", "Q4_K_M", "8B"),
+        ("owner/repo:model-UD-IQ2_XXS.gguf", "IQ2_XXS", ""),
+        ("file:/models/gemma-2b-f16.gguf", "F16", "2B"),
+        ("pkg:pkg/plain.gguf", "", ""),
+    ],
+)
 def test_details_from_the_file_name(checkpoint: str, quant: str, size: str) -> None:
     found = details(model(checkpoint), {})
     assert (found["quantization_level"], found["parameter_size"]) == (quant, size)
@@ -114,13 +125,6 @@ def test_details_prefer_the_gguf_header(tmp_path: Path) -> None:
     assert found["family"] == "qwen3" and found["families"] == ["qwen3"]
     assert found["parameter_size"] == "752M"  # the count, over the file name's 70B
     assert found["quantization_level"] == "Q8_0"
-
-
-def test_capabilities() -> None:
-    assert capabilities(model("o/r:f.gguf", labels=("embeddings",)), "") == ["embedding"]
-    assert capabilities(model("o/r:f.gguf", labels=("chat",)), "") == ["completion"]
-    assert capabilities(model("o/r:f.gguf", labels=("reasoning", "vision")),
-                        "{% if tools %}") == ["completion", "thinking", "vision", "tools"]
 
 
 def test_listing_show_and_running(tmp_path: Path) -> None:
@@ -141,9 +145,9 @@ def test_listing_show_and_running(tmp_path: Path) -> None:
     assert show(m, None, {})["model_info"] == {}  # not downloaded: what is registered
 
     now = datetime(2026, 1, 1, tzinfo=UTC)
-    ps = running(m, facts, {"ctx_size": 0}, 123_456, on_gpu=False, now=now)
+    ps = running(m, facts, {"ctx_size": 0}, 123_456, on_gpu=False, expires_at=now)
     assert ps["size"] == 123_456 and ps["size_vram"] == 0
     assert ps["context_length"] == 40960  # 0: the model's own, from the header
-    assert datetime.fromisoformat(ps["expires_at"]).year > 2300
+    assert datetime.fromisoformat(ps["expires_at"]) == now
     on_gpu = running(m, FileFacts(10, now, {}), {"ctx_size": 512}, None, True, now)
     assert on_gpu["size"] == on_gpu["size_vram"] == 10 and on_gpu["context_length"] == 512

@@ -56,7 +56,7 @@ else:
     from lemoncore.validation.run import Run
 
     sys.path.insert(0, str(Path(__file__).parent))  # pytest's importlib mode adds no test dirs
-    from test_vte_serving import World
+    from vte_support import World
 
     def test_vte_field_checks_run_against_the_stand_in_and_say_so(
             tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
@@ -96,6 +96,6 @@ else:
         assert "| device | passed (stand-in) |" in markdown
 
     def _therock() -> bytes:
-        from test_vte_serving import therock_tarball
+        from vte_support import therock_tarball
 
         return therock_tarball()
