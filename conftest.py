@@ -17,8 +17,9 @@ def anyio_backend() -> str:
 
 
 @pytest.fixture(autouse=True)
-def isolated_settings(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
-                      ) -> None:
+def isolated_settings(
+    monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     """Keep the user's LEMON_* environment and config file out of every test."""
     for name in [n for n in os.environ if n.startswith("LEMON_")]:
         monkeypatch.delenv(name)

@@ -32,10 +32,14 @@ from lemoncore.supervisor import free_port
 HERE = Path(__file__).resolve().parent
 NAME = "SmolLM2-135M-Instruct-GGUF"
 TARGETS = {  # metric: (comparison, target); #19 tightened TTFT p50 and req/s at c8
-    "decode_ratio": (">=", 0.99), "added_ttft_p50_ms": ("<=", 1.0),
-    "added_ttft_p99_ms": ("<=", 10.0), "rps_ratio_c8": (">=", 0.98),
-    "cold_load_overhead_ms": ("<=", 30.0), "swap_overhead_ms": ("<=", 50.0),
-    "serve_to_ready_s": ("<=", 1.0), "streams_256_errors": ("<=", 0),
+    "decode_ratio": (">=", 0.99),
+    "added_ttft_p50_ms": ("<=", 1.0),
+    "added_ttft_p99_ms": ("<=", 10.0),
+    "rps_ratio_c8": (">=", 0.98),
+    "cold_load_overhead_ms": ("<=", 30.0),
+    "swap_overhead_ms": ("<=", 50.0),
+    "serve_to_ready_s": ("<=", 1.0),
+    "streams_256_errors": ("<=", 0),
     "streams_256_rss_mb": ("<=", 200.0),
 }
 
@@ -68,10 +72,13 @@ class Procs:
     def __init__(self) -> None:
         self.procs: list[subprocess.Popen[bytes]] = []
 
-    def start(self, argv: list[str], env: dict[str, str] | None = None
-              ) -> subprocess.Popen[bytes]:
-        proc = subprocess.Popen(argv, env={**os.environ, **(env or {})},
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    def start(self, argv: list[str], env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+        proc = subprocess.Popen(
+            argv,
+            env={**os.environ, **(env or {})},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         self.procs.append(proc)
         return proc
 
@@ -86,8 +93,21 @@ class Procs:
 
 
 def direct_argv(model: Path, port: int, alias: str = NAME) -> list[str]:
-    return [llama_server(), "-m", str(model), "--port", str(port), "--host", "127.0.0.1",
-            "--ctx-size", "4096", "--jinja", "--metrics", "--alias", alias]
+    return [
+        llama_server(),
+        "-m",
+        str(model),
+        "--port",
+        str(port),
+        "--host",
+        "127.0.0.1",
+        "--ctx-size",
+        "4096",
+        "--jinja",
+        "--metrics",
+        "--alias",
+        alias,
+    ]
 
 
 def first_token(api: str, model: str) -> float:
@@ -96,8 +116,12 @@ def first_token(api: str, model: str) -> float:
 
 
 def requests_per_second(api: str, model: str, concurrency: int, total: int) -> float:
-    body = {"model": model, "max_tokens": 8, "ignore_eos": True,
-            "messages": [{"role": "user", "content": "hi"}]}
+    body = {
+        "model": model,
+        "max_tokens": 8,
+        "ignore_eos": True,
+        "messages": [{"role": "user", "content": "hi"}],
+    }
 
     def one(_: int) -> None:
         payload = {**body, "messages": [{"role": "user", "content": f"{uuid.uuid4()} hi"}]}
@@ -113,10 +137,15 @@ async def many_streams(api: str, model: str, n: int, pid: int) -> dict[str, floa
     errors = 0
     limits = httpx.Limits(max_connections=n + 8, max_keepalive_connections=n + 8)
     async with httpx.AsyncClient(timeout=120, limits=limits) as client:
+
         async def one() -> None:
             nonlocal errors
-            body = {"model": model, "stream": True, "max_tokens": 64,
-                    "messages": [{"role": "user", "content": "go"}]}
+            body = {
+                "model": model,
+                "stream": True,
+                "max_tokens": 64,
+                "messages": [{"role": "user", "content": "go"}],
+            }
             try:
                 async with client.stream("POST", api + "/chat/completions", json=body) as r:
                     text = "".join([line async for line in r.aiter_lines()])
@@ -124,15 +153,16 @@ async def many_streams(api: str, model: str, n: int, pid: int) -> dict[str, floa
                         errors += 1
             except httpx.HTTPError:
                 errors += 1
+
         await asyncio.gather(*(one() for _ in range(n)))
     status = await asyncio.to_thread(Path(f"/proc/{pid}/status").read_text)
-    peak = next(int(line.split()[1]) for line in status.splitlines()
-                if line.startswith("VmHWM"))
+    peak = next(int(line.split()[1]) for line in status.splitlines() if line.startswith("VmHWM"))
     return {"errors": errors, "peak_rss_mb": round(peak / 1024, 1)}
 
 
-def interleaved(systems: dict[str, str], reps: int,
-                measure: Callable[[str], float]) -> dict[str, list[float]]:
+def interleaved(
+    systems: dict[str, str], reps: int, measure: Callable[[str], float]
+) -> dict[str, list[float]]:
     out: dict[str, list[float]] = {name: [] for name in systems}
     for _ in range(reps):
         for name, api in systems.items():
@@ -155,32 +185,47 @@ def main() -> None:
     for alias in ("smol-a", "smol-b"):
         (models_dir / f"{alias}.gguf").symlink_to(model)
     procs = Procs()
-    result: dict[str, Any] = {"machine": {"cpus": os.cpu_count(), "model": NAME,
-                                          "tokens": 96, "reps": reps}, "skipped": {}}
+    result: dict[str, Any] = {
+        "machine": {"cpus": os.cpu_count(), "model": NAME, "tokens": 96, "reps": reps},
+        "skipped": {},
+    }
     try:
         # lemoncore: start-to-ready, then models (two copies for swaps; the zero upstream)
         port = free_port()
         config = tmp / "config.toml"
         zero_script = tmp / "zero-upstream"
-        zero_script.write_text(f"#!/bin/sh\nexec {sys.executable} {HERE / 'zero_upstream.py'}"
-                               ' "$@"\n')
+        zero_script.write_text(
+            f'#!/bin/sh\nexec {sys.executable} {HERE / "zero_upstream.py"} "$@"\n'
+        )
         zero_script.chmod(0o755)
-        config.write_text(f'max_loaded_models = 1\nheartbeat_interval = 1.0\n'
-                          f'model_dirs = ["{model.parent}"]\n'
-                          f'[recipes.llamacpp]\nsystem_bin = "{zero_script}"\n')
-        env = {"LEMON_CACHE_DIR": str(tmp / "cache"), "LEMON_CONFIG_FILE": str(config),
-               "LEMON_LOG_LEVEL": "warning"}
+        config.write_text(
+            f"max_loaded_models = 1\nheartbeat_interval = 1.0\n"
+            f'model_dirs = ["{model.parent}"]\n'
+            f'[recipes.llamacpp]\nsystem_bin = "{zero_script}"\n'
+        )
+        env = {
+            "LEMON_CACHE_DIR": str(tmp / "cache"),
+            "LEMON_CONFIG_FILE": str(config),
+            "LEMON_LOG_LEVEL": "warning",
+        }
         started = time.perf_counter()
-        lemon = procs.start([sys.executable, "-m", "lemoncore.cli", "serve", "--port",
-                             str(port)], env)
+        lemon = procs.start(
+            [sys.executable, "-m", "lemoncore.cli", "serve", "--port", str(port)], env
+        )
         wait_ready(f"http://127.0.0.1:{port}/live")
         result["serve_to_ready_s"] = round(time.perf_counter() - started, 3)
         lemon_url = f"http://127.0.0.1:{port}"
-        for name, options, labels in (("smol-b", {}, []),
-                                      ("zero", {"backend": "system"}, [])):
-            httpx.post(lemon_url + "/api/v1/pull", json={
-                "model_name": name, "recipe": "llamacpp", "checkpoint": f"file:{model}",
-                "labels": labels, "recipe_options": options}).raise_for_status()
+        for name, options, labels in (("smol-b", {}, []), ("zero", {"backend": "system"}, [])):
+            httpx.post(
+                lemon_url + "/api/v1/pull",
+                json={
+                    "model_name": name,
+                    "recipe": "llamacpp",
+                    "checkpoint": f"file:{model}",
+                    "labels": labels,
+                    "recipe_options": options,
+                },
+            ).raise_for_status()
 
         # cold load through lemoncore vs raw spawn to first token
         cold, raw_cold = [], []
@@ -195,15 +240,29 @@ def main() -> None:
             raw_cold.append(time.perf_counter() - t0)
             proc.terminate()
             proc.wait()
-        result["cold_load"] = {"lemoncore_ms": spread([c * 1000 for c in cold]),
-                               "raw_spawn_to_first_token_ms": spread(
-                                   [c * 1000 for c in raw_cold])}
+        result["cold_load"] = {
+            "lemoncore_ms": spread([c * 1000 for c in cold]),
+            "raw_spawn_to_first_token_ms": spread([c * 1000 for c in raw_cold]),
+        }
 
         # swap A -> B with one slot: lemoncore and router mode vs raw stop + start
         router_port = free_port()
-        procs.start([llama_server(), "--models-dir", str(models_dir), "--models-max", "1",
-                     "--port", str(router_port), "--host", "127.0.0.1", "--ctx-size", "4096",
-                     "--jinja"])
+        procs.start(
+            [
+                llama_server(),
+                "--models-dir",
+                str(models_dir),
+                "--models-max",
+                "1",
+                "--port",
+                str(router_port),
+                "--host",
+                "127.0.0.1",
+                "--ctx-size",
+                "4096",
+                "--jinja",
+            ]
+        )
         router_api = f"http://127.0.0.1:{router_port}/v1"
         wait_ready(f"http://127.0.0.1:{router_port}/health")
         swaps: dict[str, list[float]] = {"lemoncore": [], "router": [], "raw": []}
@@ -231,16 +290,32 @@ def main() -> None:
         direct_port = free_port()
         procs.start(direct_argv(model, direct_port))
         wait_ready(f"http://127.0.0.1:{direct_port}/health")
-        systems = {"direct": f"http://127.0.0.1:{direct_port}/v1",
-                   "lemoncore": lemon_url + "/v1", "router": router_api}
+        systems = {
+            "direct": f"http://127.0.0.1:{direct_port}/v1",
+            "lemoncore": lemon_url + "/v1",
+            "router": router_api,
+        }
         litellm = args.litellm
         if litellm and Path(litellm).exists():
             lport = free_port()
             # loopback-only benchmark peer: no master key, as LiteLLM allows for local use
-            procs.start([litellm, "--model", f"openai/{NAME}", "--api_base",
-                         systems["direct"], "--port", str(lport), "--host", "127.0.0.1"],
-                        {"OPENAI_API_KEY": "none",
-                         "LITELLM_DANGEROUSLY_PERMIT_WEAK_OR_UNSET_MASTER_KEY": "true"})
+            procs.start(
+                [
+                    litellm,
+                    "--model",
+                    f"openai/{NAME}",
+                    "--api_base",
+                    systems["direct"],
+                    "--port",
+                    str(lport),
+                    "--host",
+                    "127.0.0.1",
+                ],
+                {
+                    "OPENAI_API_KEY": "none",
+                    "LITELLM_DANGEROUSLY_PERMIT_WEAK_OR_UNSET_MASTER_KEY": "true",
+                },
+            )
             try:
                 wait_ready(f"http://127.0.0.1:{lport}/health/liveliness", 180)
                 systems["litellm"] = f"http://127.0.0.1:{lport}/v1"
@@ -248,25 +323,35 @@ def main() -> None:
                 result["skipped"]["litellm"] = str(exc)
         else:
             result["skipped"]["litellm"] = "not installed (bash benchmarks/run installs it)"
-        model_of = {"direct": NAME, "lemoncore": NAME, "router": "smol-a",
-                    "litellm": f"openai/{NAME}"}
+        model_of = {
+            "direct": NAME,
+            "lemoncore": NAME,
+            "router": "smol-a",
+            "litellm": f"openai/{NAME}",
+        }
         for name, api in systems.items():
             first_token(api, model_of[name])  # warm (loads router's smol-a)
         samples: dict[str, list[Any]] = {name: [] for name in systems}
         with httpx.Client(timeout=120) as client:
             for _ in range(reps):
                 for name, api in systems.items():
-                    samples[name].append(stream_once(client, api, model_of[name],
-                                                     SCENARIOS["short"], 96))
-        result["stream"] = {name: {"ttft_ms": spread([s.ttft_s * 1000 for s in ss]),
-                                   "decode_tps": spread([s.decode_tps for s in ss])}
-                            for name, ss in samples.items()}
+                    samples[name].append(
+                        stream_once(client, api, model_of[name], SCENARIOS["short"], 96)
+                    )
+        result["stream"] = {
+            name: {
+                "ttft_ms": spread([s.ttft_s * 1000 for s in ss]),
+                "decode_tps": spread([s.decode_tps for s in ss]),
+            }
+            for name, ss in samples.items()
+        }
         rps: dict[str, dict[str, float]] = {name: {} for name in systems}
         for concurrency in (1, 8, 32):
             total = concurrency * (2 if args.smoke else 6)
             for name, api in systems.items():
-                rps[name][f"c{concurrency}"] = round(requests_per_second(
-                    api, model_of[name], concurrency, total), 2)
+                rps[name][f"c{concurrency}"] = round(
+                    requests_per_second(api, model_of[name], concurrency, total), 2
+                )
         result["requests_per_s"] = rps
 
         # pure proxy overhead: lemoncore in front of the zero-work upstream vs it directly
@@ -276,10 +361,12 @@ def main() -> None:
         first_token(lemon_url + "/v1", "zero")
         zero = {"direct": f"http://127.0.0.1:{zport}/v1", "lemoncore": lemon_url + "/v1"}
         zero_ttft = interleaved(zero, reps * 5, lambda api: first_token(api, "zero"))
-        result["zero_work"] = {name: {"ttft_ms": spread([v * 1000 for v in vs])}
-                               for name, vs in zero_ttft.items()}
-        streams = asyncio.run(many_streams(lemon_url + "/v1", "zero",
-                                           32 if args.smoke else 256, lemon.pid))
+        result["zero_work"] = {
+            name: {"ttft_ms": spread([v * 1000 for v in vs])} for name, vs in zero_ttft.items()
+        }
+        streams = asyncio.run(
+            many_streams(lemon_url + "/v1", "zero", 32 if args.smoke else 256, lemon.pid)
+        )
         result["streams_256"] = streams
     finally:
         procs.stop_all()
@@ -291,16 +378,25 @@ def main() -> None:
 def metrics(r: dict[str, Any]) -> dict[str, Any]:
     s, rps = r["stream"], r["requests_per_s"]
     m: dict[str, Any] = {
-        "decode_ratio": round(s["lemoncore"]["decode_tps"]["p50"]
-                              / s["direct"]["decode_tps"]["p50"], 3),
-        "added_ttft_p50_ms": round(r["zero_work"]["lemoncore"]["ttft_ms"]["p50"]
-                                   - r["zero_work"]["direct"]["ttft_ms"]["p50"], 2),
-        "added_ttft_p99_ms": round(r["zero_work"]["lemoncore"]["ttft_ms"]["p99"]
-                                  - r["zero_work"]["direct"]["ttft_ms"]["p99"], 2),
+        "decode_ratio": round(
+            s["lemoncore"]["decode_tps"]["p50"] / s["direct"]["decode_tps"]["p50"], 3
+        ),
+        "added_ttft_p50_ms": round(
+            r["zero_work"]["lemoncore"]["ttft_ms"]["p50"]
+            - r["zero_work"]["direct"]["ttft_ms"]["p50"],
+            2,
+        ),
+        "added_ttft_p99_ms": round(
+            r["zero_work"]["lemoncore"]["ttft_ms"]["p99"]
+            - r["zero_work"]["direct"]["ttft_ms"]["p99"],
+            2,
+        ),
         "rps_ratio_c8": round(rps["lemoncore"]["c8"] / rps["direct"]["c8"], 3),
-        "cold_load_overhead_ms": round(r["cold_load"]["lemoncore_ms"]["p50"]
-                                       - r["cold_load"]["raw_spawn_to_first_token_ms"]["p50"],
-                                       1),
+        "cold_load_overhead_ms": round(
+            r["cold_load"]["lemoncore_ms"]["p50"]
+            - r["cold_load"]["raw_spawn_to_first_token_ms"]["p50"],
+            1,
+        ),
         "swap_overhead_ms": round(r["swap"]["lemoncore"]["p50"] - r["swap"]["raw"]["p50"], 1),
         "serve_to_ready_s": r["serve_to_ready_s"],
         "streams_256_errors": r["streams_256"]["errors"],
@@ -308,8 +404,9 @@ def metrics(r: dict[str, Any]) -> dict[str, Any]:
     }
     for peer in ("router", "litellm"):
         if peer in s:
-            m[f"{peer}_decode_ratio"] = round(s[peer]["decode_tps"]["p50"]
-                                              / s["direct"]["decode_tps"]["p50"], 3)
+            m[f"{peer}_decode_ratio"] = round(
+                s[peer]["decode_tps"]["p50"] / s["direct"]["decode_tps"]["p50"], 3
+            )
             m[f"{peer}_rps_ratio_c8"] = round(rps[peer]["c8"] / rps["direct"]["c8"], 3)
     return m
 
@@ -323,29 +420,43 @@ def write(result: dict[str, Any], out: Path, smoke: bool) -> None:
     out.mkdir(parents=True, exist_ok=True)
     stamp = "smoke" if smoke else time.strftime("%Y%m%d-%H%M%S")
     (out / f"{stamp}.json").write_text(json.dumps(result, indent=2))
-    lines = [f"# Benchmark {stamp}", "",
-             f"{result['machine']['cpus']} CPUs, {NAME}, 96 tokens, "
-             f"{result['machine']['reps']} interleaved repetitions. Skipped: "
-             f"{result['skipped'] or 'nothing'}.", "",
-             "| Metric | Value | Target | Met |", "|---|---|---|---|"]
+    lines = [
+        f"# Benchmark {stamp}",
+        "",
+        f"{result['machine']['cpus']} CPUs, {NAME}, 96 tokens, "
+        f"{result['machine']['reps']} interleaved repetitions. Skipped: "
+        f"{result['skipped'] or 'nothing'}.",
+        "",
+        "| Metric | Value | Target | Met |",
+        "|---|---|---|---|",
+    ]
     for name, value in result["metrics"].items():
         if name in TARGETS:
             op, target = TARGETS[name]
-            lines.append(f"| {name} | {value} | {op} {target} | "
-                         f"{'yes' if met(name, value) else '**no**'} |")
+            lines.append(
+                f"| {name} | {value} | {op} {target} | {'yes' if met(name, value) else '**no**'} |"
+            )
         else:
             lines.append(f"| {name} | {value} | (peer) | |")
-    lines += ["", "| System | TTFT p50 ms (p10-p90) | decode tok/s p50 (p10-p90) | "
-              "req/s c1 / c8 / c32 |", "|---|---|---|---|"]
+    lines += [
+        "",
+        "| System | TTFT p50 ms (p10-p90) | decode tok/s p50 (p10-p90) | req/s c1 / c8 / c32 |",
+        "|---|---|---|---|",
+    ]
     for name, s in result["stream"].items():
         t, d, q = s["ttft_ms"], s["decode_tps"], result["requests_per_s"][name]
-        lines.append(f"| {name} | {t['p50']} ({t['p10']}-{t['p90']}) | {d['p50']} "
-                     f"({d['p10']}-{d['p90']}) | {q['c1']} / {q['c8']} / {q['c32']} |")
+        lines.append(
+            f"| {name} | {t['p50']} ({t['p10']}-{t['p90']}) | {d['p50']} "
+            f"({d['p10']}-{d['p90']}) | {q['c1']} / {q['c8']} / {q['c32']} |"
+        )
     sw, cl = result["swap"], result["cold_load"]
-    lines += ["", f"Swap A→B p50: lemoncore {sw['lemoncore']['p50']} ms, router mode "
-              f"{sw['router']['p50']} ms, raw stop+start {sw['raw']['p50']} ms. Cold load "
-              f"p50: lemoncore {cl['lemoncore_ms']['p50']} ms, raw spawn to first token "
-              f"{cl['raw_spawn_to_first_token_ms']['p50']} ms."]
+    lines += [
+        "",
+        f"Swap A→B p50: lemoncore {sw['lemoncore']['p50']} ms, router mode "
+        f"{sw['router']['p50']} ms, raw stop+start {sw['raw']['p50']} ms. Cold load "
+        f"p50: lemoncore {cl['lemoncore_ms']['p50']} ms, raw spawn to first token "
+        f"{cl['raw_spawn_to_first_token_ms']['p50']} ms.",
+    ]
     (out / f"{stamp}.md").write_text("\n".join(lines) + "\n")
     if not smoke:
         (out / "latest.md").write_text("\n".join(lines) + "\n")

@@ -62,11 +62,15 @@ def max_rss_mib() -> float:
 async def huge_answer(size: int) -> tuple[int, float]:
     with tempfile.TemporaryDirectory() as tmp:
         cache = Path(tmp)
-        app = create_app(Settings(cache_dir=cache, plugins_allow=""),
-                         plugins={"tiny": tiny_plugin(cache)})
-        async with app.router.lifespan_context(app), httpx.AsyncClient(
-                transport=httpx.ASGITransport(app), base_url="http://localhost",
-                timeout=300) as client:
+        app = create_app(
+            Settings(cache_dir=cache, plugins_allow=""), plugins={"tiny": tiny_plugin(cache)}
+        )
+        async with (
+            app.router.lifespan_context(app),
+            httpx.AsyncClient(
+                transport=httpx.ASGITransport(app), base_url="http://localhost", timeout=300
+            ) as client,
+        ):
             said = "flood " + json.dumps({"size": size, "length": False})
             body = {"model": MODEL, "messages": [{"role": "user", "content": said}]}
             await client.post("/v1/chat/completions", json={"model": MODEL, "messages": []})
@@ -86,8 +90,10 @@ def main() -> None:
         for _ in range(3):
             new.append(parse_seconds(DataLines(max_line=1 << 30), mib << 20))
             old.append(parse_seconds(RebuiltLines(), mib << 20))
-        print(f"| {mib} | {', '.join(f'{s:.3f}' for s in new)} | "
-              f"{', '.join(f'{s:.2f}' for s in old)} |")
+        print(
+            f"| {mib} | {', '.join(f'{s:.3f}' for s in new)} | "
+            f"{', '.join(f'{s:.2f}' for s in old)} |"
+        )
 
 
 if __name__ == "__main__":

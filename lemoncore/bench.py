@@ -16,8 +16,10 @@ from dataclasses import dataclass
 
 import httpx
 
-SCENARIOS = {"short": "Tell me a story.",
-             "long": " ".join(f"item{i}" for i in range(400)) + " Summarise the list."}
+SCENARIOS = {
+    "short": "Tell me a story.",
+    "long": " ".join(f"item{i}" for i in range(400)) + " Summarise the list.",
+}
 
 
 @dataclass(frozen=True)
@@ -36,10 +38,14 @@ def spread(values: Sequence[float]) -> dict[str, float]:
     def pct(p: float) -> float:
         return ordered[min(len(ordered) - 1, round(p * (len(ordered) - 1)))]
 
-    return {"n": len(ordered), "p50": round(statistics.median(ordered), 4),
-            "p10": round(pct(0.1), 4), "p90": round(pct(0.9), 4),
-            "p99": round(pct(0.99), 4),
-            "stdev": round(statistics.stdev(ordered), 4) if len(ordered) > 1 else 0.0}
+    return {
+        "n": len(ordered),
+        "p50": round(statistics.median(ordered), 4),
+        "p10": round(pct(0.1), 4),
+        "p90": round(pct(0.9), 4),
+        "p99": round(pct(0.99), 4),
+        "stdev": round(statistics.stdev(ordered), 4) if len(ordered) > 1 else 0.0,
+    }
 
 
 @dataclass(frozen=True)
@@ -73,8 +79,12 @@ def skip_reason(client: httpx.Client, url: str, target: Target) -> str:
     if target.backend is None:
         return ""
     recipe = found.json().get("recipe")
-    backends = client.get(url + "/api/v1/system-info").json()["recipes"].get(
-        recipe, {}).get("backends", {})
+    backends = (
+        client.get(url + "/api/v1/system-info")
+        .json()["recipes"]
+        .get(recipe, {})
+        .get("backends", {})
+    )
     state = backends.get(target.backend)
     if state is None:
         return f"recipe {recipe} has no backend {target.backend!r}"
@@ -94,24 +104,36 @@ def select(client: httpx.Client, url: str, target: Target) -> float:
             client.post(url + "/api/v1/unload", json={"model_name": target.model})
         return 0.0
     started = time.perf_counter()
-    loaded = client.post(url + "/api/v1/load", json={"model_name": target.model,
-                                                     "backend": target.backend})
+    loaded = client.post(
+        url + "/api/v1/load", json={"model_name": target.model, "backend": target.backend}
+    )
     took = time.perf_counter() - started
     if loaded.status_code != 200:
-        raise RuntimeError(f"{target.label}: loading failed: "
-                           f"{loaded.json().get('error', {}).get('message', loaded.text)}")
-    serving = [m.get("backend") for m in client.get(url + "/api/v1/health").json()[
-        "all_models_loaded"] if m.get("model_name") == target.model]
+        raise RuntimeError(
+            f"{target.label}: loading failed: "
+            f"{loaded.json().get('error', {}).get('message', loaded.text)}"
+        )
+    serving = [
+        m.get("backend")
+        for m in client.get(url + "/api/v1/health").json()["all_models_loaded"]
+        if m.get("model_name") == target.model
+    ]
     if serving != [target.backend]:
         raise RuntimeError(f"{target.label}: the server serves it on {serving}")
     return took
 
 
-def stream_once(client: httpx.Client, api: str, model: str, prompt: str,
-                max_tokens: int = 96) -> Sample:
-    body = {"model": model, "stream": True, "max_tokens": max_tokens, "ignore_eos": True,
-            "stream_options": {"include_usage": True},
-            "messages": [{"role": "user", "content": f"[{uuid.uuid4()}] {prompt}"}]}
+def stream_once(
+    client: httpx.Client, api: str, model: str, prompt: str, max_tokens: int = 96
+) -> Sample:
+    body = {
+        "model": model,
+        "stream": True,
+        "max_tokens": max_tokens,
+        "ignore_eos": True,
+        "stream_options": {"include_usage": True},
+        "messages": [{"role": "user", "content": f"[{uuid.uuid4()}] {prompt}"}],
+    }
     start = time.perf_counter()
     first = last = 0.0
     tokens, prompt_tokens = 0, 0
@@ -136,8 +158,7 @@ def peak_memory(client: httpx.Client, url: str, model: str) -> int | None:
     """The peak host memory the server reports for ``model``'s backend (its process, or
     its container's cgroup), in bytes; ``None`` where it does not know."""
     loaded = client.get(url + "/api/v1/health").json()["all_models_loaded"]
-    peak = next((m.get("peak_memory_bytes") for m in loaded if m.get("model_name") == model),
-                None)
+    peak = next((m.get("peak_memory_bytes") for m in loaded if m.get("model_name") == model), None)
     return peak if isinstance(peak, int) else None
 
 
@@ -147,8 +168,14 @@ def client_for(api_key: str | None) -> httpx.Client:
     return httpx.Client(timeout=600, headers=headers)
 
 
-def bench(url: str, models: Sequence[str | Target], reps: int = 5, cold: bool = True,
-          max_tokens: int = 96, api_key: str | None = None) -> dict[str, object]:
+def bench(
+    url: str,
+    models: Sequence[str | Target],
+    reps: int = 5,
+    cold: bool = True,
+    max_tokens: int = 96,
+    api_key: str | None = None,
+) -> dict[str, object]:
     """Warm and (optionally) cold runs of every scenario for each target on a lemoncore
     server at ``url``: the same prompts, each with a unique prefix, in rounds that
     interleave the targets (each round starts with an unmeasured warm-up, which also
@@ -171,13 +198,15 @@ def bench(url: str, models: Sequence[str | Target], reps: int = 5, cold: bool = 
                     select(client, url, target)
                 for name, prompt in SCENARIOS.items():
                     stream_once(client, url + "/v1", target.model, prompt, 4)  # warm-up
-                    warm.setdefault((target.label, name), []).append(stream_once(
-                        client, url + "/v1", target.model, prompt, max_tokens))
+                    warm.setdefault((target.label, name), []).append(
+                        stream_once(client, url + "/v1", target.model, prompt, max_tokens)
+                    )
                 if (peak := peak_memory(client, url, target.model)) is not None:
                     peaks[target.label] = max(peak, peaks.get(target.label, 0))
         for target in running:
-            result: dict[str, object] = {name: _summary(warm[target.label, name])
-                                         for name in SCENARIOS}
+            result: dict[str, object] = {
+                name: _summary(warm[target.label, name]) for name in SCENARIOS
+            }
             if target.label in peaks:
                 result["peak_memory_mib"] = round(peaks[target.label] / 2**20)
             if cold:
@@ -185,16 +214,20 @@ def bench(url: str, models: Sequence[str | Target], reps: int = 5, cold: bool = 
                 for _ in range(reps):
                     client.post(url + "/api/v1/unload", json={"model_name": target.model})
                     loading = select(client, url, target)  # the load counts: it is cold
-                    sample = stream_once(client, url + "/v1", target.model,
-                                         SCENARIOS["short"], max_tokens)
-                    samples.append(Sample(sample.ttft_s + loading, sample.decode_tps,
-                                          sample.prompt_tps))
+                    sample = stream_once(
+                        client, url + "/v1", target.model, SCENARIOS["short"], max_tokens
+                    )
+                    samples.append(
+                        Sample(sample.ttft_s + loading, sample.decode_tps, sample.prompt_tps)
+                    )
                 result["cold"] = _summary(samples)
             report[target.label] = result
     return report
 
 
 def _summary(samples: Sequence[Sample]) -> dict[str, object]:
-    return {"ttft_ms": spread([s.ttft_s * 1000 for s in samples]),
-            "decode_tps": spread([s.decode_tps for s in samples]),
-            "prompt_tps": spread([s.prompt_tps for s in samples])}
+    return {
+        "ttft_ms": spread([s.ttft_s * 1000 for s in samples]),
+        "decode_tps": spread([s.decode_tps for s in samples]),
+        "prompt_tps": spread([s.prompt_tps for s in samples]),
+    }

@@ -40,5 +40,14 @@ from lemoncore.fieldchecks import CheckSkipped, FieldCheck, FieldContext, FieldR
 from lemoncore.validation.suite import BackendConformance, field_checks
 from lemoncore.validation.target import SAMPLES, ConformanceTarget, Served
 
-__all__ = ["SAMPLES", "BackendConformance", "CheckSkipped", "ConformanceTarget",
-           "FieldCheck", "FieldContext", "FieldResult", "Served", "field_checks"]
+__all__ = [
+    "SAMPLES",
+    "BackendConformance",
+    "CheckSkipped",
+    "ConformanceTarget",
+    "FieldCheck",
+    "FieldContext",
+    "FieldResult",
+    "Served",
+    "field_checks",
+]

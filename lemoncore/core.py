@@ -34,21 +34,30 @@ async def run_startup_tasks(core: Core) -> None:
         try:
             await task()
         except Exception as exc:  # noqa: BLE001 - a plugin's chore must not stop startup
-            structlog.get_logger("lemoncore").error("plugin startup task failed",
-                                                    plugin=name, error=repr(exc))
+            structlog.get_logger("lemoncore").error(
+                "plugin startup task failed", plugin=name, error=repr(exc)
+            )
 
 
-def build_core(settings: Settings, plugins: Mapping[str, object] | None = None,
-               host: HostInfo | None = None) -> Core:
+def build_core(
+    settings: Settings, plugins: Mapping[str, object] | None = None, host: HostInfo | None = None
+) -> Core:
     """Load plugins (entry points plus ``plugins``) and wire the core's parts together."""
     host = host or detect_host()
     plugin_host = load_plugins(settings.allowed_plugins, settings.denied_plugins, plugins)
     refreshed = settings.cache_dir / refresh.REFRESH_FILE  # accepted refreshes win
-    lock = load_lock(plugin_host.registry.locks,
-                     [*settings.lock_files, *([refreshed] if refreshed.exists() else [])])
+    lock = load_lock(
+        plugin_host.registry.locks,
+        [*settings.lock_files, *([refreshed] if refreshed.exists() else [])],
+    )
     lock.adopt(trust.load(settings.cache_dir / trust.TRUST_FILE))
     backends = Backends(plugin_host, host, settings, lock)
-    models = ModelStore(plugin_host.registry.models, settings.cache_dir, settings.offline,
-                        settings.model_dirs, backends.declared_models)
+    models = ModelStore(
+        plugin_host.registry.models,
+        settings.cache_dir,
+        settings.offline,
+        settings.model_dirs,
+        backends.declared_models,
+    )
     router = Router(settings, plugin_host, backends, models, host)
     return Core(settings, plugin_host, host, backends, models, router)

@@ -22,9 +22,20 @@ import sys
 from pathlib import Path
 
 # /proc/cpuinfo's names (the kernel's arch/x86/include/asm/cpufeatures.h) -> NumPy's.
-_KERNEL_NAMES = {"sse": "SSE", "sse2": "SSE2", "pni": "SSE3", "ssse3": "SSSE3",
-                 "sse4_1": "SSE41", "sse4_2": "SSE42", "popcnt": "POPCNT", "avx": "AVX",
-                 "avx2": "AVX2", "fma": "FMA3", "f16c": "F16C", "bmi2": "BMI2"}
+_KERNEL_NAMES = {
+    "sse": "SSE",
+    "sse2": "SSE2",
+    "pni": "SSE3",
+    "ssse3": "SSSE3",
+    "sse4_1": "SSE41",
+    "sse4_2": "SSE42",
+    "popcnt": "POPCNT",
+    "avx": "AVX",
+    "avx2": "AVX2",
+    "fma": "FMA3",
+    "f16c": "F16C",
+    "bmi2": "BMI2",
+}
 _X86_64_V2 = frozenset({"SSE42", "POPCNT"})  # what NumPy's wheels need to import
 
 
@@ -50,8 +61,10 @@ def _kernel_flags(cpuinfo: Path = Path("/proc/cpuinfo")) -> frozenset[str] | Non
         text = cpuinfo.read_text()
     except OSError:
         return None
-    flags = next((line.split(":", 1)[1].split() for line in text.splitlines()
-                  if line.startswith("flags")), [])
+    flags = next(
+        (line.split(":", 1)[1].split() for line in text.splitlines() if line.startswith("flags")),
+        [],
+    )
     return frozenset(_KERNEL_NAMES[f] for f in flags if f in _KERNEL_NAMES)
 
 

@@ -31,8 +31,10 @@ def keep_alive_seconds(value: object) -> float | None:
         except ValueError:
             parts = _PART.findall(body)
             if not parts or "".join(n + u for n, u in parts) != body:
-                raise ValueError(f"{value!r} is not a duration: give seconds (300) or a "
-                                 "duration such as '5m' or '1h'") from None
+                raise ValueError(
+                    f"{value!r} is not a duration: give seconds (300) or a "
+                    "duration such as '5m' or '1h'"
+                ) from None
             seconds = sign * sum(float(n) * _UNITS[u] for n, u in parts)
     if math.isnan(seconds):
         raise ValueError("keep_alive must be a number of seconds or a duration string")
@@ -49,5 +51,8 @@ def describe(seconds: float) -> str:
         return "forever"
     if seconds < 120 or seconds % 60:
         return f"{seconds:g} s"
-    return f"{seconds / 3600:g} h" if seconds >= 7200 and not seconds % 3600 \
+    return (
+        f"{seconds / 3600:g} h"
+        if seconds >= 7200 and not seconds % 3600
         else f"{seconds / 60:g} min"
+    )

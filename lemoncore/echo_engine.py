@@ -82,8 +82,9 @@ class Engine:
             messages = body.get("messages")
             if not isinstance(messages, list) or not messages:
                 raise BadRequest("'messages' must be a non-empty list")
-            return sum(1 + len(_text(m.get("content")).split())
-                       for m in messages if isinstance(m, dict))
+            return sum(
+                1 + len(_text(m.get("content")).split()) for m in messages if isinstance(m, dict)
+            )
         prompt = body.get("prompt")
         if isinstance(prompt, list):
             prompt = " ".join(map(str, prompt))
@@ -95,20 +96,24 @@ class Engine:
         """The answer's pieces (a word each, after the first with its leading space) and
         its finish reason: the model file's words up to ``max_tokens``, cut before the
         first ``stop`` string."""
-        limit = next((body[k] for k in ("max_completion_tokens", "max_tokens")
-                      if body.get(k) is not None), DEFAULT_MAX_TOKENS)
+        limit = next(
+            (body[k] for k in ("max_completion_tokens", "max_tokens") if body.get(k) is not None),
+            DEFAULT_MAX_TOKENS,
+        )
         if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
             raise BadRequest("'max_tokens' must be a positive integer")
         if prompt_tokens + limit > self.ctx_size:
-            raise BadRequest(f"{prompt_tokens} prompt tokens and max_tokens {limit} exceed "
-                             f"the context size {self.ctx_size}")
+            raise BadRequest(
+                f"{prompt_tokens} prompt tokens and max_tokens {limit} exceed "
+                f"the context size {self.ctx_size}"
+            )
         words = " ".join(self.words[:limit])
         finish = "length" if len(self.words) > limit else "stop"
         stop = body.get("stop") or []
         stops = [stop] if isinstance(stop, str) else stop if isinstance(stop, Iterable) else []
         found = [i for s in stops if isinstance(s, str) and s and (i := words.find(s)) >= 0]
         if found:
-            words, finish = words[:min(found)], "stop"
+            words, finish = words[: min(found)], "stop"
         return re.findall(r"\s*\S+", words), finish
 
 
@@ -151,8 +156,9 @@ class Handler(standin.Handler):
             return
         counts = usage(prompt_tokens, len(pieces))
         chat = self.path == "/v1/chat/completions"
-        start = head(f"{'chatcmpl' if chat else 'cmpl'}-echo-{time.monotonic_ns()}",
-                     self.engine.alias)
+        start = head(
+            f"{'chatcmpl' if chat else 'cmpl'}-echo-{time.monotonic_ns()}", self.engine.alias
+        )
         if body.get("stream"):
             options = body.get("stream_options")
             include = isinstance(options, dict) and bool(options.get("include_usage"))
@@ -168,13 +174,15 @@ class Handler(standin.Handler):
         self.send_json(200, answer(start, [choice], CHAT if chat else TEXT, counts))
 
 
-def _chunks(start: Head, chat: bool, pieces: list[str], finish: str,
-            counts: Usage | None) -> Iterator[Answer]:
+def _chunks(
+    start: Head, chat: bool, pieces: list[str], finish: str, counts: Usage | None
+) -> Iterator[Answer]:
     """The SSE events of a streamed answer: a piece each, the finish, then usage."""
     kind = CHUNK if chat else TEXT
     for piece in pieces:
-        yield answer(start, [delta({"role": "assistant", "content": piece}) if chat
-                             else text(piece)], kind)
+        yield answer(
+            start, [delta({"role": "assistant", "content": piece}) if chat else text(piece)], kind
+        )
     yield answer(start, [delta({}, finish) if chat else text("", finish)], kind)
     if counts is not None:
         yield answer(start, [], kind, counts)
@@ -183,8 +191,10 @@ def _chunks(start: Head, chat: bool, pieces: list[str], finish: str,
 def main(argv: Sequence[str] | None = None) -> NoReturn:
     """Serve until SIGTERM (exit 0); exit 1 with a message when the model file is
     missing or empty."""
-    parser = argparse.ArgumentParser(prog="python -m lemoncore.echo_engine",
-                                     description=__doc__.split("\n\n")[0] if __doc__ else "")
+    parser = argparse.ArgumentParser(
+        prog="python -m lemoncore.echo_engine",
+        description=__doc__.split("\n\n")[0] if __doc__ else "",
+    )
     parser.add_argument("--model", type=Path, required=True, help="a text file to answer with")
     parser.add_argument("--alias", required=True, help="the model name answers report")
     parser.add_argument("--host", default="127.0.0.1")
@@ -192,14 +202,17 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
     parser.add_argument("--ctx-size", type=int, default=4096)
     args = parser.parse_args(argv)
     try:
-        engine = Engine(args.model.read_text(encoding="utf-8").split(), args.alias,
-                        args.ctx_size)
+        engine = Engine(args.model.read_text(encoding="utf-8").split(), args.alias, args.ctx_size)
     except (OSError, ValueError) as exc:
         print(f"echo_engine: cannot load model {args.model}: {exc}", file=sys.stderr)
         raise SystemExit(1) from None
     handler = type("Bound", (Handler,), {"engine": engine, "key": os.environ.get(KEY_ENV, "")})
-    serve(handler, args.port, args.host,
-          ready=f"echo_engine: serving {args.alias} on http://{args.host}:{args.port}")
+    serve(
+        handler,
+        args.port,
+        args.host,
+        ready=f"echo_engine: serving {args.alias} on http://{args.host}:{args.port}",
+    )
     raise SystemExit(0)
 
 

@@ -53,16 +53,21 @@ class FieldContext:
     def engine_log(self, limit: int = 2000) -> list[str]:
         """The engine's recent output lines, oldest first: ``/api/v1/logs`` (the model's
         backend lines), else the server's output lines about the model's backend."""
-        answer = self.client.get(self.url + "/api/v1/logs",
-                                 params={"model": self.model, "limit": limit})
+        answer = self.client.get(
+            self.url + "/api/v1/logs", params={"model": self.model, "limit": limit}
+        )
         answer.raise_for_status()
-        lines = [str(line["fields"].get("line", line["event"])) for line in answer.json()["data"]
-                 if line.get("source") == "backend"]
+        lines = [
+            str(line["fields"].get("line", line["event"]))
+            for line in answer.json()["data"]
+            if line.get("source") == "backend"
+        ]
         if lines or self.log_file is None or not self.log_file.exists():
             return lines
         mark = f"model={self.model} source=backend"
-        return [line for line in self.log_file.read_text(errors="replace").splitlines()
-                if mark in line][-limit:]
+        return [
+            line for line in self.log_file.read_text(errors="replace").splitlines() if mark in line
+        ][-limit:]
 
 
 @dataclass(frozen=True)

@@ -27,16 +27,21 @@ from typing import Any
 from lemoncore import hookspecs
 
 COMMAND = "python -m lemoncore.hookdoc > docs/hooks.md"
-HEADER = (f"<!-- Generated from lemoncore/hookspecs/ by `{COMMAND}`; edit the "
-          "docstrings there, not this file. -->")
+HEADER = (
+    f"<!-- Generated from lemoncore/hookspecs/ by `{COMMAND}`; edit the "
+    "docstrings there, not this file. -->"
+)
 WIDTH = 88  # a signature longer than this gets one parameter per line
 
 _FIELD = re.compile(r"^:(param|returns|raises)(?: ([\w.]+))?:\s*(.*)$")
 _DIRECTIVE = re.compile(r"^\.\. (versionadded|versionchanged|deprecated):: (\S+)\s*(.*)$")
 _LITERAL = re.compile(r"``(.+?)``", re.DOTALL)
 _ROLE = re.compile(r":[a-z]+:`(~?)([\w.]+)`")
-_DIRECTIVE_WORDS = {"versionadded": "Added in", "versionchanged": "Changed in",
-                    "deprecated": "Deprecated in"}
+_DIRECTIVE_WORDS = {
+    "versionadded": "Added in",
+    "versionchanged": "Changed in",
+    "deprecated": "Deprecated in",
+}
 
 
 def specs(module: ModuleType = hookspecs) -> list[Callable[..., Any]]:
@@ -58,18 +63,25 @@ def _annotation(annotation: Any) -> str:
 def signature(fn: Callable[..., Any], project: str = hookspecs.PROJECT) -> str:
     """``fn``'s declaration as Python source: the decorator and the ``def`` line."""
     options = spec_options(fn, project)
-    given = [f"{k}={v!r}" for k, v in options.items()
-             if k in {"firstresult", "historic"} and v]
+    given = [f"{k}={v!r}" for k, v in options.items() if k in {"firstresult", "historic"} and v]
     decorator = "@hookspec" + (f"({', '.join(given)})" if given else "")
     sig = inspect.signature(fn)
-    params = [p.name if p.annotation is inspect.Parameter.empty
-              else f"{p.name}: {_annotation(p.annotation)}" for p in sig.parameters.values()]
-    returns = "" if sig.return_annotation is inspect.Signature.empty \
+    params = [
+        p.name
+        if p.annotation is inspect.Parameter.empty
+        else f"{p.name}: {_annotation(p.annotation)}"
+        for p in sig.parameters.values()
+    ]
+    returns = (
+        ""
+        if sig.return_annotation is inspect.Signature.empty
         else f" -> {_annotation(sig.return_annotation)}"
+    )
     line = f"def {fn.__name__}({', '.join(params)}){returns}: ..."
     if len(line) > WIDTH:
-        line = "\n".join([f"def {fn.__name__}(", *(f"    {p}," for p in params),
-                          f"){returns}: ..."])
+        line = "\n".join(
+            [f"def {fn.__name__}(", *(f"    {p}," for p in params), f"){returns}: ..."]
+        )
     return f"{decorator}\n{line}"
 
 
@@ -132,8 +144,12 @@ def to_markdown(doc: str) -> str:
             more, i = _indented_block(lines, i + 1)
             text = inline(" ".join([directive[3], *(m.strip() for m in more)]).strip())
             words, version = _DIRECTIVE_WORDS[directive[1]], directive[2]
-            out += [f"*{words} lemoncore {version}:* {text}" if text
-                    else f"*{words} lemoncore {version}.*", ""]
+            out += [
+                f"*{words} lemoncore {version}:* {text}"
+                if text
+                else f"*{words} lemoncore {version}.*",
+                "",
+            ]
         elif line.rstrip().endswith("::"):
             if fields:
                 flush()
@@ -144,8 +160,7 @@ def to_markdown(doc: str) -> str:
             while i < len(lines) and not lines[i].strip():
                 i += 1
             block, i = _indented_block(lines, i)
-            out += ["", "```python", *textwrap.dedent("\n".join(block)).splitlines(), "```",
-                    ""]
+            out += ["", "```python", *textwrap.dedent("\n".join(block)).splitlines(), "```", ""]
         else:
             i += 1
             if fields and not line.strip():
@@ -167,14 +182,23 @@ def render(module: ModuleType = hookspecs) -> str:
     """The whole markdown reference for ``module``'s hookspecs."""
     hooks = specs(module)
     project = str(module.PROJECT)
-    parts = [HEADER, "", "# Hook reference", "", to_markdown(module.__doc__ or ""),
-             "| Hook | First result | What it does |", "|---|---|---|"]
-    parts += [f"| [`{fn.__name__}`](#{_anchor(fn)}) | "
-              f"{'yes' if spec_options(fn, project).get('firstresult') else 'no'} | "
-              f"{_summary(fn.__doc__ or '')} |" for fn in hooks]
+    parts = [
+        HEADER,
+        "",
+        "# Hook reference",
+        "",
+        to_markdown(module.__doc__ or ""),
+        "| Hook | First result | What it does |",
+        "|---|---|---|",
+    ]
+    parts += [
+        f"| [`{fn.__name__}`](#{_anchor(fn)}) | "
+        f"{'yes' if spec_options(fn, project).get('firstresult') else 'no'} | "
+        f"{_summary(fn.__doc__ or '')} |"
+        for fn in hooks
+    ]
     for fn in hooks:
-        parts += ["", f"## `{_heading(fn)}`", "", "```python", signature(fn, project), "```",
-                  ""]
+        parts += ["", f"## `{_heading(fn)}`", "", "```python", signature(fn, project), "```", ""]
         if warning := spec_options(fn, project).get("warn_on_impl"):  # deprecated hooks
             parts += [f"**Deprecated:** {warning}", ""]
         parts.append(to_markdown(fn.__doc__ or "").rstrip("\n"))
@@ -191,8 +215,7 @@ def _anchor(fn: Callable[..., Any]) -> str:
     return re.sub(r"[^\w\- ]", "", _heading(fn).lower()).replace(" ", "-")
 
 
-def write_page(page: Callable[[], str], command: str,
-               argv: Sequence[str] | None = None) -> int:
+def write_page(page: Callable[[], str], command: str, argv: Sequence[str] | None = None) -> int:
     """A generated page's command line: no arguments, the page on standard output."""
     if list(sys.argv[1:] if argv is None else argv):
         print(f"usage: {command}", file=sys.stderr)

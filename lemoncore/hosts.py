@@ -12,8 +12,11 @@ from lemoncore.cpus import cpu_features
 from lemoncore.gpus import amd_family, is_integrated, vendor
 from lemoncore.recipes import DeviceKind, SupportRow
 
-_PCI_VENDORS = {"0x1002": DeviceKind.AMD_GPU, "0x10de": DeviceKind.NVIDIA_GPU,
-                "0x8086": DeviceKind.INTEL_GPU}
+_PCI_VENDORS = {
+    "0x1002": DeviceKind.AMD_GPU,
+    "0x10de": DeviceKind.NVIDIA_GPU,
+    "0x8086": DeviceKind.INTEL_GPU,
+}
 
 
 @dataclass(frozen=True)
@@ -44,9 +47,7 @@ class HostInfo:
     cpu_features: frozenset[str] | None = None
 
     def has(self, kind: DeviceKind, families: frozenset[str] = frozenset()) -> bool:
-        return any(
-            d.kind is kind and (not families or d.family in families) for d in self.devices
-        )
+        return any(d.kind is kind and (not families or d.family in families) for d in self.devices)
 
     def supports(self, row: SupportRow) -> bool:
         return self.os in row.os and any(self.has(k, f) for k, f in row.devices.items())
@@ -84,12 +85,22 @@ def _windows_gpu_names() -> list[str]:
     import subprocess  # here: plugins import this module, only Windows runs this
 
     try:
-        powershell = Path(os.environ.get("SystemRoot", "C:/Windows"),
-                          "System32/WindowsPowerShell/v1.0/powershell.exe")
+        powershell = Path(
+            os.environ.get("SystemRoot", "C:/Windows"),
+            "System32/WindowsPowerShell/v1.0/powershell.exe",
+        )
         out = subprocess.run(
-            [str(powershell), "-NoProfile", "-Command",
-             "(Get-CimInstance Win32_VideoController).Name"],
-            capture_output=True, text=True, timeout=10, check=True).stdout
+            [
+                str(powershell),
+                "-NoProfile",
+                "-Command",
+                "(Get-CimInstance Win32_VideoController).Name",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout
     except (OSError, subprocess.SubprocessError):
         return []
     return [line.strip() for line in out.splitlines() if line.strip()]
@@ -136,7 +147,8 @@ def _kfd_gpus(sysfs: Path) -> list[HostDevice]:
     for node in sorted((n for n in nodes if n.name.isdigit()), key=lambda n: int(n.name)):
         try:
             props = dict(
-                line.split() for line in (node / "properties").read_text().splitlines()
+                line.split()
+                for line in (node / "properties").read_text().splitlines()
                 if len(line.split()) == 2
             )
         except OSError:
@@ -147,8 +159,14 @@ def _kfd_gpus(sysfs: Path) -> list[HostDevice]:
         major, minor, step = version // 10000, version // 100 % 100, version % 100
         minor_node = props.get("drm_render_minor", "")
         unique = int(props.get("unique_id", "0"))
-        result.append(HostDevice(
-            DeviceKind.AMD_GPU, "", f"gfx{major}{minor:x}{step:x}", len(result),
-            render_node=f"/dev/dri/renderD{minor_node}" if minor_node.isdigit() else "",
-            uuid=f"GPU-{unique:016x}" if unique else ""))
+        result.append(
+            HostDevice(
+                DeviceKind.AMD_GPU,
+                "",
+                f"gfx{major}{minor:x}{step:x}",
+                len(result),
+                render_node=f"/dev/dri/renderD{minor_node}" if minor_node.isdigit() else "",
+                uuid=f"GPU-{unique:016x}" if unique else "",
+            )
+        )
     return result

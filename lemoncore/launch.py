@@ -181,8 +181,9 @@ class LaunchSpec:
             try:
                 re.compile(pattern)
             except re.error as exc:
-                raise ValueError(f"LaunchSpec: {pattern!r} is not a regular expression: "
-                                 f"{exc}") from exc
+                raise ValueError(
+                    f"LaunchSpec: {pattern!r} is not a regular expression: {exc}"
+                ) from exc
 
 
 class Runner(Protocol):
@@ -269,8 +270,7 @@ class ServerState(StrEnum):
 #: ``starting → crashed``; one the core gives up on (a timeout, a cancelled load) and
 #: stops is ``starting → draining → stopped``.
 TRANSITIONS: Mapping[ServerState, frozenset[ServerState]] = {
-    ServerState.STARTING: frozenset({ServerState.READY, ServerState.DRAINING,
-                                     ServerState.CRASHED}),
+    ServerState.STARTING: frozenset({ServerState.READY, ServerState.DRAINING, ServerState.CRASHED}),
     ServerState.READY: frozenset({ServerState.DRAINING, ServerState.CRASHED}),
     ServerState.DRAINING: frozenset({ServerState.STOPPED}),
     ServerState.STOPPED: frozenset(),
@@ -286,8 +286,10 @@ class IllegalTransition(LemonError):
 
     def __init__(self, name: str, from_: ServerState, to: ServerState) -> None:
         allowed = ", ".join(sorted(TRANSITIONS[from_])) or "none: it has ended"
-        super().__init__(f"server {name or '?'}: illegal transition {from_} -> {to} "
-                         f"(allowed from {from_}: {allowed})")
+        super().__init__(
+            f"server {name or '?'}: illegal transition {from_} -> {to} "
+            f"(allowed from {from_}: {allowed})"
+        )
         self.from_, self.to = from_, to
 
 
@@ -367,7 +369,8 @@ class Lifecycle:
             import structlog
 
             structlog.get_logger("lemoncore.launch").warning(
-                "backend exited", model=self.name, was=was.value, **why)
+                "backend exited", model=self.name, was=was.value, **why
+            )
         for callback in self._on_exit:
             callback(self)
         return True

@@ -65,9 +65,13 @@ class LockEntry(BaseModel):
     def pin(self, platform_key: str) -> Pin | None:
         if platform_key not in self.platforms:
             return None
-        return Pin(self.version, tuple(
-            Artifact(a.url.format(version=self.version), a.sha256, a.extract, a.provenance)
-            for a in self.platforms[platform_key]))
+        return Pin(
+            self.version,
+            tuple(
+                Artifact(a.url.format(version=self.version), a.sha256, a.extract, a.provenance)
+                for a in self.platforms[platform_key]
+            ),
+        )
 
 
 class LockData(BaseModel):
@@ -94,8 +98,7 @@ class Lock:
         try:
             checked = LockData.model_validate(data)
         except ValidationError as exc:
-            why = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}"
-                            for e in exc.errors())
+            why = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
             raise LockError(f"lock data from {source} is malformed: {why}") from None
         for recipe, backends in checked.backends.items():
             self.backends.setdefault(recipe, {}).update(backends)
@@ -108,13 +111,23 @@ class Lock:
         def filled(entry: LockEntry) -> LockEntry:
             def one(a: LockedArtifact) -> LockedArtifact:
                 t = by_url.get((a.url.format(version=entry.version), entry.version))
-                return a if a.sha256 or t is None else \
-                    a.model_copy(update={"sha256": t.sha256, "provenance": t.provenance})
-            return entry.model_copy(update={"platforms": {
-                key: tuple(one(a) for a in arts) for key, arts in entry.platforms.items()}})
+                return (
+                    a
+                    if a.sha256 or t is None
+                    else a.model_copy(update={"sha256": t.sha256, "provenance": t.provenance})
+                )
 
-        self.backends = {r: {b: filled(e) for b, e in bs.items()}
-                         for r, bs in self.backends.items()}
+            return entry.model_copy(
+                update={
+                    "platforms": {
+                        key: tuple(one(a) for a in arts) for key, arts in entry.platforms.items()
+                    }
+                }
+            )
+
+        self.backends = {
+            r: {b: filled(e) for b, e in bs.items()} for r, bs in self.backends.items()
+        }
         self.runtimes = {n: filled(e) for n, e in self.runtimes.items()}
 
     def backend_entry(self, recipe: str, backend: str) -> LockEntry | None:
@@ -150,11 +163,12 @@ def _without_comments(data: Any) -> Any:
 
 def platform_key(os_name: str) -> str:
     machine = platform.machine().lower()
-    return f"{os_name}-{ {'amd64': 'x86_64', 'aarch64': 'arm64'}.get(machine, machine)}"
+    return f"{os_name}-{ {'amd64': 'x86_64', 'aarch64': 'arm64'}.get(machine, machine) }"
 
 
-def load_lock(plugin_locks: Iterable[tuple[str, Mapping[str, Any]]],
-              admin_files: Iterable[Path]) -> Lock:
+def load_lock(
+    plugin_locks: Iterable[tuple[str, Mapping[str, Any]]], admin_files: Iterable[Path]
+) -> Lock:
     from importlib.resources import files  # here: plugins import this module
 
     lock = Lock()

@@ -40,8 +40,10 @@ class RecentLines:
     """Two bounded rings of recent lines; thread-safe (loggers run in worker threads)."""
 
     def __init__(self, size: int = RING_SIZE) -> None:
-        self._rings: dict[bool, deque[LogLine]] = {True: deque(maxlen=size),
-                                                    False: deque(maxlen=size)}
+        self._rings: dict[bool, deque[LogLine]] = {
+            True: deque(maxlen=size),
+            False: deque(maxlen=size),
+        }
         self._seq = itertools.count(1)
         self._lock = threading.Lock()
         self.newest = 0  # the seq of the newest line
@@ -52,21 +54,37 @@ class RecentLines:
         source = str(event.get("source") or "lemoncore")
         with self._lock:
             self.newest = next(self._seq)
-            self._rings[source == "backend"].append(LogLine(
-                self.newest, str(event.get("timestamp", "")),
-                str(event.get("level", "")), str(event.get("event", "")),
-                None if model is None else str(model), source, line,
-                {k: str(v) for k, v in event.items() if k not in _OWN_KEYS
-                 and isinstance(v, str | int | float | bool)}))
+            self._rings[source == "backend"].append(
+                LogLine(
+                    self.newest,
+                    str(event.get("timestamp", "")),
+                    str(event.get("level", "")),
+                    str(event.get("event", "")),
+                    None if model is None else str(model),
+                    source,
+                    line,
+                    {
+                        k: str(v)
+                        for k, v in event.items()
+                        if k not in _OWN_KEYS and isinstance(v, str | int | float | bool)
+                    },
+                )
+            )
 
-    def since(self, after: int = 0, model: str | None = None, limit: int = RING_SIZE,
-              event: str | None = None) -> list[LogLine]:
+    def since(
+        self,
+        after: int = 0,
+        model: str | None = None,
+        limit: int = RING_SIZE,
+        event: str | None = None,
+    ) -> list[LogLine]:
         """Lines after ``after`` (a ``seq``), oldest first, about ``model`` and of
         ``event`` if given; the newest ``limit`` of them."""
         with self._lock:
             lines = [*self._rings[True], *self._rings[False]]
-        lines = sorted((x for x in lines if x.seq > after and matches(x, model, event)),
-                       key=lambda x: x.seq)
+        lines = sorted(
+            (x for x in lines if x.seq > after and matches(x, model, event)), key=lambda x: x.seq
+        )
         return lines[-limit:] if limit > 0 else []
 
     def clear(self) -> None:
@@ -89,8 +107,9 @@ class _Tee:
     def __init__(self, plain: structlog.types.Processor) -> None:
         self.plain = plain
 
-    def __call__(self, logger: Any, name: str,
-                 event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+    def __call__(
+        self, logger: Any, name: str, event: MutableMapping[str, Any]
+    ) -> MutableMapping[str, Any]:
         try:
             line = self.plain(logger, name, dict(event))  # renderers may pop keys
             RECENT.add(event, line if isinstance(line, str) else str(line))
@@ -104,8 +123,9 @@ def configure_logging(fmt: str = "console", level: str = "info") -> None:
 
     def console(colors: bool) -> structlog.types.Processor:
         # Plain tracebacks: rich's would print local variables, which can hold secrets.
-        return structlog.dev.ConsoleRenderer(colors=colors,
-                                             exception_formatter=structlog.dev.plain_traceback)
+        return structlog.dev.ConsoleRenderer(
+            colors=colors, exception_formatter=structlog.dev.plain_traceback
+        )
 
     renderer = structlog.processors.JSONRenderer() if fmt == "json" else console(colors)
     plain = console(False) if colors else renderer
@@ -119,7 +139,8 @@ def configure_logging(fmt: str = "console", level: str = "info") -> None:
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(
-            logging.getLevelNamesMapping()[level.upper()]),
+            logging.getLevelNamesMapping()[level.upper()]
+        ),
         logger_factory=structlog.PrintLoggerFactory(sys.stderr),
         cache_logger_on_first_use=False,
     )

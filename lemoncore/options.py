@@ -37,8 +37,12 @@ class OptionError(LemonError, ValueError):
     caller sent, 500 for a bad configuration file."""
 
     def __init__(self, message: str, param: str | None = None, status: int = 400) -> None:
-        super().__init__(message, status, code="invalid_option" if status < 500 else
-                         "invalid_configuration", param=param)
+        super().__init__(
+            message,
+            status,
+            code="invalid_option" if status < 500 else "invalid_configuration",
+            param=param,
+        )
 
 
 @dataclass(frozen=True)
@@ -57,17 +61,26 @@ def declared(recipe: Recipe, backend: Backend | None = None) -> tuple[OptionSpec
     specs = {s.name: s for s in (*(o for b in backends for o in b.options), *recipe.options)}
     for spec in list(specs.values()):
         if spec.type == "args":
-            specs.setdefault(spec.name + ALLOW_SUFFIX, OptionSpec(
-                name=spec.name + ALLOW_SUFFIX, type="list", scope=OptionScope.ADMIN,
-                help=f"Flags {spec.name} accepts beyond its built-in list; each takes at "
-                     "most one value, which is not checked."))
+            specs.setdefault(
+                spec.name + ALLOW_SUFFIX,
+                OptionSpec(
+                    name=spec.name + ALLOW_SUFFIX,
+                    type="list",
+                    scope=OptionScope.ADMIN,
+                    help=f"Flags {spec.name} accepts beyond its built-in list; each takes at "
+                    "most one value, which is not checked.",
+                ),
+            )
     return tuple(specs.values())
 
 
 def granted_flags(config: Mapping[str, Any]) -> dict[str, list[str]]:
     """The extra flags each ``args`` option's ``<name>_allow`` grants in ``config``."""
-    return {k.removesuffix(ALLOW_SUFFIX): v for k, v in config.items()
-            if k.endswith(ALLOW_SUFFIX) and isinstance(v, list)}
+    return {
+        k.removesuffix(ALLOW_SUFFIX): v
+        for k, v in config.items()
+        if k.endswith(ALLOW_SUFFIX) and isinstance(v, list)
+    }
 
 
 def selector(layers: Sequence[Layer]) -> str | None:
@@ -76,15 +89,19 @@ def selector(layers: Sequence[Layer]) -> str | None:
         value = layer.values.get(SELECTOR)
         if value is not None:
             if not isinstance(value, str) or not value:
-                raise OptionError(f"'backend' {layer.source} must be a backend name",
-                                  SELECTOR)
+                raise OptionError(f"'backend' {layer.source} must be a backend name", SELECTOR)
             return value
     return None
 
 
-def check(specs: Sequence[OptionSpec], layer: Layer, *, admin: bool,
-          allowed_flags: Mapping[str, Sequence[str]] | None = None,
-          section: str = "recipes.<recipe>") -> dict[str, OptionValue]:
+def check(
+    specs: Sequence[OptionSpec],
+    layer: Layer,
+    *,
+    admin: bool,
+    allowed_flags: Mapping[str, Sequence[str]] | None = None,
+    section: str = "recipes.<recipe>",
+) -> dict[str, OptionValue]:
     """``layer``'s values checked against ``specs`` and converted to their types.
 
     Without ``admin`` (a caller's values: JSON), types are strict (``"4096"`` or ``true``
@@ -102,30 +119,41 @@ def check(specs: Sequence[OptionSpec], layer: Layer, *, admin: bool,
             continue
         spec = by_name.get(key)
         if spec is None:
-            raise OptionError(f"unknown option {key!r} {layer.source}; valid options: "
-                              f"{', '.join(settable) or 'none'}", key, status)
+            raise OptionError(
+                f"unknown option {key!r} {layer.source}; valid options: "
+                f"{', '.join(settable) or 'none'}",
+                key,
+                status,
+            )
         if spec.scope is OptionScope.ADMIN and not admin:
-            raise OptionError(f"option {key!r} is an administrator setting and cannot be set "
-                              f"{layer.source}; set {section}.{key} in the configuration "
-                              "file", key)
+            raise OptionError(
+                f"option {key!r} is an administrator setting and cannot be set "
+                f"{layer.source}; set {section}.{key} in the configuration "
+                "file",
+                key,
+            )
         if value is None:
             continue
         try:
-            checked[key] = converted = _adapter(spec.type, spec.minimum, spec.maximum,
-                                                spec.choices, not admin).validate_python(value)
+            checked[key] = converted = _adapter(
+                spec.type, spec.minimum, spec.maximum, spec.choices, not admin
+            ).validate_python(value)
         except ValidationError as exc:
-            raise OptionError(f"option {key!r} {layer.source}: "
-                              f"{exc.errors()[0]['msg'].lower()} (got {value!r})",
-                              key, status) from None
+            raise OptionError(
+                f"option {key!r} {layer.source}: {exc.errors()[0]['msg'].lower()} (got {value!r})",
+                key,
+                status,
+            ) from None
         if spec.type == "args":
-            check_args(converted, spec.flags, allowed.get(key, ()), key, layer.source,
-                       section, status)
+            check_args(
+                converted, spec.flags, allowed.get(key, ()), key, layer.source, section, status
+            )
     return checked
 
 
-def resolve(specs: Sequence[OptionSpec], config: Mapping[str, Any],
-            layers: Sequence[Layer], section: str
-            ) -> tuple[dict[str, OptionValue], dict[str, OptionValue]]:
+def resolve(
+    specs: Sequence[OptionSpec], config: Mapping[str, Any], layers: Sequence[Layer], section: str
+) -> tuple[dict[str, OptionValue], dict[str, OptionValue]]:
     """``(options, config)`` for a load: request-scope options resolved through the
     declared defaults, ``config`` (an already checked configuration section) and
     ``layers``; and admin-scope values from the defaults and ``config``."""
@@ -136,20 +164,27 @@ def resolve(specs: Sequence[OptionSpec], config: Mapping[str, Any],
     options = {k: v for k, v in merged.items() if k not in admin_names}
     admin = {k: v for k, v in merged.items() if k in admin_names}
     for layer in layers:
-        options.update(check(specs, layer, admin=False, allowed_flags=granted_flags(admin),
-                             section=section))
+        options.update(
+            check(specs, layer, admin=False, allowed_flags=granted_flags(admin), section=section)
+        )
     return options, admin
 
 
-def check_args(text: str, flags: Iterable[ArgFlag], extra: Sequence[str], option: str,
-               source: str, section: str, status: int = 400) -> list[str]:
+def check_args(
+    text: str,
+    flags: Iterable[ArgFlag],
+    extra: Sequence[str],
+    option: str,
+    source: str,
+    section: str,
+    status: int = 400,
+) -> list[str]:
     """An engine command line split into words, each flag on the allow-list with a value
     of its kind; ``extra`` flags (granted by an administrator) take one unchecked value."""
     try:
         words = shlex.split(text)
     except ValueError as exc:
-        raise OptionError(f"{option} {source} cannot be parsed: {exc}", option,
-                          status) from None
+        raise OptionError(f"{option} {source} cannot be parsed: {exc}", option, status) from None
     flags = tuple(flags)
     table = {name: flag for flag in flags for name in flag.names}
     i = 0
@@ -158,8 +193,7 @@ def check_args(text: str, flags: Iterable[ArgFlag], extra: Sequence[str], option
         i += 1
         flag = table.get(word)
         if flag is None and word in extra:
-            if i < len(words) and (not words[i].startswith("-")
-                                   or _NUMBER.fullmatch(words[i])):
+            if i < len(words) and (not words[i].startswith("-") or _NUMBER.fullmatch(words[i])):
                 i += 1
             continue
         if flag is None:
@@ -167,7 +201,10 @@ def check_args(text: str, flags: Iterable[ArgFlag], extra: Sequence[str], option
             raise OptionError(
                 f"{option} {source}: {word!r} is not allowed. Allowed flags: {listed}. "
                 "Flags that take a path or URL never are; an administrator can allow more "
-                f"with {section}.{option}{ALLOW_SUFFIX}", option, status)
+                f"with {section}.{option}{ALLOW_SUFFIX}",
+                option,
+                status,
+            )
         if flag.takes == "switch":
             continue
         value = words[i] if i < len(words) else None
@@ -176,8 +213,12 @@ def check_args(text: str, flags: Iterable[ArgFlag], extra: Sequence[str], option
             wanted = flag.takes if flag.takes != "choice" else " | ".join(flag.choices)
             if flag.choices and flag.takes != "choice":
                 wanted += " or " + " | ".join(flag.choices)
-            raise OptionError(f"{option} {source}: {word} takes {wanted}, not "
-                              f"{value if value is not None else 'nothing'!r}", option, status)
+            raise OptionError(
+                f"{option} {source}: {word} takes {wanted}, not "
+                f"{value if value is not None else 'nothing'!r}",
+                option,
+                status,
+            )
     return words
 
 
@@ -197,8 +238,9 @@ def _value_ok(flag: ArgFlag, value: str) -> bool:
 
 
 @functools.cache
-def _adapter(type_: str, minimum: float | None, maximum: float | None,
-             choices: tuple[Any, ...], strict: bool) -> TypeAdapter[Any]:
+def _adapter(
+    type_: str, minimum: float | None, maximum: float | None, choices: tuple[Any, ...], strict: bool
+) -> TypeAdapter[Any]:
     bounds = Field(ge=minimum, le=maximum)
     annotation: Any = {
         "int": Annotated[int, bounds],

@@ -107,8 +107,14 @@ class Fenced(BaseRoute):
 
     async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope.get(KEYLESS) and scope["type"] == "http":  # the guard let it pass open
-            await send_error(send, 401, "this route needs an API key: send 'Authorization: "
-                             "Bearer <key>' or 'x-api-key: <key>'", "invalid_api_key", scope)
+            await send_error(
+                send,
+                401,
+                "this route needs an API key: send 'Authorization: "
+                "Bearer <key>' or 'x-api-key: <key>'",
+                "invalid_api_key",
+                scope,
+            )
             return
         await self.route.handle(scope, receive, send)
 

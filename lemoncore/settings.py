@@ -35,40 +35,61 @@ def default_config_file() -> Path:
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="LEMON_", env_nested_delimiter="__",
-                                      extra="ignore")
+    model_config = SettingsConfigDict(
+        env_prefix="LEMON_", env_nested_delimiter="__", extra="ignore"
+    )
 
     host: str = Field("127.0.0.1", description="Address to bind; loopback by default.")
     api_key: SecretStr | None = Field(None, description="Required by every API route.")
     admin_api_key: SecretStr | None = Field(
-        None, description="Required by load/unload/pull/delete/install; default: api_key.")
+        None, description="Required by load/unload/pull/delete/install; default: api_key."
+    )
     cors_origins: list[str] = Field(
-        default_factory=list, description="Web origins whose pages may call the API (CORS "
-        "and the browser boundary); none by default.")
+        default_factory=list,
+        description="Web origins whose pages may call the API (CORS "
+        "and the browser boundary); none by default.",
+    )
     allowed_hosts: list[str] = Field(
-        default_factory=list, description="Host names served besides loopback names, IP "
-        "literals and this machine's name (DNS-rebinding defence); '*' serves any.")
+        default_factory=list,
+        description="Host names served besides loopback names, IP "
+        "literals and this machine's name (DNS-rebinding defence); '*' serves any.",
+    )
     allow_remote_admin: bool = Field(
-        False, description="Let non-loopback clients use management routes while no admin "
-                           "key is set.")
+        False,
+        description="Let non-loopback clients use management routes while no admin key is set.",
+    )
     model_dirs: list[Path] = Field(
-        default_factory=list, description="Directories whose files may be models (file: "
-        "checkpoints), besides lemoncore's model store and the Hugging Face cache.")
+        default_factory=list,
+        description="Directories whose files may be models (file: "
+        "checkpoints), besides lemoncore's model store and the Hugging Face cache.",
+    )
     max_body_bytes: int = Field(32 * 1024 * 1024, ge=1024, description="Largest request body.")
     body_timeout: float = Field(
-        120.0, gt=0, description="Seconds a request body may keep the server waiting, in "
-        "all, before a 408 closes the connection (32 MiB in 120 s needs ~2.3 Mbit/s).")
+        120.0,
+        gt=0,
+        description="Seconds a request body may keep the server waiting, in "
+        "all, before a 408 closes the connection (32 MiB in 120 s needs ~2.3 Mbit/s).",
+    )
     head_timeout: float = Field(
-        5.0, gt=0, description="Seconds a connection may take to send a request head, and "
-        "stay idle between requests, before it is closed.")
+        5.0,
+        gt=0,
+        description="Seconds a connection may take to send a request head, and "
+        "stay idle between requests, before it is closed.",
+    )
     max_header_bytes: int = Field(
-        16 * 1024, ge=1024, description="Largest request line plus headers (431 over it).")
+        16 * 1024, ge=1024, description="Largest request line plus headers (431 over it)."
+    )
     max_answer_bytes: int = Field(
-        64 * 1024 * 1024, ge=1024, description="Most of an engine's answer held at once: a "
-        "non-streamed answer, or one event of a stream lemoncore translates; more is a 502.")
+        64 * 1024 * 1024,
+        ge=1024,
+        description="Most of an engine's answer held at once: a "
+        "non-streamed answer, or one event of a stream lemoncore translates; more is a 502.",
+    )
     port: int = Field(13305, ge=0, le=65535)
-    cache_dir: Path = Field(default_factory=lambda: _dirs()[1],
-                            description="Installed backends, user models, downloads.")
+    cache_dir: Path = Field(
+        default_factory=lambda: _dirs()[1],
+        description="Installed backends, user models, downloads.",
+    )
     max_loaded_models: int = Field(1, ge=-1, description="Per model type; -1 = unlimited.")
     log_format: Literal["console", "json"] = "console"
     log_level: Literal["debug", "info", "warning", "error"] = "info"
@@ -77,34 +98,56 @@ class Settings(BaseSettings):
     offline: bool = Field(False, description="Never download; use what is installed.")
     heartbeat_interval: float = Field(1.0, gt=0, description="SSE ping while backend is silent.")
     load_timeout: float = Field(
-        600.0, gt=0, description="Seconds a backend may take to start; also the longest a "
-        "request waits for its model to load (then 503 model_loading; the load goes on).")
-    stop_grace: float = Field(5.0, ge=0, description="Seconds in-flight requests get to "
-                              "finish at shutdown, and a backend's SIGTERM-to-SIGKILL grace.")
-    max_concurrency: int = Field(0, ge=0, description="Requests one model serves at once "
-                                                      "(0: no limit beyond the backend's).")
-    max_queue: int = Field(16, ge=0, description="Requests that may wait for a backend with "
-                                                 "limited concurrency before 503s.")
+        600.0,
+        gt=0,
+        description="Seconds a backend may take to start; also the longest a "
+        "request waits for its model to load (then 503 model_loading; the load goes on).",
+    )
+    stop_grace: float = Field(
+        5.0,
+        ge=0,
+        description="Seconds in-flight requests get to "
+        "finish at shutdown, and a backend's SIGTERM-to-SIGKILL grace.",
+    )
+    max_concurrency: int = Field(
+        0, ge=0, description="Requests one model serves at once (0: no limit beyond the backend's)."
+    )
+    max_queue: int = Field(
+        16,
+        ge=0,
+        description="Requests that may wait for a backend with limited concurrency before 503s.",
+    )
     keep_alive: KeepAlive = Field(
-        -1, description="How long a model stays loaded with no request: seconds or a "
+        -1,
+        description="How long a model stays loaded with no request: seconds or a "
         "duration ('10m', '1h'); 0 unloads it after each answer; -1 (default) keeps it until "
-        "it is evicted or unloaded. A request's or load's `keep_alive` overrides it.")
+        "it is evicted or unloaded. A request's or load's `keep_alive` overrides it.",
+    )
     model_keep_alive: dict[str, KeepAlive] = Field(
-        default_factory=dict, description="`keep_alive` per model name, over `keep_alive`.")
+        default_factory=dict, description="`keep_alive` per model name, over `keep_alive`."
+    )
     rpc_workers: dict[str, list[str]] = Field(
-        default_factory=dict, description="llama.cpp RPC workers (`host:port`, started with "
+        default_factory=dict,
+        description="llama.cpp RPC workers (`host:port`, started with "
         "`lemon worker`) by model name or recipe name (a model's entry wins): a load "
-        "places layers on them with `--rpc`.")
+        "places layers on them with `--rpc`.",
+    )
     recipes: dict[str, dict[str, object]] = Field(  # checked against the declared options
-        default_factory=dict, description="Per-recipe configuration sections.")
+        default_factory=dict, description="Per-recipe configuration sections."
+    )
     lock_files: list[Path] = Field(
-        default_factory=list, description="Administrator lock files, merged last.")
+        default_factory=list, description="Administrator lock files, merged last."
+    )
     allow_experimental: str = Field(
-        "", description="Comma-separated recipe:backend names (or 'all') whose experimental "
-                        "first install is consented to.")
+        "",
+        description="Comma-separated recipe:backend names (or 'all') whose experimental "
+        "first install is consented to.",
+    )
     allow_unverified: str = Field(
-        "", description="Comma-separated recipe:backend names that may install without a "
-                        "pinned SHA-256 (not recommended).")
+        "",
+        description="Comma-separated recipe:backend names that may install without a "
+        "pinned SHA-256 (not recommended).",
+    )
 
     @classmethod
     def settings_customise_sources(

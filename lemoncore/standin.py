@@ -95,18 +95,27 @@ class ModelList(TypedDict):
 
 def head(ident: str, model: str, created: int | None = None) -> Head:
     """``created`` defaults to now."""
-    return {"id": ident, "created": int(time.time()) if created is None else created,
-            "model": model}
+    return {
+        "id": ident,
+        "created": int(time.time()) if created is None else created,
+        "model": model,
+    }
 
 
 def usage(prompt: int, completion: int) -> Usage:
-    return {"prompt_tokens": prompt, "completion_tokens": completion,
-            "total_tokens": prompt + completion}
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+    }
 
 
 def message(content: str, finish: str | None = "stop") -> Choice:
-    return {"index": 0, "finish_reason": finish,
-            "message": {"role": "assistant", "content": content}}
+    return {
+        "index": 0,
+        "finish_reason": finish,
+        "message": {"role": "assistant", "content": content},
+    }
 
 
 def delta(content: Delta, finish: str | None = None) -> Choice:
@@ -117,18 +126,25 @@ def text(content: str, finish: str | None = None) -> Choice:
     return {"index": 0, "finish_reason": finish, "text": content}
 
 
-def answer(start: Head, choices: list[Choice], kind: str = CHAT,
-           counts: Usage | None = None) -> Answer:
+def answer(
+    start: Head, choices: list[Choice], kind: str = CHAT, counts: Usage | None = None
+) -> Answer:
     """An answer or chunk of ``kind`` (``object``); ``counts`` becomes its ``usage``."""
-    made: Answer = {"id": start["id"], "created": start["created"], "model": start["model"],
-                    "object": kind, "choices": choices}
+    made: Answer = {
+        "id": start["id"],
+        "created": start["created"],
+        "model": start["model"],
+        "object": kind,
+        "choices": choices,
+    }
     if counts is not None:
         made["usage"] = counts
     return made
 
 
-def error(message: str, kind: str = "invalid_request_error", *,
-          code_and_param: bool = False) -> ErrorBody:
+def error(
+    message: str, kind: str = "invalid_request_error", *, code_and_param: bool = False
+) -> ErrorBody:
     """OpenAI's error body; ``code_and_param`` adds both, as ``null``."""
     detail: ErrorDetail = {"message": message, "type": kind}
     if code_and_param:
@@ -138,8 +154,10 @@ def error(message: str, kind: str = "invalid_request_error", *,
 
 def models(name: str, owned_by: str, created: int = 0) -> ModelList:
     """``GET /v1/models``: the one model served."""
-    return {"object": "list", "data": [{"id": name, "object": "model", "created": created,
-                                        "owned_by": owned_by}]}
+    return {
+        "object": "list",
+        "data": [{"id": name, "object": "model", "created": created, "owned_by": owned_by}],
+    }
 
 
 def wait_for_file(path: str | None, within: float = 60) -> None:
@@ -211,8 +229,14 @@ def _exit(signum: int, frame: object) -> NoReturn:
     raise SystemExit(0)
 
 
-def serve(handler: type[BaseHTTPRequestHandler], port: int, host: str = "127.0.0.1", *,
-          exit_on_sigterm: bool = True, ready: str = "") -> None:
+def serve(
+    handler: type[BaseHTTPRequestHandler],
+    port: int,
+    host: str = "127.0.0.1",
+    *,
+    exit_on_sigterm: bool = True,
+    ready: str = "",
+) -> None:
     """Serve ``handler`` on ``host:port``, a daemon thread per connection (the process
     does not wait for requests in flight), until the process ends; print ``ready`` (when
     given) once listening. ``exit_on_sigterm``: SIGTERM raises ``SystemExit(0)`` here

@@ -49,8 +49,9 @@ class StartError(LemonError):
 
     status, type, code = 503, "model_load_error", "backend_start_failed"
 
-    def __init__(self, message: str, exit: EngineExit | None = None,
-                 failure: StartFailure | None = None) -> None:
+    def __init__(
+        self, message: str, exit: EngineExit | None = None, failure: StartFailure | None = None
+    ) -> None:
         super().__init__(message)
         self.exit = exit
         self.failure = failure or start_failure(exit, exit.last_lines if exit else ())
@@ -80,8 +81,9 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(s.getsockname()[1])
 
 
-async def wait_healthy(client: httpx.AsyncClient, url: str, exited: anyio.Event,
-                       ready_within: float) -> bool:
+async def wait_healthy(
+    client: httpx.AsyncClient, url: str, exited: anyio.Event, ready_within: float
+) -> bool:
     """Poll ``url`` every 10 ms until it answers 200 (True), the server exits or
     ``ready_within`` passes (False). Connection errors mean "still starting"."""
     with anyio.move_on_after(ready_within):
@@ -104,8 +106,9 @@ class BackendProcess(Lifecycle):
     socket file is removed once the process has ended.
     """
 
-    def __init__(self, name: str, spec: LaunchSpec, host: str, port: int,
-                 uds: str | None = None) -> None:
+    def __init__(
+        self, name: str, spec: LaunchSpec, host: str, port: int, uds: str | None = None
+    ) -> None:
         super().__init__()
         self.name, self.spec, self.uds = name, spec, uds
         self.base_url = f"http://{host}:{port}"
@@ -135,8 +138,9 @@ class BackendProcess(Lifecycle):
             status = Path(f"/proc/{self._proc.pid}/status").read_text()
         except OSError:
             return None
-        kib = next((line.split()[1] for line in status.splitlines()
-                    if line.startswith("VmHWM:")), None)
+        kib = next(
+            (line.split()[1] for line in status.splitlines() if line.startswith("VmHWM:")), None
+        )
         return int(kib) * 1024 if kib else None
 
     @property
@@ -150,15 +154,21 @@ class BackendProcess(Lifecycle):
         env = {**os.environ, **self.spec.env}
         try:
             self._proc = await asyncio.create_subprocess_exec(
-                *PLATFORM.command(self.spec.argv), env=env, cwd=self.spec.cwd,
-                stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.STDOUT, **PLATFORM.spawn_options())
+                *PLATFORM.command(self.spec.argv),
+                env=env,
+                cwd=self.spec.cwd,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.STDOUT,
+                **PLATFORM.spawn_options(),
+            )
         except BaseException as exc:
             self.mark_exited(error=repr(exc))  # starting -> crashed: nothing ran
             raise
         PLATFORM.adopt(self._proc.pid)
-        log.info("backend starting", model=self.name, pid=self._proc.pid,
-                 argv=" ".join(self.spec.argv))
+        log.info(
+            "backend starting", model=self.name, pid=self._proc.pid, argv=" ".join(self.spec.argv)
+        )
         task_group.start_soon(self._pump_logs)
         task_group.start_soon(self._watch_exit)
         try:
@@ -172,25 +182,31 @@ class BackendProcess(Lifecycle):
     async def _wait_ready(self, ready_within: float) -> None:
         transport = httpx.AsyncHTTPTransport(uds=self.uds) if self.uds else None
         async with httpx.AsyncClient(timeout=2, transport=transport) as client:
-            ready = await wait_healthy(client, self.base_url + self.spec.health_path,
-                                       self.exited, ready_within)
+            ready = await wait_healthy(
+                client, self.base_url + self.spec.health_path, self.exited, ready_within
+            )
         if ready and not self.exited.is_set():
             return
         if not self.exited.is_set():
-            raise StartError(f"{self.name}: not ready after {ready_within:.0f} s. "
-                             f"Last output:\n" + "\n".join(self.last_lines), None,
-                             self._failure(None))
+            raise StartError(
+                f"{self.name}: not ready after {ready_within:.0f} s. "
+                f"Last output:\n" + "\n".join(self.last_lines),
+                None,
+                self._failure(None),
+            )
         with anyio.move_on_after(1):  # its last words, which say why
             await self._output_read.wait()
         ended = self.exit_report()
-        raise StartError(ended.report(f"{self.name}: backend", "while starting"), ended,
-                         self._failure(ended))
+        raise StartError(
+            ended.report(f"{self.name}: backend", "while starting"), ended, self._failure(ended)
+        )
 
     def _failure(self, ended: EngineExit | None) -> StartFailure:
         if self._killed:  # a SIGKILL of lemoncore's own says nothing of memory
             return StartFailure.UNKNOWN
-        return start_failure(ended, self.last_lines, self.spec.out_of_memory,
-                             (*self.spec.hopeless, EXEC_FAILED))
+        return start_failure(
+            ended, self.last_lines, self.spec.out_of_memory, (*self.spec.hopeless, EXEC_FAILED)
+        )
 
     def exit_report(self) -> EngineExit:
         """How the process ended (or ``ended`` while it runs), with its last lines of

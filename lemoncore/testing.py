@@ -41,21 +41,25 @@ if TYPE_CHECKING:
     from lemoncore.settings import Settings
 
 
-
-
 @contextmanager
-def running_server(cache_dir: Path, env: Mapping[str, str] | None = None,
-                   args: tuple[str, ...] = (), ready_within: float = 30.0,
-                   command: tuple[str, ...] = ("-m", "lemoncore.cli", "serve"),
-                   ) -> Iterator[ServerProcess]:
+def running_server(
+    cache_dir: Path,
+    env: Mapping[str, str] | None = None,
+    args: tuple[str, ...] = (),
+    ready_within: float = 30.0,
+    command: tuple[str, ...] = ("-m", "lemoncore.cli", "serve"),
+) -> Iterator[ServerProcess]:
     """Run ``lemon serve`` until the context exits; raise with its log if it never starts.
 
     ``command`` (Python's arguments, before ``--port N`` and ``args``) runs another server
     instead, such as a script serving an app with in-process plugins.
     """
     cache_dir.mkdir(parents=True, exist_ok=True)
-    full_env = {"LEMON_CACHE_DIR": str(cache_dir),
-                "LEMON_CONFIG_FILE": str(cache_dir / "config.toml"), **(env or {})}
+    full_env = {
+        "LEMON_CACHE_DIR": str(cache_dir),
+        "LEMON_CONFIG_FILE": str(cache_dir / "config.toml"),
+        **(env or {}),
+    }
     with serving(cache_dir / "server.log", command, full_env, ready_within, args) as server:
         yield server
 
@@ -88,9 +92,17 @@ def chromium(profile: Path, host_rules: str = "") -> Iterator[Any]:
 
     options = webdriver.ChromeOptions()
     options.binary_location = str(CHROMIUM)
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
-                "--no-first-run", "--disable-background-networking", "--disable-sync",
-                "--disable-component-update", f"--user-data-dir={profile}"):
+    for arg in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-dev-shm-usage",
+        "--disable-gpu",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-sync",
+        "--disable-component-update",
+        f"--user-data-dir={profile}",
+    ):
         options.add_argument(arg)
     if host_rules:
         options.add_argument(f"--host-resolver-rules={host_rules}")
@@ -182,18 +194,19 @@ def lemon_extra_plugins() -> dict[str, object]:
 
 
 @pytest.fixture
-def lemon_plugins(lemon_settings: Settings, lemon_extra_plugins: dict[str, object]
-                  ) -> PluginHost:
+def lemon_plugins(lemon_settings: Settings, lemon_extra_plugins: dict[str, object]) -> PluginHost:
     """A fresh plugin manager: installed entry points plus ``lemon_extra_plugins``."""
     from lemoncore.plugins import load_plugins
 
-    return load_plugins(lemon_settings.allowed_plugins, lemon_settings.denied_plugins,
-                        lemon_extra_plugins)
+    return load_plugins(
+        lemon_settings.allowed_plugins, lemon_settings.denied_plugins, lemon_extra_plugins
+    )
 
 
 @pytest.fixture
-async def lemon_app(lemon_settings: Settings, lemon_extra_plugins: dict[str, object]
-                    ) -> AsyncIterator[Starlette]:
+async def lemon_app(
+    lemon_settings: Settings, lemon_extra_plugins: dict[str, object]
+) -> AsyncIterator[Starlette]:
     """The app, its lifespan running (backends stop when the test ends)."""
     from lemoncore.app import create_app
 
@@ -205,6 +218,7 @@ async def lemon_app(lemon_settings: Settings, lemon_extra_plugins: dict[str, obj
 @pytest.fixture
 async def lemon_client(lemon_app: Starlette) -> AsyncIterator[httpx.AsyncClient]:
     """An httpx client talking to ``lemon_app`` in-process."""
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(lemon_app),
-                                 base_url="http://localhost", timeout=120) as client:
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(lemon_app), base_url="http://localhost", timeout=120
+    ) as client:
         yield client

@@ -59,8 +59,9 @@ CRITERIA = {
 
 def assess(tier: Tier, evidence: Evidence | None) -> Assessment:
     if evidence is None:
-        return Assessment(tier, dict.fromkeys(CRITERIA, False),
-                          "unassessed: no evidence in lemoncore's registry")
+        return Assessment(
+            tier, dict.fromkeys(CRITERIA, False), "unassessed: no evidence in lemoncore's registry"
+        )
     met = {
         "conformance": bool(evidence.platforms)
         and set(evidence.platforms) <= set(evidence.conformance),
@@ -72,8 +73,7 @@ def assess(tier: Tier, evidence: Evidence | None) -> Assessment:
     failing = not met["pin"] or (bool(evidence.conformance) and not met["conformance"])
     if failing:
         verdict = "propose removal" if tier is Tier.EXPERIMENTAL else "demote"
-    elif tier is Tier.EXPERIMENTAL and met["conformance"] and met["ci_row"] and \
-            met["maintainer"]:
+    elif tier is Tier.EXPERIMENTAL and met["conformance"] and met["ci_row"] and met["maintainer"]:
         verdict = "promote to community"
     elif tier is Tier.COMMUNITY and all(met.values()):
         verdict = "promote to core (needs a core grant)"
@@ -84,8 +84,7 @@ def assess(tier: Tier, evidence: Evidence | None) -> Assessment:
 
 @cache
 def registry() -> Mapping[str, Any]:
-    data: Mapping[str, Any] = json.loads(
-        files("lemoncore").joinpath("data/tiers.json").read_text())
+    data: Mapping[str, Any] = json.loads(files("lemoncore").joinpath("data/tiers.json").read_text())
     return data
 
 
@@ -97,10 +96,15 @@ def evidence_for(backend: str) -> Evidence | None:
     raw = registry()["evidence"].get(backend)
     if raw is None:
         return None
-    return Evidence(tuple(raw.get("platforms", ())), tuple(raw.get("conformance", ())),
-                    bool(raw.get("ci_row")), str(raw.get("maintainer", "")),
-                    int(raw.get("open_critical", 0)), int(raw.get("releases_clean", 0)),
-                    bool(raw.get("pin_refreshable")))
+    return Evidence(
+        tuple(raw.get("platforms", ())),
+        tuple(raw.get("conformance", ())),
+        bool(raw.get("ci_row")),
+        str(raw.get("maintainer", "")),
+        int(raw.get("open_critical", 0)),
+        int(raw.get("releases_clean", 0)),
+        bool(raw.get("pin_refreshable")),
+    )
 
 
 # Project-URL labels a plugin's package uses to state its evidence (case-insensitive).
@@ -123,8 +127,15 @@ def claims(distribution: str) -> dict[str, str]:
         label, _, url = entry.partition(",")
         if (key := CLAIM_LABELS.get(label.strip().lower())) is not None:
             found[key] = url.strip()
-    maintainer = next((v for k in ("Maintainer-email", "Maintainer", "Author-email")
-                       for v in meta.get_all(k) or () if v), None)
+    maintainer = next(
+        (
+            v
+            for k in ("Maintainer-email", "Maintainer", "Author-email")
+            for v in meta.get_all(k) or ()
+            if v
+        ),
+        None,
+    )
     if maintainer:
         found["maintainer"] = maintainer
     return found
@@ -166,16 +177,27 @@ def evidence_from_report(data: Mapping[str, Any]) -> ReportEvidence:
     elif failed or not kit:
         conformance = f"the kit failed on {platform}: {', '.join(failed) or 'not run'}"
     else:
-        conformance = (f"the kit passed on {platform} hardware ({', '.join(families)}) on "
-                       f"{data.get('created', '?')}" + ("" if hardware else
-                                                        ", but other checks failed"))
+        conformance = (
+            f"the kit passed on {platform} hardware ({', '.join(families)}) on "
+            f"{data.get('created', '?')}" + ("" if hardware else ", but other checks failed")
+        )
     owner = str((data.get("backend_info") or {}).get("owner plugin", ""))
     plugin = (versions.get("plugins") or {}).get(owner, {})
     return ReportEvidence(
-        backend, str(data.get("created", "")), platform, families, hardware,
-        {"lemoncore": str(versions.get("lemoncore", "")),
-         "plugin": f"{owner} {plugin.get('version', '')}".strip(),
-         "backend": str((data.get("backend_info") or {}).get("version", ""))},
-        {"conformance": conformance,
-         **dict.fromkeys(("ci_row", "maintainer", "stable", "pin"),
-                         "a validation report cannot show this")})
+        backend,
+        str(data.get("created", "")),
+        platform,
+        families,
+        hardware,
+        {
+            "lemoncore": str(versions.get("lemoncore", "")),
+            "plugin": f"{owner} {plugin.get('version', '')}".strip(),
+            "backend": str((data.get("backend_info") or {}).get("version", "")),
+        },
+        {
+            "conformance": conformance,
+            **dict.fromkeys(
+                ("ci_row", "maintainer", "stable", "pin"), "a validation report cannot show this"
+            ),
+        },
+    )

@@ -47,12 +47,20 @@ class Trusted:
 
     @property
     def provenance(self) -> str:
-        return (f"trusted on first use on {self.date}: downloaded from {self.url} "
-                f"({self.size} bytes), SHA-256 shown to the administrator")
+        return (
+            f"trusted on first use on {self.date}: downloaded from {self.url} "
+            f"({self.size} bytes), SHA-256 shown to the administrator"
+        )
 
     def as_dict(self) -> TrustedEntry:
-        return {"name": self.name, "version": self.version, "url": self.url,
-                "sha256": self.sha256, "size": self.size, "date": self.date}
+        return {
+            "name": self.name,
+            "version": self.version,
+            "url": self.url,
+            "sha256": self.sha256,
+            "size": self.size,
+            "date": self.date,
+        }
 
 
 def measure(path: Path, name: str, version: str, url: str) -> Trusted:
@@ -64,8 +72,14 @@ def measure(path: Path, name: str, version: str, url: str) -> Trusted:
     with path.open("rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
             sha.update(block)
-    return Trusted(name, version, url, sha.hexdigest(), path.stat().st_size,
-                   datetime.datetime.now(datetime.UTC).date().isoformat())
+    return Trusted(
+        name,
+        version,
+        url,
+        sha.hexdigest(),
+        path.stat().st_size,
+        datetime.datetime.now(datetime.UTC).date().isoformat(),
+    )
 
 
 def load(trust_file: Path) -> list[Trusted]:

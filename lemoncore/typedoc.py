@@ -29,8 +29,10 @@ from typing import Any
 from lemoncore.hookdoc import inline, to_markdown, write_page
 
 COMMAND = "python -m lemoncore.typedoc > docs/reference.md"
-HEADER = (f"<!-- Generated from the types' docstrings by `{COMMAND}`; edit the "
-          "docstrings, not this file. -->")
+HEADER = (
+    f"<!-- Generated from the types' docstrings by `{COMMAND}`; edit the "
+    "docstrings, not this file. -->"
+)
 INTRO = """\
 The types a plugin builds, returns or receives, by module. Hooks and their arguments are
 in [hooks.md](hooks.md); how they fit together is
@@ -39,15 +41,47 @@ named under each heading; types not listed are lemoncore's internals and may cha
 without notice."""
 
 TYPES: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("lemoncore.recipes", ("Recipe", "Backend", "BackendContribution", "SupportRow",
-                           "OptionSpec", "OptionScope", "ArgFlag", "ModelInfo", "Endpoint",
-                           "Device", "DeviceKind", "Format", "Tier", "SlotPolicy",
-                           "ModelType")),
-    ("lemoncore.launch", ("InstallPlan", "Artifact", "LaunchContext", "LaunchSpec", "Runner",
-                          "Lifecycle", "ServerState", "Installer", "Installed",
-                          "PinRefresher", "Migration", "StartupTask")),
-    ("lemoncore.errors", ("LemonError", "LaunchRefused", "RequestRefused", "InstallError",
-                          "ErrorShape")),
+    (
+        "lemoncore.recipes",
+        (
+            "Recipe",
+            "Backend",
+            "BackendContribution",
+            "SupportRow",
+            "OptionSpec",
+            "OptionScope",
+            "ArgFlag",
+            "ModelInfo",
+            "Endpoint",
+            "Device",
+            "DeviceKind",
+            "Format",
+            "Tier",
+            "SlotPolicy",
+            "ModelType",
+        ),
+    ),
+    (
+        "lemoncore.launch",
+        (
+            "InstallPlan",
+            "Artifact",
+            "LaunchContext",
+            "LaunchSpec",
+            "Runner",
+            "Lifecycle",
+            "ServerState",
+            "Installer",
+            "Installed",
+            "PinRefresher",
+            "Migration",
+            "StartupTask",
+        ),
+    ),
+    (
+        "lemoncore.errors",
+        ("LemonError", "LaunchRefused", "RequestRefused", "InstallError", "ErrorShape"),
+    ),
     ("lemoncore.lock", ("Pin",)),
     ("lemoncore.hosts", ("HostInfo", "HostDevice")),
     ("lemoncore.models", ("Checkpoint",)),
@@ -111,8 +145,9 @@ def declared_types(cls: type) -> dict[str, str]:
     out: dict[str, str] = {}
     for klass in reversed(cls.__mro__):
         for name, annotation in vars(klass).get("__annotations__", {}).items():
-            out[name] = annotation if isinstance(annotation, str) else \
-                inspect.formatannotation(annotation)
+            out[name] = (
+                annotation if isinstance(annotation, str) else inspect.formatannotation(annotation)
+            )
     return out
 
 
@@ -127,10 +162,14 @@ def fields(cls: type) -> list[tuple[str, str, str, str]]:
     rows: list[tuple[str, str, str, str]] = []
     if model_fields := getattr(cls, "model_fields", None):
         for name, info in model_fields.items():
-            default = "" if info.is_required() else value_text(
-                info.default_factory() if info.default_factory else info.default)
-            rows.append((name, types.get(name, ""), default,
-                         info.description or comments.get(name, "")))
+            default = (
+                ""
+                if info.is_required()
+                else value_text(info.default_factory() if info.default_factory else info.default)
+            )
+            rows.append(
+                (name, types.get(name, ""), default, info.description or comments.get(name, ""))
+            )
     elif dataclasses.is_dataclass(cls):
         for f in dataclasses.fields(cls):
             if f.default is not dataclasses.MISSING:
@@ -141,8 +180,11 @@ def fields(cls: type) -> list[tuple[str, str, str, str]]:
                 default = ""
             rows.append((f.name, str(f.type), default, comments.get(f.name, "")))
     elif getattr(cls, "_is_protocol", False):
-        rows = [(name, annotation, "", comments.get(name, ""))
-                for name, annotation in types.items() if not name.startswith("_")]
+        rows = [
+            (name, annotation, "", comments.get(name, ""))
+            for name, annotation in types.items()
+            if not name.startswith("_")
+        ]
     return rows
 
 
@@ -175,8 +217,9 @@ def _signature(name: str, member: Any) -> str:
     function = member.__func__ if isinstance(member, (classmethod, staticmethod)) else member
     sig = inspect.signature(function)
     params = [_parameter(p) for p in sig.parameters.values() if p.name not in {"self", "cls"}]
-    returns = "" if sig.return_annotation is inspect.Signature.empty \
-        else f" -> {sig.return_annotation}"
+    returns = (
+        "" if sig.return_annotation is inspect.Signature.empty else f" -> {sig.return_annotation}"
+    )
     prefix = "async " if inspect.iscoroutinefunction(function) else ""
     prefix += "classmethod " if isinstance(member, classmethod) else ""
     return f"{prefix}{name}({', '.join(params)}){returns}"
@@ -185,8 +228,9 @@ def _signature(name: str, member: Any) -> str:
 def members(cls: type) -> Iterator[tuple[str, str]]:
     """(signature, doc) of the public methods and properties ``cls`` defines itself."""
     for name, member in vars(cls).items():
-        if name.startswith("_") or (getattr(cls, "_is_protocol", False)
-                                    and name in declared_types(cls)):
+        if name.startswith("_") or (
+            getattr(cls, "_is_protocol", False) and name in declared_types(cls)
+        ):
             continue
         if isinstance(member, property):
             returns = inspect.signature(member.fget).return_annotation if member.fget else ""
@@ -207,20 +251,28 @@ def section(module: str, cls: type) -> list[str]:
         out += [f"| `{m.name}` | `{m.value!r}` |" for m in cls]
         out.append("")
     elif issubclass(cls, BaseException):
-        answer = [f"{attr} `{getattr(cls, attr)!r}`" for attr in ("status", "type", "code")
-                  if hasattr(cls, attr)]
+        answer = [
+            f"{attr} `{getattr(cls, attr)!r}`"
+            for attr in ("status", "type", "code")
+            if hasattr(cls, attr)
+        ]
         if answer:
             out += [f"Answered with {', '.join(answer)}.", ""]
     if rows := fields(cls):
         out += ["| Field | Type | Default | Description |", "|---|---|---|---|"]
-        out += [f"| `{name}` | `{inline_cell(type_)}` | "
-                f"{f'`{inline_cell(default)}`' if default else 'required'} | "
-                f"{inline_cell(doc)} |" for name, type_, default, doc in rows]
+        out += [
+            f"| `{name}` | `{inline_cell(type_)}` | "
+            f"{f'`{inline_cell(default)}`' if default else 'required'} | "
+            f"{inline_cell(doc)} |"
+            for name, type_, default, doc in rows
+        ]
         out.append("")
     if methods := list(members(cls)):
         out += ["**Methods and properties**", ""]
-        out += [f"- `{sig}`" + (f": {inline(' '.join(doc.split()))}" if doc else "")
-                for sig, doc in methods]
+        out += [
+            f"- `{sig}`" + (f": {inline(' '.join(doc.split()))}" if doc else "")
+            for sig, doc in methods
+        ]
         out.append("")
     return out
 
@@ -246,16 +298,31 @@ def alias_section(module: str, name: str, alias: object) -> list[str]:
 
 def render(types: Sequence[tuple[str, Sequence[str]]] = TYPES) -> str:
     """The whole markdown reference for ``types`` (module, type names)."""
-    resolved = [(module, name, getattr(importlib.import_module(module), name))
-                for module, names in types for name in names]
-    parts = [HEADER, "", "# Type reference", "", INTRO, "",
-             "| Type | Module | What it is |", "|---|---|---|"]
-    parts += [f"| [`{name}`](#{name.lower()}) | `{module}` | "
-              f"{_summary(obj) if inspect.isclass(obj) else 'type alias'} |"
-              for module, name, obj in resolved]
+    resolved = [
+        (module, name, getattr(importlib.import_module(module), name))
+        for module, names in types
+        for name in names
+    ]
+    parts = [
+        HEADER,
+        "",
+        "# Type reference",
+        "",
+        INTRO,
+        "",
+        "| Type | Module | What it is |",
+        "|---|---|---|",
+    ]
+    parts += [
+        f"| [`{name}`](#{name.lower()}) | `{module}` | "
+        f"{_summary(obj) if inspect.isclass(obj) else 'type alias'} |"
+        for module, name, obj in resolved
+    ]
     for module, name, obj in resolved:
-        parts += ["", *(section(module, obj) if inspect.isclass(obj)
-                        else alias_section(module, name, obj))]
+        parts += [
+            "",
+            *(section(module, obj) if inspect.isclass(obj) else alias_section(module, name, obj)),
+        ]
     return re.sub(r"\n{3,}", "\n\n", "\n".join(parts)).rstrip("\n") + "\n"
 
 

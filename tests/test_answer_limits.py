@@ -34,11 +34,16 @@ SAY = [{"role": "user", "content": "hi"}]
 @asynccontextmanager
 async def lemon(tmp_path: Path) -> AsyncIterator[tuple[httpx.AsyncClient, Gateway]]:
     cache = tmp_path / "cache"
-    app = create_app(Settings(cache_dir=cache, plugins_allow="", max_answer_bytes=LIMIT),
-                     plugins={"tiny": tiny_plugin(cache)})
-    async with app.router.lifespan_context(app), httpx.AsyncClient(
-            transport=httpx.ASGITransport(app), base_url="http://localhost",
-            timeout=60) as client:
+    app = create_app(
+        Settings(cache_dir=cache, plugins_allow="", max_answer_bytes=LIMIT),
+        plugins={"tiny": tiny_plugin(cache)},
+    )
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(
+            transport=httpx.ASGITransport(app), base_url="http://localhost", timeout=60
+        ) as client,
+    ):
         yield client, Gateway(core_of(app))
 
 
@@ -56,7 +61,8 @@ async def still_serving(client: httpx.AsyncClient) -> None:
 
 @pytest.mark.parametrize("length", [True, False], ids=["content-length", "until-close"])
 async def test_a_non_streamed_answer_over_the_limit_is_a_502(
-        tmp_path: Path, length: bool, anyio_backend: str) -> None:
+    tmp_path: Path, length: bool, anyio_backend: str
+) -> None:
     async with lemon(tmp_path) as (client, _):
         answer = await client.post(CHAT, json=flood(4 * LIMIT, length=length))
         assert answer.status_code == 502, answer.text[:300]
@@ -67,8 +73,9 @@ async def test_a_non_streamed_answer_over_the_limit_is_a_502(
         await still_serving(client)
 
 
-async def test_an_answer_that_cannot_be_decoded_is_a_502(tmp_path: Path,
-                                                         anyio_backend: str) -> None:
+async def test_an_answer_that_cannot_be_decoded_is_a_502(
+    tmp_path: Path, anyio_backend: str
+) -> None:
     async with lemon(tmp_path) as (client, _):
         answer = await client.post(CHAT, json=flood(4096, gzip=True))
         assert answer.status_code == 502, answer.text[:300]
@@ -77,20 +84,24 @@ async def test_an_answer_that_cannot_be_decoded_is_a_502(tmp_path: Path,
 
 
 async def test_an_error_body_is_read_only_as_far_as_its_message(
-        tmp_path: Path, anyio_backend: str) -> None:
+    tmp_path: Path, anyio_backend: str
+) -> None:
     async with lemon(tmp_path) as (client, _):
         for stream in (False, True):
-            answer = await client.post(CHAT, json={**flood(8 * LIMIT, status=500),
-                                                   "stream": stream})
+            answer = await client.post(
+                CHAT, json={**flood(8 * LIMIT, status=500), "stream": stream}
+            )
             assert answer.status_code == 502, answer.text[:300]
             message = answer.json()["error"]["message"]
-            assert message.startswith('backend error: {"x": "aaa') and \
-                len(message) < ERROR_BODY_BYTES
+            assert (
+                message.startswith('backend error: {"x": "aaa') and len(message) < ERROR_BODY_BYTES
+            )
         await still_serving(client)
 
 
 async def test_an_overlong_event_ends_a_translated_stream_with_an_error(
-        tmp_path: Path, anyio_backend: str) -> None:
+    tmp_path: Path, anyio_backend: str
+) -> None:
     async with lemon(tmp_path) as (client, _):
         body = {**flood(4 * LIMIT, sse=True, length=False), "max_tokens": 8, "stream": True}
         async with client.stream("POST", "/v1/messages", json=body) as answer:
@@ -102,7 +113,8 @@ async def test_an_overlong_event_ends_a_translated_stream_with_an_error(
 
 
 async def test_an_overlong_event_raises_from_the_gateways_stream(
-        tmp_path: Path, anyio_backend: str) -> None:
+    tmp_path: Path, anyio_backend: str
+) -> None:
     async with lemon(tmp_path) as (client, gateway):
         events = gateway.stream(CHAT, flood(4 * LIMIT, sse=True, length=False))
         with pytest.raises(LemonError) as caught:
@@ -118,8 +130,7 @@ def test_data_lines_cut_nowhere_but_over_the_limit() -> None:
     stream = b'data: {"a": 1}\n\n: ping\ndata: [DONE]\n' + b"data: " + b"x" * 10 + b"\n"
     for size in (1, 2, 3, 7, len(stream)):
         lines = DataLines(max_line=64)
-        events = [e for i in range(0, len(stream), size)
-                  for e in lines.feed(stream[i:i + size])]
+        events = [e for i in range(0, len(stream), size) for e in lines.feed(stream[i : i + size])]
         assert events[0] == {"a": 1} and len(events) == 2
     lines = DataLines(max_line=64)
     with pytest.raises(LemonError, match="max_answer_bytes"):

@@ -26,8 +26,10 @@ from lemoncore.testing import serve_directory
 
 pytestmark = pytest.mark.anyio
 
-HOST = HostInfo("linux", (HostDevice(DeviceKind.CPU, "cpu"),
-                          HostDevice(DeviceKind.AMD_GPU, "RX 7600", "gfx1102")))
+HOST = HostInfo(
+    "linux",
+    (HostDevice(DeviceKind.CPU, "cpu"), HostDevice(DeviceKind.AMD_GPU, "RX 7600", "gfx1102")),
+)
 ROW = SupportRow(os=frozenset({"linux"}), devices={DeviceKind.CPU: frozenset()})
 AMD = SupportRow(os=frozenset({"linux"}), devices={DeviceKind.AMD_GPU: frozenset()})
 KEY = platform_key("linux")
@@ -36,10 +38,21 @@ KEY = platform_key("linux")
 class Engine:
     @hookimpl
     def register_recipes(self) -> Sequence[Recipe]:
-        return [Recipe(name="engine", display_name="Engine", backends=(
-            Backend(name="native", support=(ROW,)), Backend(name="hip", support=(AMD,)))),
-            Recipe(name="risky", display_name="Risky", backends=(
-                Backend(name="native", support=(ROW,), tier=Tier.EXPERIMENTAL),))]
+        return [
+            Recipe(
+                name="engine",
+                display_name="Engine",
+                backends=(
+                    Backend(name="native", support=(ROW,)),
+                    Backend(name="hip", support=(AMD,)),
+                ),
+            ),
+            Recipe(
+                name="risky",
+                display_name="Risky",
+                backends=(Backend(name="native", support=(ROW,), tier=Tier.EXPERIMENTAL),),
+            ),
+        ]
 
     @hookimpl
     def register_models(self) -> Sequence[ModelInfo]:
@@ -49,8 +62,9 @@ class Engine:
     def install(self, recipe: Recipe, backend: Backend, pin: Pin | None) -> InstallPlan | None:
         if recipe.name not in {"engine", "risky"} or pin is None:
             return None
-        return InstallPlan(pin.version, pin.artifacts,
-                           runtime="rocm" if backend.name == "hip" else None)
+        return InstallPlan(
+            pin.version, pin.artifacts, runtime="rocm" if backend.name == "hip" else None
+        )
 
 
 def zip_bytes(entries: dict[str, bytes]) -> bytes:
@@ -85,24 +99,40 @@ class World:
         (self.www / name).write_bytes(data)
         return {"url": f"{self.url}/{name}", "sha256": hashlib.sha256(data).hexdigest()}
 
-    def pin(self, backends: dict[str, tuple[str, dict[str, Any]]],
-            therock: dict[str, Any] | None = None, recipe: str = "engine") -> None:
-        lock: dict[str, Any] = {"backends": {recipe: {
-            name: {"version": version, "platforms": {KEY: [artifact]}}
-            for name, (version, artifact) in backends.items()}}}
+    def pin(
+        self,
+        backends: dict[str, tuple[str, dict[str, Any]]],
+        therock: dict[str, Any] | None = None,
+        recipe: str = "engine",
+    ) -> None:
+        lock: dict[str, Any] = {
+            "backends": {
+                recipe: {
+                    name: {"version": version, "platforms": {KEY: [artifact]}}
+                    for name, (version, artifact) in backends.items()
+                }
+            }
+        }
         if therock is not None:
-            lock["runtimes"] = {"therock": {"version": "7.14.0",
-                                            "platforms": {KEY: [therock]}}}
+            lock["runtimes"] = {"therock": {"version": "7.14.0", "platforms": {KEY: [therock]}}}
         self.lock_file.write_text(json.dumps(lock))
 
     @asynccontextmanager
     async def app(self, **settings: Any) -> AsyncIterator[httpx.AsyncClient]:
-        app = create_app(Settings(cache_dir=self.root / "cache", plugins_allow="",
-                                  lock_files=[self.lock_file], **settings),
-                         plugins={"engine": Engine()}, host=HOST)
+        app = create_app(
+            Settings(
+                cache_dir=self.root / "cache",
+                plugins_allow="",
+                lock_files=[self.lock_file],
+                **settings,
+            ),
+            plugins={"engine": Engine()},
+            host=HOST,
+        )
         self.core = app.state.core
-        async with httpx.AsyncClient(transport=httpx.ASGITransport(app),
-                                     base_url="http://localhost") as client:
+        async with httpx.AsyncClient(
+            transport=httpx.ASGITransport(app), base_url="http://localhost"
+        ) as client:
             yield client
 
     async def state(self, client: httpx.AsyncClient, backend: str) -> dict[str, Any]:
@@ -112,8 +142,7 @@ class World:
 
 
 @pytest.fixture
-def world(tmp_path: Path, anyio_backend: str, monkeypatch: pytest.MonkeyPatch
-          ) -> Iterator[World]:
+def world(tmp_path: Path, anyio_backend: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
     monkeypatch.delenv("ROCM_PATH", raising=False)
     (tmp_path / "www").mkdir()
     with serve_directory(tmp_path / "www") as url:
@@ -128,18 +157,21 @@ def sse(text: str) -> list[tuple[str, dict[str, Any]]]:
     return events
 
 
-async def test_install_streams_progress_then_a_pin_change_needs_a_reinstall(
-    world: World
-) -> None:
+async def test_install_streams_progress_then_a_pin_change_needs_a_reinstall(world: World) -> None:
     world.pin({"native": ("1.0", world.publish("e1.zip", zip_bytes({"engine": b"one"})))})
     async with world.app() as client:
         assert (await world.state(client, "native"))["state"] == "installable"
-        response = await client.post("/api/v1/install",
-                                     json={"backend": "engine:native", "stream": True})
+        response = await client.post(
+            "/api/v1/install", json={"backend": "engine:native", "stream": True}
+        )
         events = sse(response.text)
         assert events[-1][0] == "complete"
-        assert {"backend": "engine:native", "state": "installed", "version": "1.0",
-                "tier": "community"}.items() <= events[-1][1].items()
+        assert {
+            "backend": "engine:native",
+            "state": "installed",
+            "version": "1.0",
+            "tier": "community",
+        }.items() <= events[-1][1].items()
         assert "not supported for production" in events[-1][1]["notice"]
         assert any(e == "progress" and d["bytes_total"] > 0 for e, d in events)
         assert (await world.state(client, "native"))["state"] == "installed"
@@ -148,8 +180,9 @@ async def test_install_streams_progress_then_a_pin_change_needs_a_reinstall(
         state = await world.state(client, "native")
         assert state["state"] == "update_required"
         assert state["message"] == "installed 1.0, pinned 2.0"
-        response = await client.post("/api/v1/install", json={"recipe": "engine",
-                                                               "backend": "native"})
+        response = await client.post(
+            "/api/v1/install", json={"recipe": "engine", "backend": "native"}
+        )
         assert response.json()["version"] == "2.0"
     assert (world.root / "cache/bin/engine/native/engine").read_bytes() == b"two"
 
@@ -167,8 +200,9 @@ async def test_unverified_pins_are_refused_with_the_fix(world: World) -> None:
     assert not (world.root / "cache/bin").exists()
     async with world.app(allow_unverified="engine:native") as client:
         assert (await world.state(client, "native"))["state"] == "installable"
-        assert (await client.post("/api/v1/install",
-                                  json={"backend": "engine:native"})).status_code == 200
+        assert (
+            await client.post("/api/v1/install", json={"backend": "engine:native"})
+        ).status_code == 200
 
 
 async def test_offline_uses_what_is_installed_or_says_why_not(world: World) -> None:
@@ -194,18 +228,22 @@ async def test_uninstall_removes_the_install(world: World) -> None:
         assert unknown.status_code == 404
 
 
-async def test_rocm_backend_install_installs_therock_and_records_the_decision(
-    world: World
-) -> None:
-    world.pin({"hip": ("1.0", world.publish("hip.zip", zip_bytes({"engine": b"hip"})))},
-              therock=world.publish("therock.tar.gz", therock_tarball()))
+async def test_rocm_backend_install_installs_therock_and_records_the_decision(world: World) -> None:
+    world.pin(
+        {"hip": ("1.0", world.publish("hip.zip", zip_bytes({"engine": b"hip"})))},
+        therock=world.publish("therock.tar.gz", therock_tarball()),
+    )
     async with world.app() as client:
-        assert (await client.post("/api/v1/install",
-                                  json={"backend": "engine:hip"})).status_code == 200
+        assert (
+            await client.post("/api/v1/install", json={"backend": "engine:hip"})
+        ).status_code == 200
         assert (await world.state(client, "hip"))["state"] == "installed"
     record = json.loads((world.root / "cache/runtime/rocm.json").read_text())
-    assert record == {"source": "therock", "version": "7.14.0",
-                      "root": str(world.root / "cache/bin/runtime/therock")}
+    assert record == {
+        "source": "therock",
+        "version": "7.14.0",
+        "root": str(world.root / "cache/bin/runtime/therock"),
+    }
 
 
 async def test_a_matching_system_rocm_is_used_without_downloading_therock(
@@ -215,19 +253,22 @@ async def test_a_matching_system_rocm_is_used_without_downloading_therock(
     (system / ".info").mkdir(parents=True)
     (system / ".info/version").write_text("7.14.3-12")
     monkeypatch.setenv("ROCM_PATH", str(system))
-    world.pin({"hip": ("1.0", world.publish("hip.zip", zip_bytes({"engine": b"hip"})))},
-              therock={"url": f"{world.url}/absent.tar.gz", "sha256": "0" * 64})
+    world.pin(
+        {"hip": ("1.0", world.publish("hip.zip", zip_bytes({"engine": b"hip"})))},
+        therock={"url": f"{world.url}/absent.tar.gz", "sha256": "0" * 64},
+    )
     async with world.app() as client:
-        assert (await client.post("/api/v1/install",
-                                  json={"backend": "engine:hip"})).status_code == 200
-    assert json.loads((world.root / "cache/runtime/rocm.json").read_text())["source"] == \
-        "system"
+        assert (
+            await client.post("/api/v1/install", json={"backend": "engine:hip"})
+        ).status_code == 200
+    assert json.loads((world.root / "cache/runtime/rocm.json").read_text())["source"] == "system"
     assert not (world.root / "cache/bin/runtime").exists()
 
 
 async def test_experimental_backends_need_consent_and_hide_their_models(world: World) -> None:
-    world.pin({"native": ("1.0", world.publish("r.zip", zip_bytes({"engine": b"r"})))},
-              recipe="risky")
+    world.pin(
+        {"native": ("1.0", world.publish("r.zip", zip_bytes({"engine": b"r"})))}, recipe="risky"
+    )
 
     async def listed(client: httpx.AsyncClient) -> dict[str, Any]:
         data = (await client.get("/v1/models", params={"show_all": "true"})).json()["data"]
@@ -235,19 +276,20 @@ async def test_experimental_backends_need_consent_and_hide_their_models(world: W
 
     async with world.app() as client:
         assert "risky-model" not in await listed(client)
-        refused = await client.post("/api/v1/install", json={"backend": "risky:native",
-                                                              "stream": True})
+        refused = await client.post(
+            "/api/v1/install", json={"backend": "risky:native", "stream": True}
+        )
         assert refused.status_code == 403
         assert refused.json()["error"]["code"] == "consent_required"
         assert "LEMON_ALLOW_EXPERIMENTAL=risky:native" in refused.json()["error"]["message"]
         assert not (world.root / "cache/bin/risky").exists()
-        done = await client.post("/api/v1/install", json={"backend": "risky:native",
-                                                           "consent": True})
+        done = await client.post(
+            "/api/v1/install", json={"backend": "risky:native", "consent": True}
+        )
         assert done.status_code == 200
         assert done.json()["notice"].startswith("experimental backend")
         card = (await listed(client))["risky-model"]
-        assert card["backends"] == [{"name": "native", "tier": "experimental",
-                                     "format": "native"}]
+        assert card["backends"] == [{"name": "native", "tier": "experimental", "format": "native"}]
         await client.post("/api/v1/uninstall", json={"backend": "risky:native"})
         again = await client.post("/api/v1/install", json={"backend": "risky:native"})
         assert again.status_code == 200  # consent is remembered

@@ -12,9 +12,13 @@ BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
 
 def run(script: str, out: Path) -> None:
-    done = subprocess.run([sys.executable, str(BENCHMARKS / script), "--smoke", "--out",
-                           str(out)], capture_output=True, text=True, timeout=120,
-                          check=False)
+    done = subprocess.run(
+        [sys.executable, str(BENCHMARKS / script), "--smoke", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
 
 
@@ -32,16 +36,22 @@ def test_the_relay_sweep_measures_every_system(tmp_path: Path) -> None:
 def test_the_scale_benchmark_times_the_catalogue_and_the_fleet(tmp_path: Path) -> None:
     run("scale.py", tmp_path)
     result = json.loads((tmp_path / "scale-smoke.json").read_text())
-    assert all(cell["downloaded"] > 0 and cell["listed"] >= 0
-               for cell in result["models_ms"].values())
-    assert all(cell["plan_us"] > 0 and cell["decide_us"] > 0
-               for cell in result["decision_us"].values())
+    assert all(
+        cell["downloaded"] > 0 and cell["listed"] >= 0 for cell in result["models_ms"].values()
+    )
+    assert all(
+        cell["plan_us"] > 0 and cell["decide_us"] > 0 for cell in result["decision_us"].values()
+    )
 
 
 def test_the_rpc_benchmark_measures_local_and_split_models(tmp_path: Path) -> None:
-    done = subprocess.run([sys.executable, str(BENCHMARKS / "rpc.py"), "--quick", "--out",
-                           str(tmp_path)], capture_output=True, text=True, timeout=300,
-                          check=False)
+    done = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "rpc.py"), "--quick", "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     result = json.loads((tmp_path / "rpc-quick.json").read_text())
     assert list(result["configs"]) == ["local", "rpc1", "rpc2"]

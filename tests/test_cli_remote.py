@@ -24,24 +24,28 @@ from tinyplugin import MODEL, SCRIPT
 KEYS = {"LEMON_API_KEY": "user-key", "LEMON_ADMIN_API_KEY": "admin-key"}
 
 
-@pytest.mark.parametrize(("path", "key"), [
-    ("/live", None),
-    ("/", None),
-    ("/v1/models/tiny-chat", "user-key"),
-    ("/v1/chat/completions", "user-key"),
-    ("/api/v1/health", "user-key"),
-    ("/api/v1/load", "admin-key"),
-    ("/api/v1/unload", "admin-key"),
-    ("/api/v1/pull", "admin-key"),
-    ("/api/v1/delete", "admin-key"),
-    ("/api/v1/logs?model=x&limit=5", "admin-key"),  # the query is not the route
-    ("/api/v1/logs?follow=true", "admin-key"),
-])
+@pytest.mark.parametrize(
+    ("path", "key"),
+    [
+        ("/live", None),
+        ("/", None),
+        ("/v1/models/tiny-chat", "user-key"),
+        ("/v1/chat/completions", "user-key"),
+        ("/api/v1/health", "user-key"),
+        ("/api/v1/load", "admin-key"),
+        ("/api/v1/unload", "admin-key"),
+        ("/api/v1/pull", "admin-key"),
+        ("/api/v1/delete", "admin-key"),
+        ("/api/v1/logs?model=x&limit=5", "admin-key"),  # the query is not the route
+        ("/api/v1/logs?follow=true", "admin-key"),
+    ],
+)
 def test_each_route_gets_the_key_the_server_asks_for(path: str, key: str | None) -> None:
     remote = Remote("http://127.0.0.1:1", "user-key", "admin-key")
     assert remote.key(path) == key
     assert {None: None, "api": "user-key", "admin": "admin-key"}[
-        required_key(path.partition("?")[0])] == key
+        required_key(path.partition("?")[0])
+    ] == key
 
 
 def test_the_admin_key_defaults_to_the_api_key_as_the_server_s_does() -> None:
@@ -76,7 +80,8 @@ def lemon(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str
 
 
 def test_explain_load_ps_logs_and_unload_work_with_an_admin_key(
-        keyed: str, capsys: pytest.CaptureFixture[str]) -> None:
+    keyed: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     code, out, err = lemon(capsys, "explain", MODEL, "--server", keyed, "--json")
     assert code == 0, err
     plan = json.loads(out)
@@ -97,8 +102,8 @@ def test_explain_load_ps_logs_and_unload_work_with_an_admin_key(
 
 
 def test_without_the_admin_key_management_fails_saying_which_key_and_the_rest_works(
-        keyed: str, monkeypatch: pytest.MonkeyPatch,
-        capsys: pytest.CaptureFixture[str]) -> None:
+    keyed: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.delenv("LEMON_ADMIN_API_KEY")  # the client now sends the API key to all
     code, _, err = lemon(capsys, "explain", MODEL, "--server", keyed)
     assert code == 1 and err.startswith("401: ") and "LEMON_ADMIN_API_KEY" in err
@@ -111,8 +116,8 @@ def test_without_the_admin_key_management_fails_saying_which_key_and_the_rest_wo
 
 
 def test_the_url_comes_from_the_settings_without_server(
-        keyed: str, monkeypatch: pytest.MonkeyPatch,
-        capsys: pytest.CaptureFixture[str]) -> None:
+    keyed: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     port = keyed.rsplit(":", 1)[1]
     monkeypatch.setenv("LEMON_HOST", "0.0.0.0")  # a wildcard bind is reached on loopback
     monkeypatch.setenv("LEMON_PORT", port)

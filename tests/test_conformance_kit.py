@@ -16,9 +16,11 @@ from tinyplugin import MODEL, SCRIPT
 
 
 def test_the_kit_fails_a_backend_that_reports_another_model(tmp_path: Path) -> None:
-    with running_server(tmp_path, command=(str(SCRIPT),), args=("--engine-name", "-")
-                        ) as server:
+    with running_server(tmp_path, command=(str(SCRIPT),), args=("--engine-name", "-")) as server:
         target = ConformanceTarget(server, model=MODEL, backend="tiny:cpu")
-        with pytest.raises(AssertionError, match=r"the engine reports model '-', not the "
-                           r"served name 'tiny-chat': make the launch give the engine"):
+        with pytest.raises(
+            AssertionError,
+            match=r"the engine reports model '-', not the "
+            r"served name 'tiny-chat': make the launch give the engine",
+        ):
             BackendConformance().test_answers_name_the_served_model(target)

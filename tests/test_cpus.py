@@ -26,8 +26,9 @@ def test_missing_names_what_the_cpu_lacks_and_nothing_when_unknown() -> None:
     assert missing(needed, None) == []  # unknown rules nothing out
 
 
-@pytest.mark.skipif(sys.platform != "linux" or platform.machine() != "x86_64",
-                    reason="the kernel's x86-64 flags")
+@pytest.mark.skipif(
+    sys.platform != "linux" or platform.machine() != "x86_64", reason="the kernel's x86-64 flags"
+)
 def test_a_cpu_older_than_x86_64_v2_is_read_from_the_kernels_flags(tmp_path: Path) -> None:
     """A Core 2 has no SSE4.2 or POPCNT: NumPy's wheels would die of SIGILL on import, so
     the kernel's flags are the answer there."""

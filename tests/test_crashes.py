@@ -138,8 +138,9 @@ class Engines:
         if model.name.startswith("dies"):
             signal = "SIGILL" if model.name == "dies-sigill" else "SIGKILL"
             return LaunchSpec(
-                argv=(sys.executable, str(self.root / "dies.py"), str(context.port), runs,
-                      signal), crash_advice={"SIGILL": ADVICE})
+                argv=(sys.executable, str(self.root / "dies.py"), str(context.port), runs, signal),
+                crash_advice={"SIGILL": ADVICE},
+            )
         return LaunchSpec(
             argv=(
                 sys.executable,
@@ -358,8 +359,9 @@ async def test_the_openai_client_does_not_retry_an_engine_that_dies_of_sigill(
 
     async with lemon(engines) as c:
         c.event_hooks["request"].append(count)
-        client = openai.AsyncOpenAI(base_url="http://localhost/v1", api_key="none",
-                                    http_client=c)  # default max_retries: 2
+        client = openai.AsyncOpenAI(
+            base_url="http://localhost/v1", api_key="none", http_client=c
+        )  # default max_retries: 2
         with pytest.raises(openai.InternalServerError) as failed:
             await client.chat.completions.create(model="sigill", messages=CHAT["messages"])
     assert "CPU instructions this machine cannot run" in str(failed.value)

@@ -12,8 +12,10 @@ NVIDIA = HostDevice(DeviceKind.NVIDIA_GPU, "rtx")
 
 
 def backend(*kinds: DeviceKind) -> Backend:
-    return Backend(name="b", support=(SupportRow(os=frozenset({"linux"}),
-                                                 devices={k: frozenset() for k in kinds}),))
+    return Backend(
+        name="b",
+        support=(SupportRow(os=frozenset({"linux"}), devices={k: frozenset() for k in kinds}),),
+    )
 
 
 RECIPE = Recipe(name="r", display_name="R", default_device=Device.NPU)
@@ -33,7 +35,9 @@ VULKAN = (DeviceKind.AMD_GPU, DeviceKind.NVIDIA_GPU, DeviceKind.INTEL_GPU)
     ],
 )
 def test_device_and_amdness_derive_from_support_rows(
-    kinds: tuple[DeviceKind, ...], devices: tuple[HostDevice, ...], device: Device,
+    kinds: tuple[DeviceKind, ...],
+    devices: tuple[HostDevice, ...],
+    device: Device,
     is_amd: bool,
 ) -> None:
     host = HostInfo("linux", devices)

@@ -14,30 +14,49 @@ import pytest
 from lemoncore import hookdoc, hookspecs
 
 ROOT = Path(__file__).resolve().parents[1]
-HOOKS = {name: fn for name, fn in vars(hookspecs).items()
-         if callable(fn) and hasattr(fn, "lemon_spec")}
+HOOKS = {
+    name: fn for name, fn in vars(hookspecs).items() if callable(fn) and hasattr(fn, "lemon_spec")
+}
 OWNER_HOOKS = {"install", "refresher", "preflight", "launch", "normalize_request"}
 # test_hooks_called.py implements every hook by construction; it proves the core calls
 # them, not that a plugin someone tests does.
-TEST_TEXT = "\n".join(p.read_text() for pattern in ("tests/*.py", "plugins/*/tests/*.py",
-                                                    "examples/*/tests/*.py")
-                      for p in ROOT.glob(pattern) if p.name != "test_hooks_called.py")
+TEST_TEXT = "\n".join(
+    p.read_text()
+    for pattern in ("tests/*.py", "plugins/*/tests/*.py", "examples/*/tests/*.py")
+    for p in ROOT.glob(pattern)
+    if p.name != "test_hooks_called.py"
+)
 PLUGIN_TEXT = TEST_TEXT + "\n".join(p.read_text() for p in ROOT.glob("plugins/*/*/*.py"))
 
 
 def test_the_hook_list_is_what_lemoncore_declares() -> None:
-    assert set(HOOKS) == {"register_recipes", "register_backends", "register_models",
-                          "register_lock", "startup_tasks", "effective_device",
-                          "effective_is_amd_gpu", "slot_policy", "install", "preflight",
-                          "launch", "normalize_request", "refresher", "migrations",
-                          "register_endpoints", "register_routes", "register_field_checks",
-                          "register_error_shapes"}
+    assert set(HOOKS) == {
+        "register_recipes",
+        "register_backends",
+        "register_models",
+        "register_lock",
+        "startup_tasks",
+        "effective_device",
+        "effective_is_amd_gpu",
+        "slot_policy",
+        "install",
+        "preflight",
+        "launch",
+        "normalize_request",
+        "refresher",
+        "migrations",
+        "register_endpoints",
+        "register_routes",
+        "register_field_checks",
+        "register_error_shapes",
+    }
 
 
 def test_docs_hooks_md_is_generated_from_the_hookspecs() -> None:
     assert (ROOT / "docs/hooks.md").read_text() == hookdoc.render(), (
         "docs/hooks.md differs from the hookspecs' docstrings; edit lemoncore/hookspecs/, "
-        f"not the page, and regenerate it: {hookdoc.COMMAND}")
+        f"not the page, and regenerate it: {hookdoc.COMMAND}"
+    )
 
 
 @pytest.mark.parametrize("name", sorted(HOOKS))
@@ -45,19 +64,24 @@ def test_hook_docstring_states_the_whole_contract(name: str) -> None:
     fn = HOOKS[name]
     doc = inspect.getdoc(fn) or ""
     documented = re.findall(r"^:param (\w+):", doc, re.MULTILINE)
-    assert documented == list(inspect.signature(fn).parameters), \
+    assert documented == list(inspect.signature(fn).parameters), (
         f"{name}: one ':param NAME:' per parameter, in order"
+    )
     assert re.search(r"^:returns: \S", doc, re.MULTILINE), f"{name}: no ':returns:'"
-    assert re.search(r"^\.\. versionadded:: \d+\.\d+$", doc, re.MULTILINE), \
+    assert re.search(r"^\.\. versionadded:: \d+\.\d+$", doc, re.MULTILINE), (
         f"{name}: no '.. versionadded:: X.Y'"
-    assert re.search(r"^Example::\n\n    @hookimpl\n    def " + name + r"\(", doc,
-                     re.MULTILINE), f"{name}: no example implementing it"
+    )
+    assert re.search(r"^Example::\n\n    @hookimpl\n    def " + name + r"\(", doc, re.MULTILINE), (
+        f"{name}: no example implementing it"
+    )
     flat = " ".join(doc.split())
     first_result = bool(hookdoc.spec_options(fn).get("firstresult"))
-    assert ("First result" in flat) == first_result, \
+    assert ("First result" in flat) == first_result, (
         f"{name}: say 'First result' (and what None means) exactly when firstresult=True"
+    )
     assert ("Owner hook: called only on the plugin that registered ``backend``" in flat) == (
-        name in OWNER_HOOKS), f"{name}: say whether it is an owner hook"
+        name in OWNER_HOOKS
+    ), f"{name}: say whether it is an owner hook"
     if name not in OWNER_HOOKS:
         assert "not an owner hook" in flat
 

@@ -41,8 +41,7 @@ class Infill:
 
 def serving_infill(cache_dir: Path) -> Any:
     plugin = tiny_plugin(cache_dir)
-    backend = RECIPE.backends[0].model_copy(
-        update={"endpoints": OPENAI_ENDPOINTS | {"/v1/infill"}})
+    backend = RECIPE.backends[0].model_copy(update={"endpoints": OPENAI_ENDPOINTS | {"/v1/infill"}})
     recipe = RECIPE.model_copy(update={"backends": (backend,)})
 
     class Tiny(type(plugin)):  # type: ignore[misc]
@@ -54,20 +53,25 @@ def serving_infill(cache_dir: Path) -> Any:
 
 
 @asynccontextmanager
-async def lemon(tmp_path: Path, infill_backend: bool = True,
-                **settings: Any) -> AsyncIterator[httpx.AsyncClient]:
+async def lemon(
+    tmp_path: Path, infill_backend: bool = True, **settings: Any
+) -> AsyncIterator[httpx.AsyncClient]:
     cache = tmp_path / "cache"
     tiny = serving_infill(cache) if infill_backend else tiny_plugin(cache)
-    app = create_app(Settings(cache_dir=cache, plugins_allow="", **settings),
-                     plugins={"tiny": tiny, "infill": Infill()})
-    async with app.router.lifespan_context(app), httpx.AsyncClient(
-            transport=httpx.ASGITransport(app), base_url="http://localhost",
-            timeout=30) as client:
+    app = create_app(
+        Settings(cache_dir=cache, plugins_allow="", **settings),
+        plugins={"tiny": tiny, "infill": Infill()},
+    )
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(
+            transport=httpx.ASGITransport(app), base_url="http://localhost", timeout=30
+        ) as client,
+    ):
         yield client
 
 
-async def test_a_plugin_endpoint_is_routed_like_chat(tmp_path: Path,
-                                                     anyio_backend: str) -> None:
+async def test_a_plugin_endpoint_is_routed_like_chat(tmp_path: Path, anyio_backend: str) -> None:
     async with lemon(tmp_path, api_key=SecretStr("k")) as client:
         body = {"model": MODEL, "input_prefix": "def f(", "input_suffix": ")"}
         assert (await client.post("/v1/infill", json=body)).status_code == 401
@@ -88,7 +92,8 @@ async def test_a_plugin_endpoint_is_routed_like_chat(tmp_path: Path,
 
 
 async def test_a_backend_answers_only_the_endpoints_it_declares(
-        tmp_path: Path, anyio_backend: str) -> None:
+    tmp_path: Path, anyio_backend: str
+) -> None:
     async with lemon(tmp_path, infill_backend=False) as client:
         refused = await client.post("/v1/infill", json={"model": MODEL, "input_prefix": "x"})
         assert refused.status_code == 400
@@ -97,13 +102,20 @@ async def test_a_backend_answers_only_the_endpoints_it_declares(
         health = (await client.get("/api/v1/health")).json()
         assert health["all_models_loaded"] == []  # refused before loading the model
         # Anthropic's Messages is translated to the chat the engine serves
-        anthropic = await client.post("/v1/messages", json={
-            "model": MODEL, "max_tokens": 4, "messages": [{"role": "user", "content": "Hi"}]})
+        anthropic = await client.post(
+            "/v1/messages",
+            json={"model": MODEL, "max_tokens": 4, "messages": [{"role": "user", "content": "Hi"}]},
+        )
         assert anthropic.status_code == 200, anthropic.text
         assert anthropic.json()["content"] == [{"type": "text", "text": f"ok from {MODEL}"}]
-        wrong = await client.post("/v1/messages", json={
-            "model": MODEL, "max_tokens": 4, "messages": [{"role": "user", "content": [
-                {"type": "document", "source": {}}]}]})
+        wrong = await client.post(
+            "/v1/messages",
+            json={
+                "model": MODEL,
+                "max_tokens": 4,
+                "messages": [{"role": "user", "content": [{"type": "document", "source": {}}]}],
+            },
+        )
         assert wrong.status_code == 400
         assert wrong.json()["type"] == "error"  # Anthropic's shape on its endpoint
         assert wrong.json()["error"]["type"] == "invalid_request_error"
@@ -125,32 +137,49 @@ class Echo:
                 answer = await gateway.complete("/v1/chat/completions", body)
             except LemonError as exc:
                 return JSONResponse({"refused": str(exc)}, exc.status)
-            return JSONResponse({"said": answer["choices"][0]["message"]["content"],
-                                 "loaded": [m.model_name for m in gateway.loaded()]})
+            return JSONResponse(
+                {
+                    "said": answer["choices"][0]["message"]["content"],
+                    "loaded": [m.model_name for m in gateway.loaded()],
+                }
+            )
 
         async def pull(request: Request) -> Response:
             return JSONResponse({"pulled": True})
 
-        return [Route("/echo/chat", chat, methods=["POST"]), Route("/echo/pull", pull),
-                Route("/v1/models", pull), Route("/live", pull)]
+        return [
+            Route("/echo/chat", chat, methods=["POST"]),
+            Route("/echo/pull", pull),
+            Route("/v1/models", pull),
+            Route("/live", pull),
+        ]
 
 
 async def test_a_plugin_serves_its_own_routes_through_the_gateway(
-        tmp_path: Path, anyio_backend: str) -> None:
+    tmp_path: Path, anyio_backend: str
+) -> None:
     cache = tmp_path / "cache"
-    app = create_app(Settings(cache_dir=cache, plugins_allow="", api_key=SecretStr("k"),
-                              admin_api_key=SecretStr("admin")),
-                     plugins={"tiny": tiny_plugin(cache), "echo": Echo()})
-    async with app.router.lifespan_context(app), httpx.AsyncClient(
-            transport=httpx.ASGITransport(app), base_url="http://localhost",
-            timeout=30) as client:
+    app = create_app(
+        Settings(
+            cache_dir=cache,
+            plugins_allow="",
+            api_key=SecretStr("k"),
+            admin_api_key=SecretStr("admin"),
+        ),
+        plugins={"tiny": tiny_plugin(cache), "echo": Echo()},
+    )
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(
+            transport=httpx.ASGITransport(app), base_url="http://localhost", timeout=30
+        ) as client,
+    ):
         auth = {"Authorization": "Bearer k"}
         chat = {"model": MODEL, "messages": [{"role": "user", "content": "hi"}]}
         assert (await client.post("/echo/chat", json=chat)).status_code == 401
         answer = await client.post("/echo/chat", json=chat, headers=auth)
         assert answer.json() == {"said": f"ok from {MODEL}", "loaded": [MODEL]}, answer.text
-        unknown = await client.post("/echo/chat", json={**chat, "model": "nope"},
-                                    headers=auth)
+        unknown = await client.post("/echo/chat", json={**chat, "model": "nope"}, headers=auth)
         assert unknown.status_code == 404 and "nope" in unknown.json()["refused"]
         metrics = (await client.get("/metrics", headers=auth)).text
         assert f'lemon_tokens_total{{model="{MODEL}",kind="completion"}} 3' in metrics
@@ -161,13 +190,20 @@ async def test_a_plugin_serves_its_own_routes_through_the_gateway(
         assert (await client.get("/live")).json() == {"status": "ok"}
         plugins = (await client.get("/api/v1/system-info", headers=auth)).json()["plugins"]
         [echo] = [p for p in plugins if p["name"] == "echo"]
-        assert echo["warnings"] == ["route /v1/models skipped: lemoncore routes it",
-                                    "route /live skipped: lemoncore routes it"]
+        assert echo["warnings"] == [
+            "route /v1/models skipped: lemoncore routes it",
+            "route /live skipped: lemoncore routes it",
+        ]
 
 
-TRANSCRIBE = Endpoint(path="/v1/audio/transcriptions", summary="Speech to text",
-                      model_type=ModelType.TRANSCRIPTION, body="multipart", required="file",
-                      max_body_bytes=64 * 1024)
+TRANSCRIBE = Endpoint(
+    path="/v1/audio/transcriptions",
+    summary="Speech to text",
+    model_type=ModelType.TRANSCRIPTION,
+    body="multipart",
+    required="file",
+    max_body_bytes=64 * 1024,
+)
 WHISPER = "tiny-whisper"
 
 
@@ -184,16 +220,24 @@ class Transcribe:
 
     @hookimpl
     def register_models(self) -> Sequence[ModelInfo]:
-        return [ModelInfo(name=WHISPER, recipe="tiny", checkpoint=f"file:{self.weights}",
-                          labels=("transcription",))]
+        return [
+            ModelInfo(
+                name=WHISPER,
+                recipe="tiny",
+                checkpoint=f"file:{self.weights}",
+                labels=("transcription",),
+            )
+        ]
 
 
-async def test_a_plugin_multipart_endpoint_takes_uploads(tmp_path: Path,
-                                                         anyio_backend: str) -> None:
+async def test_a_plugin_multipart_endpoint_takes_uploads(
+    tmp_path: Path, anyio_backend: str
+) -> None:
     cache = tmp_path / "cache"
     tiny = tiny_plugin(cache)
     backend = RECIPE.backends[0].model_copy(
-        update={"endpoints": OPENAI_ENDPOINTS | {TRANSCRIBE.path}})
+        update={"endpoints": OPENAI_ENDPOINTS | {TRANSCRIBE.path}}
+    )
     recipe = RECIPE.model_copy(update={"backends": (backend,)})
 
     class Tiny(type(tiny)):  # type: ignore[misc]
@@ -201,41 +245,60 @@ async def test_a_plugin_multipart_endpoint_takes_uploads(tmp_path: Path,
         def register_recipes(self) -> Sequence[Recipe]:
             return [recipe]
 
-    app = create_app(Settings(cache_dir=cache, plugins_allow="", api_key=SecretStr("k")),
-                     plugins={"tiny": Tiny(tiny.weights, tiny.registry),
-                              "whisper": Transcribe(tiny.weights)})
+    app = create_app(
+        Settings(cache_dir=cache, plugins_allow="", api_key=SecretStr("k")),
+        plugins={"tiny": Tiny(tiny.weights, tiny.registry), "whisper": Transcribe(tiny.weights)},
+    )
     audio = bytes(range(256)) * 16  # 4 KiB of "audio"
-    async with app.router.lifespan_context(app), httpx.AsyncClient(
-            transport=httpx.ASGITransport(app), base_url="http://localhost",
-            timeout=30) as http, openai.AsyncOpenAI(
-                base_url="http://localhost/v1", api_key="k", http_client=http) as client:
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(
+            transport=httpx.ASGITransport(app), base_url="http://localhost", timeout=30
+        ) as http,
+        openai.AsyncOpenAI(base_url="http://localhost/v1", api_key="k", http_client=http) as client,
+    ):
         heard = await client.audio.transcriptions.create(
-            model=WHISPER, file=("talk.wav", audio, "audio/wav"), language="en")
+            model=WHISPER, file=("talk.wav", audio, "audio/wav"), language="en"
+        )
         assert heard.text == "heard talk.wav: 4096 bytes"  # the engine got the upload whole
-        raw = await http.post("/v1/audio/transcriptions", headers={"x-api-key": "k"},
-                              data={"model": WHISPER, "prompt": "names"},
-                              files={"file": ("a.wav", audio)})
+        raw = await http.post(
+            "/v1/audio/transcriptions",
+            headers={"x-api-key": "k"},
+            data={"model": WHISPER, "prompt": "names"},
+            files={"file": ("a.wav", audio)},
+        )
         assert raw.json()["fields"] == {"model": WHISPER, "prompt": "names"}
-        stranger = openai.AsyncOpenAI(base_url="http://localhost/v1", api_key="wrong",
-                                      http_client=http)  # closing it would close `http`
+        stranger = openai.AsyncOpenAI(
+            base_url="http://localhost/v1", api_key="wrong", http_client=http
+        )  # closing it would close `http`
         with pytest.raises(openai.AuthenticationError):
             await stranger.audio.transcriptions.create(model=WHISPER, file=("a.wav", audio))
         with pytest.raises(openai.APIStatusError) as too_big:
             await client.audio.transcriptions.create(
-                model=WHISPER, file=("long.wav", audio * 17, "audio/wav"))
+                model=WHISPER, file=("long.wav", audio * 17, "audio/wav")
+            )
         assert too_big.value.status_code == 413
         with pytest.raises(openai.BadRequestError) as chat_model:
             await client.audio.transcriptions.create(model=MODEL, file=("a.wav", audio))
         assert "is a llm model; it does not serve" in str(chat_model.value)
-        no_file = await http.post("/v1/audio/transcriptions", headers={"x-api-key": "k"},
-                                  data={"model": WHISPER}, files={"other": ("x", b"1")})
+        no_file = await http.post(
+            "/v1/audio/transcriptions",
+            headers={"x-api-key": "k"},
+            data={"model": WHISPER},
+            files={"other": ("x", b"1")},
+        )
         assert no_file.status_code == 400 and no_file.json()["error"]["param"] == "file"
-        as_json = await http.post("/v1/audio/transcriptions", headers={"x-api-key": "k"},
-                                  json={"model": WHISPER, "file": "x"})
+        as_json = await http.post(
+            "/v1/audio/transcriptions",
+            headers={"x-api-key": "k"},
+            json={"model": WHISPER, "file": "x"},
+        )
         assert as_json.status_code == 400 and "multipart/form-data" in as_json.text
         metrics = (await http.get("/metrics", headers={"x-api-key": "k"})).text
-        assert (f'lemon_backend_answers_total{{model="{WHISPER}",endpoint='
-                f'"/v1/audio/transcriptions",status="200"}} 2') in metrics
+        assert (
+            f'lemon_backend_answers_total{{model="{WHISPER}",endpoint='
+            f'"/v1/audio/transcriptions",status="200"}} 2'
+        ) in metrics
         document = (await http.get("/openapi.json")).json()
         upload = document["paths"]["/v1/audio/transcriptions"]["post"]["requestBody"]
         assert set(upload["content"]) == {"multipart/form-data"}

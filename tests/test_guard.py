@@ -37,13 +37,21 @@ class Broken:
     @hookimpl
     def register_recipes(self) -> Sequence[Recipe]:
         row = SupportRow(os=frozenset({"linux"}), devices={DeviceKind.CPU: frozenset()})
-        return [Recipe(name="broken", display_name="Broken",
-                       backends=(Backend(name="cpu", support=(row,)),))]
+        return [
+            Recipe(
+                name="broken",
+                display_name="Broken",
+                backends=(Backend(name="cpu", support=(row,)),),
+            )
+        ]
 
     @hookimpl
     def register_models(self) -> Sequence[ModelInfo]:
-        return [ModelInfo(name="flaky", recipe="broken",
-                          checkpoint=f"file:{self.root}/cache/models/w.bin")]
+        return [
+            ModelInfo(
+                name="flaky", recipe="broken", checkpoint=f"file:{self.root}/cache/models/w.bin"
+            )
+        ]
 
     @hookimpl
     def install(self) -> InstallPlan:
@@ -51,17 +59,37 @@ class Broken:
 
     @hookimpl
     def launch(self, context: LaunchContext) -> LaunchSpec:
-        return LaunchSpec(argv=(sys.executable, str(TINY), "--port", str(context.port),
-                                "--name", "flaky", "--model", "/missing", "--ctx-size", "1",
-                                "--registry", str(self.root / "reg")))
+        return LaunchSpec(
+            argv=(
+                sys.executable,
+                str(TINY),
+                "--port",
+                str(context.port),
+                "--name",
+                "flaky",
+                "--model",
+                "/missing",
+                "--ctx-size",
+                "1",
+                "--registry",
+                str(self.root / "reg"),
+            )
+        )
 
 
 @asynccontextmanager
 async def lemon(tmp_path: Path, **settings: Any) -> AsyncIterator[httpx.AsyncClient]:
-    app = create_app(Settings(cache_dir=tmp_path / "cache", plugins_allow="", **settings),
-                     plugins={"broken": Broken(tmp_path)}, host=HOST)
-    async with app.router.lifespan_context(app), httpx.AsyncClient(
-            transport=httpx.ASGITransport(app), base_url="http://localhost") as client:
+    app = create_app(
+        Settings(cache_dir=tmp_path / "cache", plugins_allow="", **settings),
+        plugins={"broken": Broken(tmp_path)},
+        host=HOST,
+    )
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(
+            transport=httpx.ASGITransport(app), base_url="http://localhost"
+        ) as client,
+    ):
         yield client
 
 
@@ -74,8 +102,9 @@ async def test_api_and_admin_keys(tmp_path: Path, anyio_backend: str) -> None:
         assert (await c.get("/v1/models", headers={"x-api-key": "nope"})).status_code == 401
         bearer = {"Authorization": "Bearer user-secret"}
         assert (await c.get("/v1/models", headers=bearer)).status_code == 200
-        assert (await c.get("/api/v1/health", headers={"x-api-key": "user-secret"})
-                ).status_code == 200
+        assert (
+            await c.get("/api/v1/health", headers={"x-api-key": "user-secret"})
+        ).status_code == 200
         assert (await c.post("/api/v1/unload", json={}, headers=bearer)).status_code == 401
         admin = {"Authorization": "Bearer admin-secret"}
         assert (await c.post("/api/v1/unload", json={}, headers=admin)).status_code == 200
@@ -89,8 +118,9 @@ async def test_admin_key_defaults_to_the_api_key_and_secrets_stay_hidden(
     settings = Settings(cache_dir=tmp_path, api_key="only-key")
     assert "only-key" not in repr(settings) and "only-key" not in str(settings.model_dump())
     async with lemon(tmp_path, api_key="only-key") as c:
-        response = await c.post("/api/v1/unload", json={},
-                                headers={"Authorization": "Bearer only-key"})
+        response = await c.post(
+            "/api/v1/unload", json={}, headers={"Authorization": "Bearer only-key"}
+        )
         assert response.status_code == 200
 
 
@@ -109,12 +139,14 @@ async def test_oversized_bodies_get_413(tmp_path: Path, anyio_backend: str) -> N
         assert streamed.status_code == 413
 
 
-async def test_cors_is_off_unless_origins_are_configured(tmp_path: Path,
-                                                         anyio_backend: str) -> None:
+async def test_cors_is_off_unless_origins_are_configured(
+    tmp_path: Path, anyio_backend: str
+) -> None:
     origin = {"Origin": "http://app.example"}
     async with lemon(tmp_path) as c:
-        assert "access-control-allow-origin" not in (await c.get("/v1/models",
-                                                                  headers=origin)).headers
+        assert (
+            "access-control-allow-origin" not in (await c.get("/v1/models", headers=origin)).headers
+        )
     async with lemon(tmp_path, cors_origins=["http://app.example"]) as c:
         response = await c.get("/v1/models", headers=origin)
         assert response.headers["access-control-allow-origin"] == "http://app.example"
@@ -141,23 +173,41 @@ class Wedged(Broken):
 
     @hookimpl
     def launch(self, context: LaunchContext) -> LaunchSpec:
-        return LaunchSpec(argv=(sys.executable, str(TINY), "--port", str(context.port),
-                                "--name", "flaky", "--model", str(context.model_path),
-                                "--ctx-size", "1", "--registry", str(self.root / "reg"),
-                                "--answer", "500"))
+        return LaunchSpec(
+            argv=(
+                sys.executable,
+                str(TINY),
+                "--port",
+                str(context.port),
+                "--name",
+                "flaky",
+                "--model",
+                str(context.model_path),
+                "--ctx-size",
+                "1",
+                "--registry",
+                str(self.root / "reg"),
+                "--answer",
+                "500",
+            )
+        )
 
 
 async def test_a_wedged_backend_is_restarted(tmp_path: Path, anyio_backend: str) -> None:
-    app = create_app(Settings(cache_dir=tmp_path / "cache", plugins_allow=""),
-                     plugins={"wedged": Wedged(tmp_path)}, host=HOST)
+    app = create_app(
+        Settings(cache_dir=tmp_path / "cache", plugins_allow=""),
+        plugins={"wedged": Wedged(tmp_path)},
+        host=HOST,
+    )
     chat = {"model": "flaky", "messages": [{"role": "user", "content": "hi"}]}
-    async with app.router.lifespan_context(app), httpx.AsyncClient(
-            transport=httpx.ASGITransport(app), base_url="http://localhost") as c:
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(transport=httpx.ASGITransport(app), base_url="http://localhost") as c,
+    ):
         pids = []
         for _ in range(3):
             assert (await c.post("/v1/chat/completions", json=chat)).status_code == 502
-            pids += [m["pid"] for m in (await c.get("/api/v1/health")).json()[
-                "all_models_loaded"]]
+            pids += [m["pid"] for m in (await c.get("/api/v1/health")).json()["all_models_loaded"]]
         assert len(set(pids[:2])) == 1 and len(pids) == 2  # third failure: restarted
         assert (await c.post("/v1/chat/completions", json=chat)).status_code == 502
         new_pid = (await c.get("/api/v1/health")).json()["all_models_loaded"][0]["pid"]
@@ -171,27 +221,46 @@ class Slow(Broken):
 
     @hookimpl
     def launch(self, context: LaunchContext) -> LaunchSpec:
-        return LaunchSpec(argv=(sys.executable, str(TINY), "--port", str(context.port),
-                                "--name", "flaky", "--model", str(context.model_path),
-                                "--ctx-size", "1", "--registry", str(self.root / "reg")))
+        return LaunchSpec(
+            argv=(
+                sys.executable,
+                str(TINY),
+                "--port",
+                str(context.port),
+                "--name",
+                "flaky",
+                "--model",
+                str(context.model_path),
+                "--ctx-size",
+                "1",
+                "--registry",
+                str(self.root / "reg"),
+            )
+        )
 
 
-async def test_per_model_concurrency_queues_then_refuses(tmp_path: Path,
-                                                         anyio_backend: str) -> None:
+async def test_per_model_concurrency_queues_then_refuses(
+    tmp_path: Path, anyio_backend: str
+) -> None:
     """One request runs, one waits, a third is refused. The engine holds each answer until
     the test releases it, and the test moves on only once the server counts the previous
     request (in its slot, then in the queue): no timing decides who is where."""
     import anyio
 
-    app = create_app(Settings(cache_dir=tmp_path / "cache", plugins_allow="",
-                              max_concurrency=1, max_queue=1),
-                     plugins={"slow": Slow(tmp_path)}, host=HOST)
+    app = create_app(
+        Settings(cache_dir=tmp_path / "cache", plugins_allow="", max_concurrency=1, max_queue=1),
+        plugins={"slow": Slow(tmp_path)},
+        host=HOST,
+    )
     release = tmp_path / "release"
-    chat = {"model": "flaky", "messages": [{"role": "user", "content": "hi"}],
-            "hold": str(release)}
+    chat = {"model": "flaky", "messages": [{"role": "user", "content": "hi"}], "hold": str(release)}
     codes: dict[str, int] = {}
-    async with app.router.lifespan_context(app), httpx.AsyncClient(
-            transport=httpx.ASGITransport(app), base_url="http://localhost", timeout=30) as c:
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(
+            transport=httpx.ASGITransport(app), base_url="http://localhost", timeout=30
+        ) as c,
+    ):
         assert (await c.post("/api/v1/load", json={"model_name": "flaky"})).status_code == 200
 
         async def counts() -> tuple[int, int]:
@@ -227,10 +296,23 @@ class Garbled(Broken):
 
     @hookimpl
     def launch(self, context: LaunchContext) -> LaunchSpec:
-        return LaunchSpec(argv=(sys.executable, str(TINY), "--port", str(context.port),
-                                "--name", "flaky", "--model", str(context.model_path),
-                                "--ctx-size", "1", "--registry", str(self.root / "reg"),
-                                "--garbage-stream"))
+        return LaunchSpec(
+            argv=(
+                sys.executable,
+                str(TINY),
+                "--port",
+                str(context.port),
+                "--name",
+                "flaky",
+                "--model",
+                str(context.model_path),
+                "--ctx-size",
+                "1",
+                "--registry",
+                str(self.root / "reg"),
+                "--garbage-stream",
+            )
+        )
 
 
 async def test_malformed_sse_from_a_backend_is_relayed_and_closed(
@@ -238,11 +320,18 @@ async def test_malformed_sse_from_a_backend_is_relayed_and_closed(
 ) -> None:
     import anyio
 
-    app = create_app(Settings(cache_dir=tmp_path / "cache", plugins_allow=""),
-                     plugins={"garbled": Garbled(tmp_path)}, host=HOST)
+    app = create_app(
+        Settings(cache_dir=tmp_path / "cache", plugins_allow=""),
+        plugins={"garbled": Garbled(tmp_path)},
+        host=HOST,
+    )
     chat = {"model": "flaky", "messages": [{"role": "user", "content": "hi"}]}
-    async with app.router.lifespan_context(app), httpx.AsyncClient(
-            transport=httpx.ASGITransport(app), base_url="http://localhost", timeout=30) as c:
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(
+            transport=httpx.ASGITransport(app), base_url="http://localhost", timeout=30
+        ) as c,
+    ):
         with anyio.fail_after(10):  # never a hang
             streamed = await c.post("/v1/chat/completions", json={**chat, "stream": True})
         assert streamed.status_code == 200
@@ -254,17 +343,25 @@ async def test_malformed_sse_from_a_backend_is_relayed_and_closed(
 # WebSocket and other ASGI scopes, on the middleware itself ----------------------------
 
 
-def ws_scope(path: str = "/ws", denial: bool = True, client: str = "127.0.0.1",
-             **headers: str) -> dict[str, Any]:
+def ws_scope(
+    path: str = "/ws", denial: bool = True, client: str = "127.0.0.1", **headers: str
+) -> dict[str, Any]:
     """A WebSocket handshake scope; ``denial``: the server offers the denial response."""
-    return {"type": "websocket", "path": path, "client": (client, 50000),
-            "extensions": {"websocket.http.response": {}} if denial else {},
-            "headers": [(b"host", b"localhost:13305"),
-                        *((k.replace("_", "-").encode(), v.encode()) for k, v in headers.items())]}
+    return {
+        "type": "websocket",
+        "path": path,
+        "client": (client, 50000),
+        "extensions": {"websocket.http.response": {}} if denial else {},
+        "headers": [
+            (b"host", b"localhost:13305"),
+            *((k.replace("_", "-").encode(), v.encode()) for k, v in headers.items()),
+        ],
+    }
 
 
-async def through(app_class: Any, scope: dict[str, Any], **options: Any
-                  ) -> tuple[list[dict[str, Any]], bool]:
+async def through(
+    app_class: Any, scope: dict[str, Any], **options: Any
+) -> tuple[list[dict[str, Any]], bool]:
     """Run one scope through a middleware: what it sent, and whether the app was reached."""
     reached, sent = [], []
 
@@ -284,11 +381,13 @@ async def through(app_class: Any, scope: dict[str, Any], **options: Any
 GUARD = {"api_key": "k", "admin_key": None, "max_body_bytes": 1024}
 
 
-async def test_a_websocket_needs_the_key_and_is_refused_before_accept(
-        anyio_backend: str) -> None:
+async def test_a_websocket_needs_the_key_and_is_refused_before_accept(anyio_backend: str) -> None:
     sent, reached = await through(Guard, ws_scope(), **GUARD)
-    assert not reached and sent[0] == {"type": "websocket.http.response.start", "status": 401,
-                                       "headers": sent[0]["headers"]}
+    assert not reached and sent[0] == {
+        "type": "websocket.http.response.start",
+        "status": 401,
+        "headers": sent[0]["headers"],
+    }
     assert json.loads(sent[1]["body"])["error"]["code"] == "invalid_api_key"
     # a server without the denial-response extension: close before accept (it sends 403)
     sent, reached = await through(Guard, ws_scope(denial=False), **GUARD)
@@ -300,13 +399,11 @@ async def test_a_websocket_needs_the_key_and_is_refused_before_accept(
     assert await through(Guard, ws_scope(authorization="Bearer k"), **GUARD) == ([], True)
     assert await through(Guard, ws_scope(x_api_key="k"), **GUARD) == ([], True)
     # a bearer token as a subprotocol is not a key
-    assert not (await through(Guard, ws_scope(sec_websocket_protocol="bearer, k"),
-                              **GUARD))[1]
+    assert not (await through(Guard, ws_scope(sec_websocket_protocol="bearer, k"), **GUARD))[1]
     # management paths need the admin key, or this machine, as for HTTP
     remote = ws_scope("/api/v1/pull", client="10.0.0.2")
     sent, reached = await through(Guard, remote, **{**GUARD, "api_key": None})
-    assert not reached and json.loads(sent[1]["body"])["error"]["code"] == \
-        "remote_admin_refused"
+    assert not reached and json.loads(sent[1]["body"])["error"]["code"] == "remote_admin_refused"
 
 
 async def test_lifespan_passes_and_unknown_scope_types_are_refused(anyio_backend: str) -> None:
@@ -314,14 +411,15 @@ async def test_lifespan_passes_and_unknown_scope_types_are_refused(anyio_backend
     for middleware, options in ((Guard, GUARD), (BrowserBoundary, boundary)):
         assert await through(middleware, {"type": "lifespan"}, **options) == ([], True)
         with pytest.raises(ValueError, match="webtransport"):
-            await through(middleware, {"type": "webtransport", "path": "/", "headers": []},
-                          **options)
+            await through(
+                middleware, {"type": "webtransport", "path": "/", "headers": []}, **options
+            )
 
 
 def test_the_web_ui_sends_the_admin_key_to_the_routes_the_guard_guards() -> None:
     """The UI decides which key a call needs with its own copy of the rule (``ADMIN_ROUTE``
     in ``app.js``); it must name the guard's management endpoints, no more, no fewer."""
-    app_js = (Path(__file__).resolve().parents[1] / "lemoncore" / "ui" / "static" / "app.js")
+    app_js = Path(__file__).resolve().parents[1] / "lemoncore" / "ui" / "static" / "app.js"
     found = re.search(r"const ADMIN_ROUTE = /\\/\(([a-z|]+)\)", app_js.read_text())
     assert found is not None, "app.js no longer defines ADMIN_ROUTE as this test reads it"
     assert set(found.group(1).split("|")) == ADMIN_ENDPOINTS

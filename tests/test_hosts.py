@@ -11,13 +11,12 @@ from lemoncore.recipes import DeviceKind
 def fake_sysfs(root: Path) -> Path:
     nodes = root / "class/kfd/kfd/topology/nodes"
     # node 0 is the CPU; nodes 1, 2 and 10 are GPUs (10 sorts before 2 as text)
-    for node, props in {"0": "gfx_target_version 0\n",
-                        "1": "gfx_target_version 110000\ndrm_render_minor 128\n"
-                             "unique_id 170\n",
-                        "2": "gfx_target_version 110501\ndrm_render_minor 129\n"
-                             "unique_id 1958007344816222594\n",
-                        "10": "gfx_target_version 110002\ndrm_render_minor 130\n"
-                              "unique_id 0\n"}.items():
+    for node, props in {
+        "0": "gfx_target_version 0\n",
+        "1": "gfx_target_version 110000\ndrm_render_minor 128\nunique_id 170\n",
+        "2": "gfx_target_version 110501\ndrm_render_minor 129\nunique_id 1958007344816222594\n",
+        "10": "gfx_target_version 110002\ndrm_render_minor 130\nunique_id 0\n",
+    }.items():
         (nodes / node).mkdir(parents=True)
         (nodes / node / "properties").write_text(props)
     for card in ("card0", "card1", "card2"):

@@ -30,27 +30,57 @@ import sys
 
 import pytest
 
-PLUGIN_API = ("lemoncore.hookspecs", "lemoncore.recipes", "lemoncore.launch",
-              "lemoncore.errors")
-HEAVY = ("starlette", "httpx", "huggingface_hub", "hypercorn", "anyio", "structlog",
-         "pydantic_settings", "lemoncore.app", "lemoncore.serving.router", "lemoncore.settings")
-BASELINE = ("from pydantic import BaseModel, ConfigDict, Field, field_validator, "
-            "model_validator; import pluggy")
-CLI_HEAVY = ("pydantic", "pydantic_core", "pydantic_settings", "httpx", "anyio", "structlog",
-             "rich", "psutil", "numpy", "starlette", "hypercorn", "huggingface_hub",
-             "lemoncore.settings", "lemoncore.api", "lemoncore.rpc.supervisor", "lemoncore.core")
+PLUGIN_API = ("lemoncore.hookspecs", "lemoncore.recipes", "lemoncore.launch", "lemoncore.errors")
+HEAVY = (
+    "starlette",
+    "httpx",
+    "huggingface_hub",
+    "hypercorn",
+    "anyio",
+    "structlog",
+    "pydantic_settings",
+    "lemoncore.app",
+    "lemoncore.serving.router",
+    "lemoncore.settings",
+)
+BASELINE = (
+    "from pydantic import BaseModel, ConfigDict, Field, field_validator, "
+    "model_validator; import pluggy"
+)
+CLI_HEAVY = (
+    "pydantic",
+    "pydantic_core",
+    "pydantic_settings",
+    "httpx",
+    "anyio",
+    "structlog",
+    "rich",
+    "psutil",
+    "numpy",
+    "starlette",
+    "hypercorn",
+    "huggingface_hub",
+    "lemoncore.settings",
+    "lemoncore.api",
+    "lemoncore.rpc.supervisor",
+    "lemoncore.core",
+)
 OWN_BUDGET_S = 0.1
 RUNS = 5
 
 
 def fresh(code: str) -> str:
-    return subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
-                          text=True, timeout=120).stdout
+    return subprocess.run(
+        [sys.executable, "-c", code], check=True, capture_output=True, text=True, timeout=120
+    ).stdout
 
 
 def loaded_after(statement: str) -> set[str]:
-    return set(json.loads(fresh(f"import sys; {statement}; "
-                                "import json; print(json.dumps(sorted(sys.modules)))")))
+    return set(
+        json.loads(
+            fresh(f"import sys; {statement}; import json; print(json.dumps(sorted(sys.modules)))")
+        )
+    )
 
 
 def heavy(modules: set[str], names: tuple[str, ...] = HEAVY) -> list[str]:
@@ -78,15 +108,15 @@ def test_the_package_names_still_resolve_lazily() -> None:
 
     assert (create_app, hookimpl) == (app_create_app, spec_hookimpl)
     assert callable(lifespan) and Settings.__name__ == "Settings"
-    assert {"Settings", "create_app", "hookimpl", "lifespan", "__version__"} <= \
-        set(dir(lemoncore))
+    assert {"Settings", "create_app", "hookimpl", "lifespan", "__version__"} <= set(dir(lemoncore))
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
         lemoncore.nope  # noqa: B018
 
 
 def timed(statement: str) -> float:
-    return float(fresh(f"import time; t = time.perf_counter(); {statement}; "
-                       "print(time.perf_counter() - t)"))
+    return float(
+        fresh(f"import time; t = time.perf_counter(); {statement}; print(time.perf_counter() - t)")
+    )
 
 
 def test_what_lemoncore_adds_to_pydantic_stays_under_the_budget() -> None:
@@ -96,8 +126,10 @@ def test_what_lemoncore_adds_to_pydantic_stays_under_the_budget() -> None:
         baseline.append(timed(BASELINE))
         plugin_api.append(timed(api))
     own = min(plugin_api) - min(baseline)
-    assert own < OWN_BUDGET_S, (f"the plugin API takes {min(plugin_api):.3f} s, pydantic "
-                                f"and pluggy alone {min(baseline):.3f} s")
+    assert own < OWN_BUDGET_S, (
+        f"the plugin API takes {min(plugin_api):.3f} s, pydantic "
+        f"and pluggy alone {min(baseline):.3f} s"
+    )
     assert timed("import lemoncore.errors") < OWN_BUDGET_S  # standard library only
 
 
@@ -110,12 +142,27 @@ print(json.dumps({"help": shown.getvalue(), "modules": sorted(sys.modules)}))
 """
 
 
-@pytest.mark.parametrize("argv", [["--help"], ["serve", "--help"], ["explain", "--help"],
-                                  ["worker", "--help"], ["ps", "--help"]])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--help"],
+        ["serve", "--help"],
+        ["explain", "--help"],
+        ["worker", "--help"],
+        ["ps", "--help"],
+    ],
+)
 def test_lemon_help_loads_no_settings_http_or_async_stack(argv: list[str]) -> None:
     """What the ``lemon`` console script runs (``lemoncore.cli:main``), in a fresh
     interpreter."""
-    done = json.loads(subprocess.run([sys.executable, "-c", HELP, *argv], check=True,
-                                     capture_output=True, text=True, timeout=120).stdout)
+    done = json.loads(
+        subprocess.run(
+            [sys.executable, "-c", HELP, *argv],
+            check=True,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        ).stdout
+    )
     assert done["help"].startswith("usage: lemon")
     assert heavy(set(done["modules"]), CLI_HEAVY) == []

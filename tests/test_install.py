@@ -95,13 +95,16 @@ async def test_verified_archive_installs_atomically_and_keeps_modes(
     artifact = mirror.add("tool-1.zip", zip_bytes({"build/bin/tool": b"#!/bin/sh\necho 1\n"}))
     target = tmp_path / "bin" / "recipe" / "backend"
     seen: list[int] = []
-    await install_plan(plan("1", artifact), target, tmp_path / "downloads",
-                       lambda done, total: seen.append(done))
+    await install_plan(
+        plan("1", artifact), target, tmp_path / "downloads", lambda done, total: seen.append(done)
+    )
     tool = target / "build/bin/tool"
     assert tool.read_bytes().startswith(b"#!/bin/sh")
     assert tool.stat().st_mode & 0o111
-    assert json.loads((target / RECORD).read_text()) == {"version": "1", "artifacts": [
-        {"url": artifact[0], "sha256": artifact[1]}]}
+    assert json.loads((target / RECORD).read_text()) == {
+        "version": "1",
+        "artifacts": [{"url": artifact[0], "sha256": artifact[1]}],
+    }
     record = read_record(target)
     assert record is not None and record.installs(plan("1", artifact))
     assert not record.installs(plan("2", artifact))
@@ -133,8 +136,9 @@ async def test_unverified_install_only_when_allowed(
     tmp_path: Path, mirror: Mirror, anyio_backend: str
 ) -> None:
     url, _ = mirror.add("free.zip", zip_bytes({"tool": b"x"}))
-    await install_plan(plan("1", (url, None)), tmp_path / "t", tmp_path / "dl",
-                       allow_unverified=True)
+    await install_plan(
+        plan("1", (url, None)), tmp_path / "t", tmp_path / "dl", allow_unverified=True
+    )
     assert (tmp_path / "t/tool").read_bytes() == b"x"
 
 
@@ -159,8 +163,9 @@ async def test_failure_mid_commit_rolls_back(
     tmp_path: Path, mirror: Mirror, anyio_backend: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     target = tmp_path / "t"
-    await install_plan(plan("1", mirror.add("a.zip", zip_bytes({"tool": b"one"}))), target,
-                       tmp_path / "dl")
+    await install_plan(
+        plan("1", mirror.add("a.zip", zip_bytes({"tool": b"one"}))), target, tmp_path / "dl"
+    )
     real_rename = Path.rename
 
     def failing_rename(self: Path, to: Path) -> Path:
@@ -170,8 +175,9 @@ async def test_failure_mid_commit_rolls_back(
 
     monkeypatch.setattr(Path, "rename", failing_rename)
     with pytest.raises(OSError, match="disk full"):
-        await install_plan(plan("2", mirror.add("b.zip", zip_bytes({"tool": b"two"}))),
-                           target, tmp_path / "dl")
+        await install_plan(
+            plan("2", mirror.add("b.zip", zip_bytes({"tool": b"two"}))), target, tmp_path / "dl"
+        )
     monkeypatch.undo()
     assert (target / "tool").read_bytes() == b"one"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["dl", "t"]
@@ -216,30 +222,50 @@ async def test_entries_escaping_the_target_are_refused(
 
 def test_an_install_says_what_it_checked() -> None:
     sha = "ab" * 32
-    assert engine.provenance(InstallPlan("1", artifacts=(
-        Artifact("https://h/a.zip", sha),))) == f"verified SHA-256 {sha[:12]}…"
-    assert engine.provenance(InstallPlan("1", location=Path("/usr/bin"))) == \
-        "located at /usr/bin, not verified (the plugin points to it)"
-    assert engine.provenance(InstallPlan("1", artifacts=(
-        Artifact("https://h/a.zip", sha), Artifact("https://h/b.zip", None)))).startswith(
-        "NOT verified")
+    assert (
+        engine.provenance(InstallPlan("1", artifacts=(Artifact("https://h/a.zip", sha),)))
+        == f"verified SHA-256 {sha[:12]}…"
+    )
+    assert (
+        engine.provenance(InstallPlan("1", location=Path("/usr/bin")))
+        == "located at /usr/bin, not verified (the plugin points to it)"
+    )
+    assert engine.provenance(
+        InstallPlan(
+            "1", artifacts=(Artifact("https://h/a.zip", sha), Artifact("https://h/b.zip", None))
+        )
+    ).startswith("NOT verified")
 
 
 MODEL = {"name": "m", "recipe": "r", "checkpoint": "o/r:m.gguf"}
 
 
-@pytest.mark.parametrize(("text", "version", "models"), [
-    # as lemoncore has written them: artifacts it installed; an installer's, with models
-    ('{"version": "1", "artifacts": [{"url": "https://h/a.zip", "sha256": null}]}', "1", []),
-    (json.dumps({"version": "2", "artifacts": [], "result": "sha256:img",
-                 "models": [MODEL, {"name": "bad name!"}]}), "2", ["m"]),
-    ('{"version": "3", "extra": {"from": "a newer lemoncore"}}', "3", []),
-    ('{"artifacts": []}', None, []),  # no version: not a record
-    ('["not", "a", "record"]', None, []),
-    ("{half", None, []),
-])
-def test_records_read_tolerantly(tmp_path: Path, text: str, version: str | None,
-                                 models: list[str]) -> None:
+@pytest.mark.parametrize(
+    ("text", "version", "models"),
+    [
+        # as lemoncore has written them: artifacts it installed; an installer's, with models
+        ('{"version": "1", "artifacts": [{"url": "https://h/a.zip", "sha256": null}]}', "1", []),
+        (
+            json.dumps(
+                {
+                    "version": "2",
+                    "artifacts": [],
+                    "result": "sha256:img",
+                    "models": [MODEL, {"name": "bad name!"}],
+                }
+            ),
+            "2",
+            ["m"],
+        ),
+        ('{"version": "3", "extra": {"from": "a newer lemoncore"}}', "3", []),
+        ('{"artifacts": []}', None, []),  # no version: not a record
+        ('["not", "a", "record"]', None, []),
+        ("{half", None, []),
+    ],
+)
+def test_records_read_tolerantly(
+    tmp_path: Path, text: str, version: str | None, models: list[str]
+) -> None:
     (tmp_path / RECORD).write_text(text)
     record = read_record(tmp_path)
     assert getattr(record, "version", None) == version
@@ -253,7 +279,14 @@ def test_an_installer_record_round_trips_through_the_atomic_writer(tmp_path: Pat
     record = InstallRecord.of(pinned, Installed("sha256:img", (model,)))
     write_record(tmp_path / "t", record)
     assert read_record(tmp_path / "t") == record
-    assert json.loads((tmp_path / "t" / RECORD).read_text()) == record.as_json() == {
-        "version": "7", "artifacts": [{"url": "docker://h/i:7@sha256:ab", "sha256": "ab" * 32}],
-        "result": "sha256:img", "models": [model.model_dump(mode="json")]}
+    assert (
+        json.loads((tmp_path / "t" / RECORD).read_text())
+        == record.as_json()
+        == {
+            "version": "7",
+            "artifacts": [{"url": "docker://h/i:7@sha256:ab", "sha256": "ab" * 32}],
+            "result": "sha256:img",
+            "models": [model.model_dump(mode="json")],
+        }
+    )
     assert [p.name for p in (tmp_path / "t").iterdir()] == [RECORD]  # no temporary left

@@ -15,9 +15,28 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1] / "lemoncore"
-PLUGIN_FACING = {"errors", "recipes", "launch", "hookspecs", "hosts", "gpus", "lock", "trust",
-                 "jsonfile", "options", "platforms", "supervisor", "tiers", "defaults",
-                 "durations", "fieldchecks", "rpc", "exits", "cpus", "outputlines"}
+PLUGIN_FACING = {
+    "errors",
+    "recipes",
+    "launch",
+    "hookspecs",
+    "hosts",
+    "gpus",
+    "lock",
+    "trust",
+    "jsonfile",
+    "options",
+    "platforms",
+    "supervisor",
+    "tiers",
+    "defaults",
+    "durations",
+    "fieldchecks",
+    "rpc",
+    "exits",
+    "cpus",
+    "outputlines",
+}
 ALLOWED = {
     "plugin-facing": PLUGIN_FACING,
     "installs": PLUGIN_FACING | {"installs", "plugins", "settings"},
@@ -34,8 +53,11 @@ def imports(path: Path) -> set[str]:
     found = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found |= {node.module} if node.module != "lemoncore" else {
-                f"lemoncore.{a.name}" for a in node.names}
+            found |= (
+                {node.module}
+                if node.module != "lemoncore"
+                else {f"lemoncore.{a.name}" for a in node.names}
+            )
         elif isinstance(node, ast.Import):
             found |= {a.name for a in node.names}
     return {m for m in found if m.startswith("lemoncore.")}
@@ -48,8 +70,10 @@ def test_each_part_imports_only_what_its_layer_allows() -> None:
         layer = "plugin-facing" if own in PLUGIN_FACING else own
         used = {part(m) for m in imports(path)} - {own}
         if layer in ALLOWED:
-            wrong += [f"{path.relative_to(ROOT)} imports lemoncore.{u}"
-                      for u in sorted(used - ALLOWED[layer])]
+            wrong += [
+                f"{path.relative_to(ROOT)} imports lemoncore.{u}"
+                for u in sorted(used - ALLOWED[layer])
+            ]
         elif layer == "api":
             wrong += [f"{path.relative_to(ROOT)} imports the CLI" for u in used if u == "cli"]
     assert not wrong, "\n".join(wrong)
@@ -57,8 +81,10 @@ def test_each_part_imports_only_what_its_layer_allows() -> None:
 
 def test_the_rule_sees_a_violation(tmp_path: Path) -> None:
     module = tmp_path / "m.py"
-    module.write_text("from lemoncore.api.errors import ApiError\nimport lemoncore.cli\n"
-                      "from lemoncore import app\n")
+    module.write_text(
+        "from lemoncore.api.errors import ApiError\nimport lemoncore.cli\n"
+        "from lemoncore import app\n"
+    )
     assert {part(m) for m in imports(module)} == {"api", "cli", "app"}
 
 

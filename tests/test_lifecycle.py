@@ -51,10 +51,12 @@ def server_in(state: ServerState) -> Server:
     """A server brought to ``state`` through the public methods only."""
     server = Server()
     paths: dict[ServerState, list[Callable[[], object]]] = {
-        S.STARTING: [], S.READY: [server.mark_ready],
+        S.STARTING: [],
+        S.READY: [server.mark_ready],
         S.DRAINING: [server.mark_ready, server.begin_stop],
         S.STOPPED: [server.begin_stop, server.mark_exited],
-        S.CRASHED: [server.mark_exited]}
+        S.CRASHED: [server.mark_exited],
+    }
     for step in paths[state]:
         step()
     assert server.state is state
@@ -63,7 +65,8 @@ def server_in(state: ServerState) -> Server:
 
 @pytest.mark.parametrize(("from_", "to"), list(itertools.product(S, S)))
 async def test_every_move_outside_the_table_raises_naming_both_states(
-        from_: ServerState, to: ServerState, anyio_backend: str) -> None:
+    from_: ServerState, to: ServerState, anyio_backend: str
+) -> None:
     server = server_in(from_)
     if to in TRANSITIONS[from_]:
         server._move(to)
@@ -80,8 +83,12 @@ async def test_every_move_outside_the_table_raises_naming_both_states(
 async def test_a_stopped_server_went_starting_ready_draining_stopped(anyio_backend: str) -> None:
     server, seen = Server(), []
     server.on_exit(lambda s: seen.append((s.state, s.exited.is_set(), s.crashed)))
-    assert (server.state, server.alive, server.crashed, server.stopping) == \
-        (S.STARTING, True, False, False)
+    assert (server.state, server.alive, server.crashed, server.stopping) == (
+        S.STARTING,
+        True,
+        False,
+        False,
+    )
     server.mark_ready()
     assert server.state is S.READY
     assert server.begin_stop() is True
@@ -99,21 +106,30 @@ async def test_a_stopped_server_went_starting_ready_draining_stopped(anyio_backe
 
 @pytest.mark.parametrize("after", [S.STARTING, S.READY])
 async def test_an_end_nobody_asked_for_is_a_crash_and_stays_one(
-        after: ServerState, anyio_backend: str) -> None:
+    after: ServerState, anyio_backend: str
+) -> None:
     server, seen = server_in(after), []
     server.on_exit(lambda s: seen.append(s.crashed))  # the router reads it here
     with capture_logs() as logs:
         assert server.mark_exited(code=-9) is True
     assert seen == [True]
     assert server.state is S.CRASHED and server.exited.is_set() and not server.alive
-    assert logs == [{"event": "backend exited", "log_level": "warning", "model": "m",
-                     "was": after.value, "code": -9}]
+    assert logs == [
+        {
+            "event": "backend exited",
+            "log_level": "warning",
+            "model": "m",
+            "was": after.value,
+            "code": -9,
+        }
+    ]
     assert server.begin_stop() is False  # stopping a crashed server cleans up, no more
     assert server.crashed and server.state is S.CRASHED
 
 
 async def test_a_stop_during_start_ends_stopped_and_the_start_cannot_then_succeed(
-        anyio_backend: str) -> None:
+    anyio_backend: str,
+) -> None:
     server = Server()
     assert server.begin_stop() is True
     with pytest.raises(IllegalTransition, match="draining -> ready"):
@@ -124,8 +140,11 @@ async def test_a_stop_during_start_ends_stopped_and_the_start_cannot_then_succee
 
 async def test_ready_is_announced_once(anyio_backend: str) -> None:
     server = server_in(S.READY)
-    with pytest.raises(IllegalTransition, match=r"ready -> ready \(allowed from ready: "
-                                                r"crashed, draining\)"):
+    with pytest.raises(
+        IllegalTransition,
+        match=r"ready -> ready \(allowed from ready: "
+        r"crashed, draining\)",
+    ):
         server.mark_ready()
     server = server_in(S.CRASHED)
     with pytest.raises(IllegalTransition, match="none: it has ended"):
@@ -152,8 +171,9 @@ def state_of(server: Lifecycle) -> ServerState:
 
 def process(argv: list[str], name: str = "tiny") -> BackendProcess:
     port = free_port()
-    return BackendProcess(name, LaunchSpec(tuple(a.replace("PORT", str(port)) for a in argv)),
-                          "127.0.0.1", port)
+    return BackendProcess(
+        name, LaunchSpec(tuple(a.replace("PORT", str(port)) for a in argv)), "127.0.0.1", port
+    )
 
 
 async def test_a_native_process_is_ready_then_draining_then_stopped(anyio_backend: str) -> None:
@@ -193,8 +213,9 @@ async def test_a_process_that_dies_while_starting_crashed(anyio_backend: str) ->
 
 
 async def test_a_start_given_up_on_is_stopped(anyio_backend: str) -> None:
-    server = process([sys.executable, "-c", "import time; print('slow', flush=True); "
-                      "time.sleep(60)"])
+    server = process(
+        [sys.executable, "-c", "import time; print('slow', flush=True); time.sleep(60)"]
+    )
     async with anyio.create_task_group() as tg:
         with pytest.raises(StartError, match="not ready after"):
             await server.start(tg, ready_within=0.5)
@@ -202,7 +223,8 @@ async def test_a_start_given_up_on_is_stopped(anyio_backend: str) -> None:
 
 
 async def test_a_missing_executable_is_a_start_error_that_says_so(
-        tmp_path: Path, anyio_backend: str) -> None:
+    tmp_path: Path, anyio_backend: str
+) -> None:
     missing = str(tmp_path / "no-such-engine")
     server = process([missing, "--port", "PORT"])
     async with anyio.create_task_group() as tg:
@@ -214,15 +236,19 @@ async def test_a_missing_executable_is_a_start_error_that_says_so(
         assert not raised.value.retryable
 
 
-LONG_LINE = """\
+LONG_LINE = (
+    """\
 import sys
 sys.stdout.write("x" * 300_000 + "\\n")  # one line far past asyncio's 64 KiB line limit
 sys.stdout.write("after the long line\\n"); sys.stdout.flush()
-""" + HEALTHY
+"""
+    + HEALTHY
+)
 
 
 async def test_an_engines_long_output_line_is_cut_and_the_engine_serves_on(
-        anyio_backend: str) -> None:
+    anyio_backend: str,
+) -> None:
     """A line over asyncio's 64 KiB readline limit used to raise in the log reader, which
     runs in the router's task group, and take the router into shutdown."""
     server = process([sys.executable, "-c", LONG_LINE, "PORT"])

@@ -47,8 +47,10 @@ def logging_on(stderr: io.StringIO) -> Iterator[None]:
 
 async def client_for(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
     app = create_app(settings)
-    async with app.router.lifespan_context(app), httpx.AsyncClient(
-            transport=httpx.ASGITransport(app), base_url="http://127.0.0.1") as c:
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(transport=httpx.ASGITransport(app), base_url="http://127.0.0.1") as c,
+    ):
         yield c
 
 
@@ -60,8 +62,9 @@ async def client(tmp_path: Path, logging_on: None) -> AsyncIterator[httpx.AsyncC
 
 @pytest.fixture
 async def keyed(tmp_path: Path, logging_on: None) -> AsyncIterator[httpx.AsyncClient]:
-    async for c in client_for(Settings(cache_dir=tmp_path, plugins_allow="", api_key=KEY,
-                                       admin_api_key=ADMIN)):
+    async for c in client_for(
+        Settings(cache_dir=tmp_path, plugins_allow="", api_key=KEY, admin_api_key=ADMIN)
+    ):
         yield c
 
 
@@ -73,16 +76,24 @@ def log_some() -> None:
     log.info("unrelated")
 
 
-async def test_recent_lines_as_json_with_filters(client: httpx.AsyncClient,
-                                                 stderr: io.StringIO) -> None:
+async def test_recent_lines_as_json_with_filters(
+    client: httpx.AsyncClient, stderr: io.StringIO
+) -> None:
     log_some()
     printed = stderr.getvalue().splitlines()
     body = (await client.get("/api/v1/logs")).json()
     assert body["live"] is True and body["object"] == "list"
-    lines = [x for x in body["data"] if x["event"] in
-             {"loaded", "llama-server says hi", "evicting", "unrelated"}]
-    assert [x["event"] for x in lines] == ["loaded", "llama-server says hi", "evicting",
-                                           "unrelated"]
+    lines = [
+        x
+        for x in body["data"]
+        if x["event"] in {"loaded", "llama-server says hi", "evicting", "unrelated"}
+    ]
+    assert [x["event"] for x in lines] == [
+        "loaded",
+        "llama-server says hi",
+        "evicting",
+        "unrelated",
+    ]
     assert body["last"] == body["data"][-1]["seq"]
     backend = lines[1]
     assert backend["source"] == "backend" and backend["model"] == "alpha"
@@ -93,7 +104,8 @@ async def test_recent_lines_as_json_with_filters(client: httpx.AsyncClient,
     assert [x["event"] for x in alpha] == ["loaded", "llama-server says hi"]
     evicted = (await client.get("/api/v1/logs?event=evicting")).json()["data"]
     assert [(x["model"], x["fields"]["kind"], x["fields"]["reason"]) for x in evicted] == [
-        ("beta", "lru", "least recently used")]
+        ("beta", "lru", "least recently used")
+    ]
     newest = (await client.get("/api/v1/logs?limit=1")).json()["data"]
     assert newest == body["data"][-1:]
     after = (await client.get(f"/api/v1/logs?after={lines[2]['seq']}")).json()["data"]
@@ -125,19 +137,30 @@ async def follow(app: Starlette, query: str, until: str) -> list[dict[str, str]]
         if f'"event":"{until}"'.encode() in body:
             gone.set()
 
-    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1",
-             "method": "GET", "scheme": "http", "path": "/api/v1/logs", "root_path": "",
-             "raw_path": b"/api/v1/logs", "query_string": query.encode(),
-             "headers": [(b"host", b"127.0.0.1")], "client": ("127.0.0.1", 5000),
-             "server": ("127.0.0.1", 80)}
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "GET",
+        "scheme": "http",
+        "path": "/api/v1/logs",
+        "root_path": "",
+        "raw_path": b"/api/v1/logs",
+        "query_string": query.encode(),
+        "headers": [(b"host", b"127.0.0.1")],
+        "client": ("127.0.0.1", 5000),
+        "server": ("127.0.0.1", 80),
+    }
     with anyio.fail_after(10):
         await app(scope, receive, send)  # returns: the stream ended
-    return [json.loads(line[6:]) for line in body.decode().splitlines()
-            if line.startswith("data: ")]
+    return [
+        json.loads(line[6:]) for line in body.decode().splitlines() if line.startswith("data: ")
+    ]
 
 
 async def test_follow_streams_new_lines_until_the_client_goes_away(
-        tmp_path: Path, logging_on: None) -> None:
+    tmp_path: Path, logging_on: None
+) -> None:
     app = create_app(Settings(cache_dir=tmp_path, plugins_allow=""))
     async with app.router.lifespan_context(app):
         log_some()
@@ -177,9 +200,13 @@ async def test_logs_need_the_admin_key(keyed: httpx.AsyncClient) -> None:
 
 async def test_remote_clients_get_no_logs_without_an_admin_key(tmp_path: Path) -> None:
     app = create_app(Settings(cache_dir=tmp_path, plugins_allow=""))
-    async with app.router.lifespan_context(app), httpx.AsyncClient(
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(
             transport=httpx.ASGITransport(app, client=("192.0.2.7", 5000)),
-            base_url="http://127.0.0.1") as c:
+            base_url="http://127.0.0.1",
+        ) as c,
+    ):
         response = await c.get("/api/v1/logs")
     assert response.status_code == 403
     assert response.json()["error"]["code"] == "remote_admin_refused"
@@ -188,8 +215,12 @@ async def test_remote_clients_get_no_logs_without_an_admin_key(tmp_path: Path) -
 async def test_ui_pages_are_open_and_locked_down(keyed: httpx.AsyncClient) -> None:
     """The static pages need no key (they hold no data), carry a strict CSP, and are the
     only files served; ``/`` redirects to them."""
-    for path, media in (("/ui/", "text/html"), ("/ui/index.html", "text/html"),
-                        ("/ui/app.js", "text/javascript"), ("/ui/style.css", "text/css")):
+    for path, media in (
+        ("/ui/", "text/html"),
+        ("/ui/index.html", "text/html"),
+        ("/ui/app.js", "text/javascript"),
+        ("/ui/style.css", "text/css"),
+    ):
         response = await keyed.get(path)
         assert response.status_code == 200, path
         assert response.headers["content-type"].startswith(media)
@@ -211,6 +242,8 @@ async def test_ui_pages_are_open_and_locked_down(keyed: httpx.AsyncClient) -> No
 
 async def test_an_embedding_app_can_leave_the_ui_out(tmp_path: Path) -> None:
     app = create_app(Settings(cache_dir=tmp_path, plugins_allow=""), ui=False)
-    async with app.router.lifespan_context(app), httpx.AsyncClient(
-            transport=httpx.ASGITransport(app), base_url="http://127.0.0.1") as c:
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(transport=httpx.ASGITransport(app), base_url="http://127.0.0.1") as c,
+    ):
         assert (await c.get("/ui/")).status_code == 404

@@ -23,19 +23,32 @@ from lemoncore.recipes import (
 from lemoncore.settings import Settings
 
 ROW = SupportRow(os=frozenset({"linux"}), devices={DeviceKind.CPU: frozenset()})
-FLAGS = (ArgFlag(names=("-t", "--threads"), takes="int"),
-         ArgFlag(names=("-ngl", "--gpu-layers"), takes="int", choices=("auto", "all")),
-         ArgFlag(names=("-fa", "--flash-attn"), takes="choice", choices=("on", "off")),
-         ArgFlag(names=("--temp",), takes="float"), ArgFlag(names=("--mlock",)),
-         ArgFlag(names=("-ts", "--tensor-split"), takes="floats"))
-RECIPE = Recipe(name="engine", display_name="Engine", options=(
-    OptionSpec(name="ctx_size", default=4096, minimum=0, maximum=65536),
-    OptionSpec(name="engine_args", type="args", default="", flags=FLAGS),
-    OptionSpec(name="mode", default="fast", choices=("fast", "exact")),
-    OptionSpec(name="system_bin", scope=OptionScope.ADMIN),
-), backends=(Backend(name="cpu", support=(ROW,)),
-             Backend(name="boxed", support=(ROW,), options=(OptionSpec(
-                 name="trusted", type="list", scope=OptionScope.ADMIN),))))
+FLAGS = (
+    ArgFlag(names=("-t", "--threads"), takes="int"),
+    ArgFlag(names=("-ngl", "--gpu-layers"), takes="int", choices=("auto", "all")),
+    ArgFlag(names=("-fa", "--flash-attn"), takes="choice", choices=("on", "off")),
+    ArgFlag(names=("--temp",), takes="float"),
+    ArgFlag(names=("--mlock",)),
+    ArgFlag(names=("-ts", "--tensor-split"), takes="floats"),
+)
+RECIPE = Recipe(
+    name="engine",
+    display_name="Engine",
+    options=(
+        OptionSpec(name="ctx_size", default=4096, minimum=0, maximum=65536),
+        OptionSpec(name="engine_args", type="args", default="", flags=FLAGS),
+        OptionSpec(name="mode", default="fast", choices=("fast", "exact")),
+        OptionSpec(name="system_bin", scope=OptionScope.ADMIN),
+    ),
+    backends=(
+        Backend(name="cpu", support=(ROW,)),
+        Backend(
+            name="boxed",
+            support=(ROW,),
+            options=(OptionSpec(name="trusted", type="list", scope=OptionScope.ADMIN),),
+        ),
+    ),
+)
 CPU, BOXED = RECIPE.backends
 REQUEST = Layer("in the request", {})
 
@@ -54,9 +67,15 @@ def test_types_follow_the_default_and_args_get_an_admin_allow_option() -> None:
 
 def test_defaults_config_model_saved_and_request_resolve_in_order() -> None:
     options, admin = resolve(
-        declared(RECIPE, CPU), {"ctx_size": 8192, "system_bin": "/opt/llama-server"},
-        [Layer("model", {"mode": "exact", "ctx_size": 2048}), Layer("saved", {}),
-         request(ctx_size=None, engine_args="--threads 2")], "recipes.engine")
+        declared(RECIPE, CPU),
+        {"ctx_size": 8192, "system_bin": "/opt/llama-server"},
+        [
+            Layer("model", {"mode": "exact", "ctx_size": 2048}),
+            Layer("saved", {}),
+            request(ctx_size=None, engine_args="--threads 2"),
+        ],
+        "recipes.engine",
+    )
     assert options == {"ctx_size": 2048, "engine_args": "--threads 2", "mode": "exact"}
     assert admin == {"system_bin": "/opt/llama-server"}
 
@@ -69,23 +88,30 @@ def test_the_configuration_converts_and_requests_are_strict() -> None:
             check(declared(RECIPE, CPU), request(ctx_size=value), admin=False)
 
 
-@pytest.mark.parametrize(("values", "message"), [
-    ({"ctx_sise": 4096}, "unknown option 'ctx_sise' in the request; valid options: "
-                         "ctx_size, engine_args, mode"),
-    ({"system_bin": "/bin/sh"}, "administrator setting and cannot be set in the request; "
-                                "set recipes.engine.system_bin"),
-    ({"engine_args_allow": ["--log-file"]}, "administrator setting"),
-    ({"trusted": ["evil.example/x"]}, "unknown option 'trusted'"),  # another backend's
-    ({"ctx_size": 10**9}, "less than or equal to 65536"),
-    ({"ctx_size": "big"}, "valid integer"),
-    ({"ctx_size": 4096.5}, "valid integer"),
-    ({"mode": "turbo"}, "'fast' or 'exact'"),
-])
-def test_bad_request_options_are_refused_naming_the_fix(values: dict[str, object],
-                                                         message: str) -> None:
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        (
+            {"ctx_sise": 4096},
+            "unknown option 'ctx_sise' in the request; valid options: ctx_size, engine_args, mode",
+        ),
+        (
+            {"system_bin": "/bin/sh"},
+            "administrator setting and cannot be set in the request; set recipes.engine.system_bin",
+        ),
+        ({"engine_args_allow": ["--log-file"]}, "administrator setting"),
+        ({"trusted": ["evil.example/x"]}, "unknown option 'trusted'"),  # another backend's
+        ({"ctx_size": 10**9}, "less than or equal to 65536"),
+        ({"ctx_size": "big"}, "valid integer"),
+        ({"ctx_size": 4096.5}, "valid integer"),
+        ({"mode": "turbo"}, "'fast' or 'exact'"),
+    ],
+)
+def test_bad_request_options_are_refused_naming_the_fix(
+    values: dict[str, object], message: str
+) -> None:
     with pytest.raises(OptionError, match=message.replace("(", r"\(")) as caught:
-        check(declared(RECIPE, CPU), request(**values), admin=False,
-              section="recipes.engine")
+        check(declared(RECIPE, CPU), request(**values), admin=False, section="recipes.engine")
     assert caught.value.status == 400 and caught.value.param == next(iter(values))
 
 
@@ -102,45 +128,56 @@ def test_the_backend_selector_is_not_an_option() -> None:
         selector([request(backend=3)])
 
 
-@pytest.mark.parametrize("args", [
-    "--threads 4 -ngl all -fa on --temp 0.7 --mlock -ts 3,1", "-t -1 --gpu-layers 99", ""])
+@pytest.mark.parametrize(
+    "args", ["--threads 4 -ngl all -fa on --temp 0.7 --mlock -ts 3,1", "-t -1 --gpu-layers 99", ""]
+)
 def test_allowed_tuning_flags_pass(args: str) -> None:
     assert check_args(args, FLAGS, (), "engine_args", "", "recipes.engine") == args.split()
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    ("--log-file /tmp/x", "'--log-file' is not allowed. Allowed flags: --flash-attn, "
-                          "--gpu-layers, --mlock, --temp, --tensor-split, --threads"),
-    ("--log_file /tmp/x", "'--log_file' is not allowed"),
-    ("--threads=4", "'--threads=4' is not allowed"),
-    ("--threads /etc/passwd", "--threads takes int, not '/etc/passwd'"),
-    ("--threads", "--threads takes int, not 'nothing'"),
-    ("-fa maybe", "-fa takes on | off"),
-    ("-ngl lots", "-ngl takes int or auto | all"),
-    ("--temp 1e400", "--temp takes float"),
-    ("-t \u0664", "-t takes int"),  # an Arabic-Indic four: llama-server would refuse it
-    ("model.gguf", "'model.gguf' is not allowed"),
-    ("--threads '4", "cannot be parsed"),
-])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            "--log-file /tmp/x",
+            "'--log-file' is not allowed. Allowed flags: --flash-attn, "
+            "--gpu-layers, --mlock, --temp, --tensor-split, --threads",
+        ),
+        ("--log_file /tmp/x", "'--log_file' is not allowed"),
+        ("--threads=4", "'--threads=4' is not allowed"),
+        ("--threads /etc/passwd", "--threads takes int, not '/etc/passwd'"),
+        ("--threads", "--threads takes int, not 'nothing'"),
+        ("-fa maybe", "-fa takes on | off"),
+        ("-ngl lots", "-ngl takes int or auto | all"),
+        ("--temp 1e400", "--temp takes float"),
+        ("-t \u0664", "-t takes int"),  # an Arabic-Indic four: llama-server would refuse it
+        ("model.gguf", "'model.gguf' is not allowed"),
+        ("--threads '4", "cannot be parsed"),
+    ],
+)
 def test_other_flags_and_bad_values_are_refused(args: str, message: str) -> None:
     with pytest.raises(OptionError, match=message.replace("|", r"\|")):
         check_args(args, FLAGS, (), "engine_args", "in the request", "recipes.engine")
 
 
 def test_an_administrator_widens_the_list_and_requests_still_cannot() -> None:
-    config = check(declared(RECIPE), Layer("config", {"engine_args_allow": ["--lora"]}),
-                   admin=True)
-    options, _ = resolve(declared(RECIPE, CPU), config,
-                         [request(engine_args="--lora /models/a.gguf -t 2")], "recipes.engine")
+    config = check(declared(RECIPE), Layer("config", {"engine_args_allow": ["--lora"]}), admin=True)
+    options, _ = resolve(
+        declared(RECIPE, CPU),
+        config,
+        [request(engine_args="--lora /models/a.gguf -t 2")],
+        "recipes.engine",
+    )
     assert options["engine_args"] == "--lora /models/a.gguf -t 2"
     with pytest.raises(OptionError, match="'--lora' is not allowed"):
-        resolve(declared(RECIPE, CPU), {}, [request(engine_args="--lora /x")],
-                "recipes.engine")
+        resolve(declared(RECIPE, CPU), {}, [request(engine_args="--lora /x")], "recipes.engine")
 
 
 def test_the_configuration_is_checked_once_and_keeps_its_backend(tmp_path: Path) -> None:
-    settings = Settings(cache_dir=tmp_path, recipes={"engine": {"backend": "boxed",
-                                                                 "ctx_size": "2048"}})
-    backends = Backends(PluginHost(), HostInfo("linux", (HostDevice(DeviceKind.CPU, "cpu"),)),
-                        settings, Lock())
+    settings = Settings(
+        cache_dir=tmp_path, recipes={"engine": {"backend": "boxed", "ctx_size": "2048"}}
+    )
+    backends = Backends(
+        PluginHost(), HostInfo("linux", (HostDevice(DeviceKind.CPU, "cpu"),)), settings, Lock()
+    )
     assert backends.configuration(RECIPE) == {"backend": "boxed", "ctx_size": 2048}

@@ -36,19 +36,20 @@ async def relayed(client: httpx.AsyncClient, _: Gateway, messages: list[dict[str
         await answer.aread()
 
 
-async def translated(client: httpx.AsyncClient, _: Gateway,
-                     messages: list[dict[str, str]]) -> None:
+async def translated(client: httpx.AsyncClient, _: Gateway, messages: list[dict[str, str]]) -> None:
     body = {"model": MODEL, "messages": messages, "stream": True, "max_tokens": 8}
     async with client.stream("POST", "/v1/messages", json=body) as answer:
         assert answer.status_code == 200
         await answer.aread()
 
 
-async def through_the_gateway(_: httpx.AsyncClient, gateway: Gateway,
-                              messages: list[dict[str, str]]) -> None:
+async def through_the_gateway(
+    _: httpx.AsyncClient, gateway: Gateway, messages: list[dict[str, str]]
+) -> None:
     try:
-        async for _event in gateway.stream("/v1/chat/completions",
-                                           {"model": MODEL, "messages": messages}):
+        async for _event in gateway.stream(
+            "/v1/chat/completions", {"model": MODEL, "messages": messages}
+        ):
             pass
     except LemonError as exc:
         assert exc.status == 502 and "failed mid-stream" in str(exc)
@@ -56,18 +57,23 @@ async def through_the_gateway(_: httpx.AsyncClient, gateway: Gateway,
 
 @asynccontextmanager
 async def lemon(tmp_path: Path) -> AsyncIterator[tuple[httpx.AsyncClient, Gateway, Router]]:
-    app = create_app(Settings(cache_dir=tmp_path, plugins_allow=""),
-                     plugins={"tiny": tiny_plugin(tmp_path)})
-    async with app.router.lifespan_context(app), httpx.AsyncClient(
-            transport=httpx.ASGITransport(app), base_url="http://localhost",
-            timeout=30) as client:
+    app = create_app(
+        Settings(cache_dir=tmp_path, plugins_allow=""), plugins={"tiny": tiny_plugin(tmp_path)}
+    )
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(
+            transport=httpx.ASGITransport(app), base_url="http://localhost", timeout=30
+        ) as client,
+    ):
         core = core_of(app)
         yield client, Gateway(core), core.router
 
 
 @pytest.mark.parametrize("send", [relayed, translated, through_the_gateway])
 async def test_a_stream_that_fails_counts_the_same_on_every_path(
-        tmp_path: Path, send: Send, anyio_backend: str) -> None:
+    tmp_path: Path, send: Send, anyio_backend: str
+) -> None:
     async with lemon(tmp_path) as (client, gateway, router):
         await send(client, gateway, FAILING)
         first = router.servers[MODEL]

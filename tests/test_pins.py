@@ -29,14 +29,14 @@ pytestmark = pytest.mark.anyio
 
 @asynccontextmanager
 async def router(tmp_path: Path) -> AsyncIterator[Router]:
-    app = create_app(Settings(cache_dir=tmp_path, plugins_allow=""),
-                     plugins={"tiny": tiny_plugin(tmp_path)})
+    app = create_app(
+        Settings(cache_dir=tmp_path, plugins_allow=""), plugins={"tiny": tiny_plugin(tmp_path)}
+    )
     async with app.router.lifespan_context(app):
         yield core_of(app).router
 
 
-async def test_an_unload_queued_behind_a_pin_is_refused(tmp_path: Path,
-                                                       anyio_backend: str) -> None:
+async def test_an_unload_queued_behind_a_pin_is_refused(tmp_path: Path, anyio_backend: str) -> None:
     async with router(tmp_path) as r:
         await r.load(MODEL)
         refused: list[BaseException] = []

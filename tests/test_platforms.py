@@ -35,8 +35,16 @@ def test_posix_children_get_their_own_session_and_die_with_the_server() -> None:
     linux = Posix(linux=True, python="/usr/bin/python3")
     assert linux.spawn_options() == {"start_new_session": True}
     assert linux.command(["llama-server", "-m", "a b.gguf"]) == [
-        "/usr/bin/python3", "-I", "-S", "-c", DIE_WITH_PARENT, str(os.getpid()),
-        "llama-server", "-m", "a b.gguf"]
+        "/usr/bin/python3",
+        "-I",
+        "-S",
+        "-c",
+        DIE_WITH_PARENT,
+        str(os.getpid()),
+        "llama-server",
+        "-m",
+        "a b.gguf",
+    ]
     macos = Posix(linux=False)  # no pdeathsig there
     assert macos.spawn_options() == {"start_new_session": True}
     assert macos.command(["llama-server"]) == ["llama-server"]
@@ -45,19 +53,26 @@ def test_posix_children_get_their_own_session_and_die_with_the_server() -> None:
 
 def spawn(argv: list[str], **options: Any) -> subprocess.Popen[str]:
     posix = Posix()
-    return subprocess.Popen(posix.command(argv), stdout=subprocess.PIPE, text=True,
-                            **posix.spawn_options(), **options)
+    return subprocess.Popen(
+        posix.command(argv), stdout=subprocess.PIPE, text=True, **posix.spawn_options(), **options
+    )
 
 
 @linux_only
 def test_the_engine_gets_its_argv_env_cwd_and_own_session_through_the_helper(
-        tmp_path: Path) -> None:
-    report = ("import json, os, sys; print(json.dumps({'argv': sys.argv[1:], "
-              "'cwd': os.getcwd(), 'env': os.environ.get('ENGINE_KEY'), 'pid': os.getpid(), "
-              "'sid': os.getsid(0), 'pgid': os.getpgid(0), 'ppid': os.getppid()}))")
+    tmp_path: Path,
+) -> None:
+    report = (
+        "import json, os, sys; print(json.dumps({'argv': sys.argv[1:], "
+        "'cwd': os.getcwd(), 'env': os.environ.get('ENGINE_KEY'), 'pid': os.getpid(), "
+        "'sid': os.getsid(0), 'pgid': os.getpgid(0), 'ppid': os.getppid()}))"
+    )
     argv = ["--model", "a model.gguf", "ünïcode", "", "--flag=$HOME"]
-    child = spawn([sys.executable, "-c", report, *argv], cwd=tmp_path,
-                  env={**os.environ, "ENGINE_KEY": "secret"})
+    child = spawn(
+        [sys.executable, "-c", report, *argv],
+        cwd=tmp_path,
+        env={**os.environ, "ENGINE_KEY": "secret"},
+    )
     out, _ = child.communicate(timeout=30)
     seen = json.loads(out)
     assert child.returncode == 0
@@ -117,8 +132,9 @@ def within(seconds: float, condition: Any) -> bool:
 @linux_only
 def test_the_engine_dies_when_the_process_that_started_it_is_killed() -> None:
     """SIGKILL leaves the parent no chance to stop its children: the kernel does it."""
-    with subprocess.Popen([sys.executable, "-c", INTERMEDIATE], stdout=subprocess.PIPE,
-                          text=True) as parent:
+    with subprocess.Popen(
+        [sys.executable, "-c", INTERMEDIATE], stdout=subprocess.PIPE, text=True
+    ) as parent:
         try:
             assert parent.stdout is not None
             engine = int(parent.stdout.readline())
@@ -136,8 +152,16 @@ def test_the_helper_runs_nothing_once_its_parent_has_already_died(tmp_path: Path
     """Had lemoncore died between the fork and the helper's prctl, no signal would ever
     come: the helper sees another parent and exits before exec."""
     marker = tmp_path / "ran"
-    helper = [sys.executable, "-I", "-S", "-c", DIE_WITH_PARENT, str(os.getpid() + 1_000_000),
-              "touch", str(marker)]
+    helper = [
+        sys.executable,
+        "-I",
+        "-S",
+        "-c",
+        DIE_WITH_PARENT,
+        str(os.getpid() + 1_000_000),
+        "touch",
+        str(marker),
+    ]
     assert subprocess.run(helper, check=False, timeout=30).returncode == 125
     assert not marker.exists()
 
@@ -147,8 +171,9 @@ def test_an_engine_that_cannot_run_is_reported_by_the_helper(tmp_path: Path) -> 
     child = spawn([str(tmp_path / "missing-engine")], stderr=subprocess.STDOUT)
     out, _ = child.communicate(timeout=30)
     assert child.returncode == 127
-    assert out == f"lemoncore: cannot run {tmp_path / 'missing-engine'}: " \
-                  "No such file or directory\n"
+    assert (
+        out == f"lemoncore: cannot run {tmp_path / 'missing-engine'}: No such file or directory\n"
+    )
 
 
 class FakeKernel32:
@@ -215,8 +240,7 @@ def test_windows_stop_breaks_through_a_shared_console_else_ends_the_job_at_once(
     assert console.calls == [("GenerateConsoleCtrlEvent", (1, 4242))]  # to its group
     service = FakeKernel32(console=0)
     windows = Windows(service)
-    assert windows.spawn_options()["creationflags"] == \
-        CREATE_NEW_PROCESS_GROUP | CREATE_NO_WINDOW
+    assert windows.spawn_options()["creationflags"] == CREATE_NEW_PROCESS_GROUP | CREATE_NO_WINDOW
     assert windows.request_stop(4242) is False
     assert service.calls == []
 
@@ -227,8 +251,13 @@ def test_windows_children_live_in_a_kill_on_close_job_per_child() -> None:
     assert windows.spawn_options()["creationflags"] & CREATE_NEW_PROCESS_GROUP
     windows.adopt(4242)
     names = [name for name, _ in kernel32.calls]
-    assert names == ["CreateJobObjectW", "SetInformationJobObject", "OpenProcess",
-                     "AssignProcessToJobObject", "CloseHandle"]
+    assert names == [
+        "CreateJobObjectW",
+        "SetInformationJobObject",
+        "OpenProcess",
+        "AssignProcessToJobObject",
+        "CloseHandle",
+    ]
     job = kernel32.calls[0][1]
     assert kernel32.calls[1][1] == (job, 9, JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE)
     assert kernel32.calls[3][1][0] == job
@@ -239,14 +268,18 @@ def test_windows_children_live_in_a_kill_on_close_job_per_child() -> None:
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="the XDG rules are Linux's")
-@pytest.mark.parametrize(("env", "config", "cache"), [
-    ({}, "/home/u/.config/lemoncore", "/home/u/.cache/lemoncore"),
-    ({"XDG_CACHE_HOME": "/x"}, "/home/u/.config/lemoncore", "/x/lemoncore"),
-    ({"XDG_CONFIG_HOME": "/c/", "XDG_CACHE_HOME": "/x"}, "/c/lemoncore", "/x/lemoncore"),
-    ({"XDG_CONFIG_HOME": "rel"}, "/home/u/.config/lemoncore", "/home/u/.cache/lemoncore"),
-])
-def test_directories_follow_the_xdg_rules(monkeypatch: pytest.MonkeyPatch,
-                                          env: dict[str, str], config: str, cache: str) -> None:
+@pytest.mark.parametrize(
+    ("env", "config", "cache"),
+    [
+        ({}, "/home/u/.config/lemoncore", "/home/u/.cache/lemoncore"),
+        ({"XDG_CACHE_HOME": "/x"}, "/home/u/.config/lemoncore", "/x/lemoncore"),
+        ({"XDG_CONFIG_HOME": "/c/", "XDG_CACHE_HOME": "/x"}, "/c/lemoncore", "/x/lemoncore"),
+        ({"XDG_CONFIG_HOME": "rel"}, "/home/u/.config/lemoncore", "/home/u/.cache/lemoncore"),
+    ],
+)
+def test_directories_follow_the_xdg_rules(
+    monkeypatch: pytest.MonkeyPatch, env: dict[str, str], config: str, cache: str
+) -> None:
     """platformdirs' answer on Linux: the XDG variables when absolute (the spec ignores a
     relative one), else under the home directory."""
     for name in ("XDG_CONFIG_HOME", "XDG_CACHE_HOME"):

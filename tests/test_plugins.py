@@ -66,30 +66,48 @@ def record(host: PluginHost, name: str) -> dict[str, object]:
 def test_broken_plugins_are_reported_and_the_rest_load(site: Path) -> None:
     install_dist(site, "lemontest_good", GOOD)
     install_dist(site, "lemontest_importerror", "import does_not_exist_anywhere\n")
-    install_dist(site, "lemontest_async", """
+    install_dist(
+        site,
+        "lemontest_async",
+        """
         from lemoncore import hookimpl
         @hookimpl
         async def effective_device(recipe, backend):
             return "gpu"
-    """)
-    install_dist(site, "lemontest_typo", """
+    """,
+    )
+    install_dist(
+        site,
+        "lemontest_typo",
+        """
         from lemoncore import hookimpl
         @hookimpl
         def lauch(recipe):
             return None
-    """)
-    install_dist(site, "lemontest_baddata", """
+    """,
+    )
+    install_dist(
+        site,
+        "lemontest_baddata",
+        """
         from lemoncore import hookimpl
         @hookimpl
         def register_recipes():
             return [{"name": "not-a-recipe"}]
-    """)
+    """,
+    )
     host = load_plugins(None, [])
     assert record(host, "lemontest_good")["status"] == "loaded"
     assert "goodrecipe" in host.registry.recipes
-    failures = {name: str(record(host, name)["error"]) for name in
-                ("lemontest_importerror", "lemontest_async", "lemontest_typo",
-                 "lemontest_baddata")}
+    failures = {
+        name: str(record(host, name)["error"])
+        for name in (
+            "lemontest_importerror",
+            "lemontest_async",
+            "lemontest_typo",
+            "lemontest_baddata",
+        )
+    }
     assert "does_not_exist_anywhere" in failures["lemontest_importerror"]
     assert "'async def'" in failures["lemontest_async"]
     assert "plain 'def'" in failures["lemontest_async"]
@@ -102,8 +120,7 @@ def test_broken_plugins_are_reported_and_the_rest_load(site: Path) -> None:
 
 def test_allow_and_deny_lists(site: Path) -> None:
     install_dist(site, "lemontest_good", GOOD)
-    assert record(load_plugins(None, ["lemontest_good"]), "lemontest_good")["status"] == \
-        "disabled"
+    assert record(load_plugins(None, ["lemontest_good"]), "lemontest_good")["status"] == "disabled"
     allowed = load_plugins(["lemontest_good"], [])
     assert [r.name for r in allowed.records if r.status == "loaded"] == ["lemontest_good"]
 
@@ -113,8 +130,9 @@ async def test_server_starts_and_reports_a_broken_plugin(
 ) -> None:
     install_dist(site, "lemontest_importerror", "raise RuntimeError('boom at import')\n")
     app = create_app(Settings(cache_dir=tmp_path / "cache"))
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app),
-                                 base_url="http://localhost") as client:
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app), base_url="http://localhost"
+    ) as client:
         info = (await client.get("/api/v1/system-info")).json()
         assert (await client.get("/v1/models")).status_code == 200
     broken = next(p for p in info["plugins"] if p["name"] == "lemontest_importerror")
@@ -125,15 +143,20 @@ async def test_server_starts_and_reports_a_broken_plugin(
 class Owner:
     @hookimpl
     def register_recipes(self) -> list[Recipe]:
-        return [Recipe(name="base", display_name="Base",
-                       backends=(Backend(name="native", support=(ROW,)),))]
+        return [
+            Recipe(
+                name="base", display_name="Base", backends=(Backend(name="native", support=(ROW,)),)
+            )
+        ]
 
 
 class Extender:
     @hookimpl
     def register_backends(self) -> list[BackendContribution]:
-        return [BackendContribution(recipe="base", backend=Backend(name="boxed", support=(ROW,))),
-                BackendContribution(recipe="missing", backend=Backend(name="x", support=(ROW,)))]
+        return [
+            BackendContribution(recipe="base", backend=Backend(name="boxed", support=(ROW,))),
+            BackendContribution(recipe="missing", backend=Backend(name="x", support=(ROW,))),
+        ]
 
 
 class Clash:
@@ -158,13 +181,15 @@ class GpuOverride:
 
 def test_a_plugin_adds_a_backend_to_another_plugins_recipe() -> None:
     # Extender loads first: contributions apply once every plugin has loaded.
-    host = load_plugins([], [], {"extender": Extender(), "owner": Owner(), "clash": Clash(),
-                                 "gpu": GpuOverride()})
+    host = load_plugins(
+        [], [], {"extender": Extender(), "owner": Owner(), "clash": Clash(), "gpu": GpuOverride()}
+    )
     base = host.registry.recipes["base"]
     assert [b.name for b in base.backends] == ["native", "boxed"]
     assert host.registry.owners["base"] == "owner"
-    assert any("recipe 'missing' is not installed" in w for w in record(host, "extender")[
-        "warnings"])  # type: ignore[union-attr]
+    assert any(
+        "recipe 'missing' is not installed" in w for w in record(host, "extender")["warnings"]
+    )  # type: ignore[union-attr]
     assert "already registered by plugin 'owner'" in str(record(host, "clash")["error"])
     # Plugin answers override the built-in derivation only where they answer.
     boxed, native = base.backend("boxed"), base.backend("native")
@@ -180,8 +205,13 @@ def test_a_plugin_adds_a_backend_to_another_plugins_recipe() -> None:
 class CoreClaimer:
     @hookimpl
     def register_recipes(self) -> list[Recipe]:
-        return [Recipe(name="claims", display_name="Claims", backends=(
-            Backend(name="fast", support=(ROW,), tier=Tier.CORE),))]
+        return [
+            Recipe(
+                name="claims",
+                display_name="Claims",
+                backends=(Backend(name="fast", support=(ROW,), tier=Tier.CORE),),
+            )
+        ]
 
 
 def test_a_third_party_plugin_cannot_claim_core() -> None:
@@ -190,16 +220,24 @@ def test_a_third_party_plugin_cannot_claim_core() -> None:
     assert backend is not None and backend.tier is Tier.COMMUNITY
     claimer = record(host, "claimer")
     assert claimer["tiers"] == {"claims:fast": "community"}
-    assert any("only lemoncore's registry grants" in w
-               for w in claimer["warnings"])  # type: ignore[union-attr]
+    assert any("only lemoncore's registry grants" in w for w in claimer["warnings"])  # type: ignore[union-attr]
 
 
-def lemon_cli(site: Path, *args: str, stdin: str | None = None
-              ) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": f"{site}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
-           "LEMON_CACHE_DIR": str(site / "cache"), "LEMON_CONFIG_FILE": str(site / "c.toml")}
-    return subprocess.run([sys.executable, "-m", "lemoncore.cli", *args], env=env, text=True,
-                          capture_output=True, input=stdin, check=False)
+def lemon_cli(site: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    env = {
+        **os.environ,
+        "PYTHONPATH": f"{site}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+        "LEMON_CACHE_DIR": str(site / "cache"),
+        "LEMON_CONFIG_FILE": str(site / "c.toml"),
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "lemoncore.cli", *args],
+        env=env,
+        text=True,
+        capture_output=True,
+        input=stdin,
+        check=False,
+    )
 
 
 def test_cli_lists_and_uninstalls_with_a_broken_plugin_present(site: Path) -> None:
@@ -248,10 +286,23 @@ def test_cli_install_of_an_experimental_backend_needs_consent(site: Path) -> Non
         zf.writestr("wild-engine", "#!/bin/sh\n")
     (www / "wild.zip").write_bytes(buffer.getvalue())
     with serve_directory(www) as url:
-        lock = {"backends": {"wild": {"native": {"version": "1", "platforms": {
-            platform_key("linux"): [{"url": f"{url}/wild.zip",
-                                     "sha256": hashlib.sha256(buffer.getvalue()).hexdigest()}]
-        }}}}}
+        lock = {
+            "backends": {
+                "wild": {
+                    "native": {
+                        "version": "1",
+                        "platforms": {
+                            platform_key("linux"): [
+                                {
+                                    "url": f"{url}/wild.zip",
+                                    "sha256": hashlib.sha256(buffer.getvalue()).hexdigest(),
+                                }
+                            ]
+                        },
+                    }
+                }
+            }
+        }
         (site / "lock.json").write_text(json.dumps(lock))
         (site / "c.toml").write_text(f'lock_files = ["{site / "lock.json"}"]\n')
         refused = lemon_cli(site, "backends", "install", "wild:native", stdin="")
@@ -263,5 +314,4 @@ def test_cli_install_of_an_experimental_backend_needs_consent(site: Path) -> Non
         assert "experimental backend: community-developed" in done.stderr
     listing = json.loads(lemon_cli(site, "backends", "--json").stdout)
     wild = next(r for r in listing if r["recipe"] == "wild")
-    assert (wild["state"], wild["tier"], wild["format"]) == ("installed", "experimental",
-                                                              "native")
+    assert (wild["state"], wild["tier"], wild["format"]) == ("installed", "experimental", "native")

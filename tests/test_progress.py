@@ -8,7 +8,8 @@ from lemoncore.cli.common import progress_bar
 
 
 def test_a_finished_download_leaves_one_complete_line_off_a_terminal(
-        capsys: pytest.CaptureFixture[str]) -> None:
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     show = progress_bar("llamacpp:cpu")
     for done in (0, 4_000_000, 10_000_000):
         show(done, 10_000_000)

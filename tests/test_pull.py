@@ -34,14 +34,22 @@ BIG = b"GGUF" + bytes(range(256)) * (DOWNLOAD_CHUNK_SIZE // 256 + 4096)
 
 
 # A Halogen-shaped repository: weights, an overlay and a tokenizer folder, one model.
-MULTI = {"m.hgn": BLOB, "m.overlay.hgn": b"overlay" * 1000,
-         "tokenizer/tokenizer.json": b'{"model": {}}', "tokenizer/vocab.json": b"{}"}
+MULTI = {
+    "m.hgn": BLOB,
+    "m.overlay.hgn": b"overlay" * 1000,
+    "tokenizer/tokenizer.json": b'{"model": {}}',
+    "tokenizer/vocab.json": b"{}",
+}
 
 
 @pytest.fixture
 def hub() -> Iterator[str]:
-    with serve_hub({"owner/tiny-GGUF/tiny.gguf": BLOB,
-                    **{f"owner/multi/{name}": data for name, data in MULTI.items()}}) as url:
+    with serve_hub(
+        {
+            "owner/tiny-GGUF/tiny.gguf": BLOB,
+            **{f"owner/multi/{name}": data for name, data in MULTI.items()},
+        }
+    ) as url:
         yield url
 
 
@@ -100,17 +108,22 @@ def models(server: ServerProcess, show_all: bool = False) -> dict[str, dict[str,
     return {m["id"]: m for m in data}
 
 
-def test_pull_streams_progress_into_the_hf_cache_and_delete_removes_it(
-    tmp_path: Path
-) -> None:
+def test_pull_streams_progress_into_the_hf_cache_and_delete_removes_it(tmp_path: Path) -> None:
     """Progress events arrive while the file downloads, grow, and end at its size before
     ``complete``. The hub halts the download halfway until the client has seen a progress
     event from that moment, so a stream that reported only at the end would fail."""
-    body = {"model_name": "big", "checkpoint": "owner/big-GGUF:big.gguf",
-            "recipe": "tiny", "stream": True}
-    with halfway_hub({"owner/big-GGUF/big.gguf": BIG}) as (hub, release), running_server(
-            tmp_path / "lemon", {"HF_ENDPOINT": hub, "HF_HOME": str(tmp_path / "hf")},
-            command=SERVE) as server:
+    body = {
+        "model_name": "big",
+        "checkpoint": "owner/big-GGUF:big.gguf",
+        "recipe": "tiny",
+        "stream": True,
+    }
+    with (
+        halfway_hub({"owner/big-GGUF/big.gguf": BIG}) as (hub, release),
+        running_server(
+            tmp_path / "lemon", {"HF_ENDPOINT": hub, "HF_HOME": str(tmp_path / "hf")}, command=SERVE
+        ) as server,
+    ):
         seen: list[tuple[str, dict[str, object]]] = []
         with httpx.stream("POST", server.url + "/api/v1/pull", json=body, timeout=60) as r:
             assert r.status_code == 200
@@ -141,8 +154,14 @@ def test_a_model_of_several_files_is_pulled_whole_verified_and_deleted_whole(
 ) -> None:
     extra = ["m.overlay.hgn", "tokenizer/tokenizer.json", "tokenizer/vocab.json"]
     published = {name: hashlib.sha256(data).hexdigest() for name, data in MULTI.items()}
-    body = {"model_name": "multi", "checkpoint": "owner/multi:m.hgn", "recipe": "tiny",
-            "files": extra, "sha256": published, "stream": True}
+    body = {
+        "model_name": "multi",
+        "checkpoint": "owner/multi:m.hgn",
+        "recipe": "tiny",
+        "files": extra,
+        "sha256": published,
+        "stream": True,
+    }
     with httpx.stream("POST", server.url + "/api/v1/pull", json=body, timeout=60) as r:
         assert r.status_code == 200
         seen = events(r)
@@ -156,18 +175,27 @@ def test_a_model_of_several_files_is_pulled_whole_verified_and_deleted_whole(
     assert models(server)["multi"]["downloaded"] is True
     (snapshot / "tokenizer/vocab.json").unlink()  # a missing part: not downloaded
     assert models(server, show_all=True)["multi"]["downloaded"] is False
-    assert httpx.post(server.url + "/api/v1/delete", json={"model_name": "multi"}
-                      ).status_code == 200
+    assert (
+        httpx.post(server.url + "/api/v1/delete", json={"model_name": "multi"}).status_code == 200
+    )
     assert not any((snapshot / name).exists() for name in MULTI)
 
-    tampered = {**body, "model_name": "tampered", "stream": False,
-                "sha256": {**published, "m.overlay.hgn": "0" * 64}}
+    tampered = {
+        **body,
+        "model_name": "tampered",
+        "stream": False,
+        "sha256": {**published, "m.overlay.hgn": "0" * 64},
+    }
     refused = httpx.post(server.url + "/api/v1/pull", json=tampered, timeout=60)
     assert refused.status_code == 502
     assert "does not have the published SHA-256" in refused.json()["error"]["message"]
     assert not (snapshot / "m.overlay.hgn").exists()
-    truncated = {**tampered, "model_name": "truncated", "sha256": published,
-                 "sizes": {"m.overlay.hgn": 7001}}
+    truncated = {
+        **tampered,
+        "model_name": "truncated",
+        "sha256": published,
+        "sizes": {"m.overlay.hgn": 7001},
+    }
     refused = httpx.post(server.url + "/api/v1/pull", json=truncated, timeout=60)
     assert refused.status_code == 502
     assert "published size 7001" in refused.json()["error"]["message"]
@@ -176,26 +204,30 @@ def test_a_model_of_several_files_is_pulled_whole_verified_and_deleted_whole(
 
 
 def test_pull_of_a_missing_file_reports_an_error(server: ServerProcess) -> None:
-    body = {"model_name": "ghost", "checkpoint": "owner/tiny-GGUF:ghost.gguf",
-            "recipe": "tiny"}
+    body = {"model_name": "ghost", "checkpoint": "owner/tiny-GGUF:ghost.gguf", "recipe": "tiny"}
     response = httpx.post(server.url + "/api/v1/pull", json=body, timeout=60)
     assert response.status_code == 502
     assert "ghost.gguf" in response.json()["error"]["message"]
 
 
-def test_pull_registers_a_file_in_the_model_store_only(server: ServerProcess,
-                                                       tmp_path: Path) -> None:
+def test_pull_registers_a_file_in_the_model_store_only(
+    server: ServerProcess, tmp_path: Path
+) -> None:
     local = tmp_path / "lemon" / "models" / "local.gguf"  # <cache_dir>/models
     local.parent.mkdir(exist_ok=True)
     local.write_bytes(BLOB)
-    response = httpx.post(server.url + "/api/v1/pull", json={
-        "model_name": "local", "checkpoint": str(local), "recipe": "tiny"})
+    response = httpx.post(
+        server.url + "/api/v1/pull",
+        json={"model_name": "local", "checkpoint": str(local), "recipe": "tiny"},
+    )
     assert response.status_code == 200
     assert models(server)["local"]["checkpoint"] == str(local)
     outside = tmp_path / "outside.gguf"
     outside.write_bytes(BLOB)
-    refused = httpx.post(server.url + "/api/v1/pull", json={
-        "model_name": "outside", "checkpoint": str(outside), "recipe": "tiny"})
+    refused = httpx.post(
+        server.url + "/api/v1/pull",
+        json={"model_name": "outside", "checkpoint": str(outside), "recipe": "tiny"},
+    )
     assert refused.status_code == 403 and "model_dirs" in refused.json()["error"]["message"]
     assert "outside" not in models(server)
 
@@ -203,16 +235,28 @@ def test_pull_registers_a_file_in_the_model_store_only(server: ServerProcess,
 def test_offline_pull_fails_with_a_clear_message(tmp_path: Path, hub: str) -> None:
     env = {"HF_ENDPOINT": hub, "HF_HOME": str(tmp_path / "hf"), "LEMON_OFFLINE": "1"}
     with running_server(tmp_path / "lemon", env, command=SERVE) as server:
-        response = httpx.post(server.url + "/api/v1/pull", json={
-            "model_name": "tiny", "checkpoint": "owner/tiny-GGUF:tiny.gguf",
-            "recipe": "tiny"})
+        response = httpx.post(
+            server.url + "/api/v1/pull",
+            json={
+                "model_name": "tiny",
+                "checkpoint": "owner/tiny-GGUF:tiny.gguf",
+                "recipe": "tiny",
+            },
+        )
     assert response.status_code == 400
     assert "offline" in response.json()["error"]["message"]
 
 
 def test_a_pkg_checkpoint_naming_a_distribution_says_which_import_name_to_use(
-        server: ServerProcess) -> None:
-    refused = httpx.post(server.url + "/api/v1/pull", json={
-        "model_name": "by-dist", "recipe": "tiny", "checkpoint": "pkg:pydantic-settings/py.typed"})
+    server: ServerProcess,
+) -> None:
+    refused = httpx.post(
+        server.url + "/api/v1/pull",
+        json={
+            "model_name": "by-dist",
+            "recipe": "tiny",
+            "checkpoint": "pkg:pydantic-settings/py.typed",
+        },
+    )
     assert refused.status_code in {400, 404}, refused.text
     assert "use pkg:pydantic_settings/py.typed" in refused.json()["error"]["message"]

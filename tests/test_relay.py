@@ -35,11 +35,16 @@ async def upstream(burst: int, gap: float) -> AsyncIterator[tuple[str, list[floa
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         head = await reader.readuntil(b"\r\n\r\n")
-        length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
-                      if line.lower().startswith(b"content-length"))
+        length = next(
+            int(line.split(b":")[1])
+            for line in head.split(b"\r\n")
+            if line.lower().startswith(b"content-length")
+        )
         await reader.readexactly(length)
-        writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
-                     b"transfer-encoding: chunked\r\n\r\n")
+        writer.write(
+            b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+            b"transfer-encoding: chunked\r\n\r\n"
+        )
         writer.write(b"".join(b"%x\r\n%s\r\n" % (len(EVENT), EVENT) for _ in range(burst)))
         await writer.drain()
         await asyncio.sleep(gap)
@@ -60,10 +65,10 @@ async def upstream(burst: int, gap: float) -> AsyncIterator[tuple[str, list[floa
 async def relay(url: str) -> list[tuple[float, bytes]]:
     """Relay one stream; the body sends the client got, with their times."""
     sent: list[tuple[float, bytes]] = []
-    async with httpx.AsyncClient(base_url=url, transport=backend_transport(
-            httpx.Limits())) as client:
-        response = await client.send(client.build_request("POST", "/x", json={}),
-                                     stream=True)
+    async with httpx.AsyncClient(
+        base_url=url, transport=backend_transport(httpx.Limits())
+    ) as client:
+        response = await client.send(client.build_request("POST", "/x", json={}), stream=True)
         assert relay_stream(response) is not None
         resources = AsyncExitStack()
         resources.push_async_callback(response.aclose)
@@ -77,8 +82,7 @@ async def relay(url: str) -> list[tuple[float, bytes]]:
             if message["type"] == "http.response.body" and message.get("body"):
                 sent.append((anyio.current_time(), message["body"]))
 
-        await SSERelay(Answer(None, response, resources), 30.0)(
-            {"type": "http"}, receive, send)
+        await SSERelay(Answer(None, response, resources), 30.0)({"type": "http"}, receive, send)
     return sent
 
 

@@ -49,7 +49,8 @@ def test_no_runtime_is_a_clear_error(system: list[SystemRocm]) -> None:
 
 def test_linux_injects_the_lib_directory() -> None:
     env = RuntimeDecision("therock", Path("/r"), "7.14.0").env(
-        "linux", {"LD_LIBRARY_PATH": "/usr/lib/x", "PATH": "/bin"})
+        "linux", {"LD_LIBRARY_PATH": "/usr/lib/x", "PATH": "/bin"}
+    )
     assert env == {"LD_LIBRARY_PATH": "/r/lib:/usr/lib/x", "ROCM_PATH": "/r"}
 
 

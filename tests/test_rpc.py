@@ -29,28 +29,31 @@ from lemoncore.supervisor import free_port
 from lemoncore.testing import serve_directory
 
 
-@pytest.mark.parametrize(("host", "allow_public", "allowed"), [
-    ("127.0.0.1", False, True),
-    ("127.0.0.2", False, True),
-    ("::1", False, True),
-    ("10.0.0.2", False, True),
-    ("172.16.5.4", False, True),
-    ("172.32.0.1", False, False),  # just outside 172.16.0.0/12
-    ("192.168.1.20", False, True),
-    ("100.101.102.103", False, False),  # CGNAT (100.64.0.0/10) not on a tunnel: an ISP's
-    ("100.64.0.7", False, True),  # the same range on this machine's Tailscale interface
-    ("100.128.0.1", False, False),  # just outside it
-    ("169.254.10.1", False, True),  # link-local: a direct cable
-    ("fd7a:115c:a1e0::1", False, True),  # ULA (Tailscale IPv6)
-    ("fe80::1", False, True),
-    ("8.8.8.8", False, False),
-    ("2001:db8::1", False, False),
-    ("0.0.0.0", False, False),  # every interface, public ones included
-    ("::", False, False),
-    ("localhost", False, False),  # a name cannot be judged
-    ("8.8.8.8", True, True),
-    ("0.0.0.0", True, True),
-])
+@pytest.mark.parametrize(
+    ("host", "allow_public", "allowed"),
+    [
+        ("127.0.0.1", False, True),
+        ("127.0.0.2", False, True),
+        ("::1", False, True),
+        ("10.0.0.2", False, True),
+        ("172.16.5.4", False, True),
+        ("172.32.0.1", False, False),  # just outside 172.16.0.0/12
+        ("192.168.1.20", False, True),
+        ("100.101.102.103", False, False),  # CGNAT (100.64.0.0/10) not on a tunnel: an ISP's
+        ("100.64.0.7", False, True),  # the same range on this machine's Tailscale interface
+        ("100.128.0.1", False, False),  # just outside it
+        ("169.254.10.1", False, True),  # link-local: a direct cable
+        ("fd7a:115c:a1e0::1", False, True),  # ULA (Tailscale IPv6)
+        ("fe80::1", False, True),
+        ("8.8.8.8", False, False),
+        ("2001:db8::1", False, False),
+        ("0.0.0.0", False, False),  # every interface, public ones included
+        ("::", False, False),
+        ("localhost", False, False),  # a name cannot be judged
+        ("8.8.8.8", True, True),
+        ("0.0.0.0", True, True),
+    ],
+)
 def test_bind_refusal(host: str, allow_public: bool, allowed: bool) -> None:
     refusal = bind_refusal(host, allow_public, tunnels={"100.64.0.7"})
     assert (refusal is None) is allowed, refusal
@@ -62,29 +65,35 @@ def test_bind_refusal(host: str, allow_public: bool, allowed: bool) -> None:
         assert "carrier-grade NAT" in str(refusal) and "Tailscale" in str(refusal)
 
 
-@pytest.mark.parametrize(("text", "expected"), [
-    ("10.0.0.2:50052", WorkerAddress("10.0.0.2", 50052)),
-    (" worker-1.lan:6000 ", WorkerAddress("worker-1.lan", 6000)),
-    ("127.0.0.1:1", WorkerAddress("127.0.0.1", 1)),
-])
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("10.0.0.2:50052", WorkerAddress("10.0.0.2", 50052)),
+        (" worker-1.lan:6000 ", WorkerAddress("worker-1.lan", 6000)),
+        ("127.0.0.1:1", WorkerAddress("127.0.0.1", 1)),
+    ],
+)
 def test_worker_address_parses(text: str, expected: WorkerAddress) -> None:
     assert parse_worker_address(text) == expected
     assert str(expected) == text.strip()
 
 
-@pytest.mark.parametrize(("text", "says"), [
-    ("", "empty"),
-    ("10.0.0.2", "no port; write 10.0.0.2:50052"),
-    (":50052", "no host"),
-    ("10.0.0.2:0", "from 1 to 65535"),
-    ("10.0.0.2:65536", "from 1 to 65535"),
-    ("10.0.0.2:http", "from 1 to 65535"),
-    ("[fd00::2]:50052", "IPv6 addresses are not supported"),
-    ("fd00::2:50052", "IPv6 addresses are not supported"),
-    ("[::ffff:10.0.0.2]:50052", "(10.0.0.2)"),
-    ("bad host:50052", "not an IPv4 address or a host name"),
-    ("-x:50052", "not an IPv4 address or a host name"),
-])
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("", "empty"),
+        ("10.0.0.2", "no port; write 10.0.0.2:50052"),
+        (":50052", "no host"),
+        ("10.0.0.2:0", "from 1 to 65535"),
+        ("10.0.0.2:65536", "from 1 to 65535"),
+        ("10.0.0.2:http", "from 1 to 65535"),
+        ("[fd00::2]:50052", "IPv6 addresses are not supported"),
+        ("fd00::2:50052", "IPv6 addresses are not supported"),
+        ("[::ffff:10.0.0.2]:50052", "(10.0.0.2)"),
+        ("bad host:50052", "not an IPv4 address or a host name"),
+        ("-x:50052", "not an IPv4 address or a host name"),
+    ],
+)
 def test_worker_address_errors(text: str, says: str) -> None:
     with pytest.raises(AddressError) as caught:
         parse_worker_address(text)
@@ -113,17 +122,19 @@ def _reply(major: int, minor: int, patch: int) -> bytes:
     return struct.pack("<Q", 28) + bytes([major, minor, patch, 0]) + bytes(24)
 
 
-@pytest.mark.parametrize(("reply", "status", "version"), [
-    (_reply(7, 0, 0), "ok", (7, 0, 0)),
-    (_reply(7, 0, 9), "ok", (7, 0, 9)),  # patch levels do not matter
-    (_reply(7, 1, 0), "incompatible", (7, 1, 0)),  # a newer minor than the client's
-    (_reply(6, 0, 0), "incompatible", (6, 0, 0)),
-    (b"", "not_rpc", None),
-    (b"HTTP/1.1 400 Bad Request\r\n\r\n", "not_rpc", None),
-    (_reply(7, 0, 0)[:20], "not_rpc", None),  # cut short
-])
-def test_hello_outcome(reply: bytes, status: str, version: tuple[int, int, int] | None
-                       ) -> None:
+@pytest.mark.parametrize(
+    ("reply", "status", "version"),
+    [
+        (_reply(7, 0, 0), "ok", (7, 0, 0)),
+        (_reply(7, 0, 9), "ok", (7, 0, 9)),  # patch levels do not matter
+        (_reply(7, 1, 0), "incompatible", (7, 1, 0)),  # a newer minor than the client's
+        (_reply(6, 0, 0), "incompatible", (6, 0, 0)),
+        (b"", "not_rpc", None),
+        (b"HTTP/1.1 400 Bad Request\r\n\r\n", "not_rpc", None),
+        (_reply(7, 0, 0)[:20], "not_rpc", None),  # cut short
+    ],
+)
+def test_hello_outcome(reply: bytes, status: str, version: tuple[int, int, int] | None) -> None:
     probe = hello_outcome("10.0.0.2:50052", reply)
     assert (probe.status, probe.version) == (status, version)
     assert probe.ok is (status == "ok")

@@ -23,10 +23,12 @@ EXAMPLE = ROOT / "examples/lemon-plugin-example"
 VERSION = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
 
 
-def _run(*argv: str, cwd: Path | None = None, timeout: float = 120
-         ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=timeout,
-                          check=False)
+def _run(
+    *argv: str, cwd: Path | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        argv, cwd=cwd, capture_output=True, text=True, timeout=timeout, check=False
+    )
 
 
 @pytest.fixture
@@ -35,31 +37,45 @@ def installed(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[
     editable into this environment for the test, uninstalled after it."""
     name, engine = request.param
     project = tmp_path / "project"
-    made = _run(sys.executable, "-m", "lemoncore.cli", "plugins", "new", name, "--engine",
-                engine, "--dir", str(project))
+    made = _run(
+        sys.executable,
+        "-m",
+        "lemoncore.cli",
+        "plugins",
+        "new",
+        name,
+        "--engine",
+        engine,
+        "--dir",
+        str(project),
+    )
     assert made.returncode == 0, made.stderr
     distribution = f"lemon-plugin-{name.replace('_', '-')}"
     try:
-        pip = _run(sys.executable, "-m", "pip", "install", "-q", "--no-deps", "-e",
-                   str(project))
+        pip = _run(sys.executable, "-m", "pip", "install", "-q", "--no-deps", "-e", str(project))
         assert pip.returncode == 0, pip.stdout + pip.stderr
         yield name, project
     finally:
         _run(sys.executable, "-m", "pip", "uninstall", "-q", "-y", distribution)
 
 
-@pytest.mark.parametrize("installed", [("scaffold_py", "python"),
-                                       ("scaffoldnative", "native")],
-                         indirect=True, ids=["python", "native"])
+@pytest.mark.parametrize(
+    "installed",
+    [("scaffold_py", "python"), ("scaffoldnative", "native")],
+    indirect=True,
+    ids=["python", "native"],
+)
 def test_a_generated_project_is_listed_and_passes_its_tests_and_the_kit(
-        installed: tuple[str, Path]) -> None:
+    installed: tuple[str, Path],
+) -> None:
     name, project = installed
     listed = _run(sys.executable, "-m", "lemoncore.cli", "backends", "--json")
     assert listed.returncode == 0, listed.stderr
     rows = [r for r in json.loads(listed.stdout) if r["recipe"] == name]
     assert [(r["backend"], r["state"]) for r in rows] == [("cpu", "installed")], rows
-    tests = _run(sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                 cwd=project, timeout=300)
+    tests = _run(
+        sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", cwd=project, timeout=300
+    )
     assert tests.returncode == 0, tests.stdout[-4000:] + tests.stderr[-2000:]
     assert " passed" in tests.stdout
 
@@ -67,30 +83,44 @@ def test_a_generated_project_is_listed_and_passes_its_tests_and_the_kit(
 def test_the_python_template_fits_in_60_lines() -> None:
     code = project_files("mine", "python", VERSION)["lemon_plugin_mine/__init__.py"]
     assert len(code.splitlines()) <= 80
-    assert len([line for line in code.splitlines()
-                if line.strip() and not line.lstrip().startswith("#")]) < 60
+    assert (
+        len(
+            [
+                line
+                for line in code.splitlines()
+                if line.strip() and not line.lstrip().startswith("#")
+            ]
+        )
+        < 60
+    )
 
 
 def test_the_example_plugin_is_the_native_template() -> None:
     """The example may have more files (test_translated_clients.py), not other text."""
-    differ = [path for path, text in project_files("example", "native", VERSION).items()
-              if not (EXAMPLE / path).is_file() or (EXAMPLE / path).read_text() != text]
+    differ = [
+        path
+        for path, text in project_files("example", "native", VERSION).items()
+        if not (EXAMPLE / path).is_file() or (EXAMPLE / path).read_text() != text
+    ]
     assert not differ, (
         f"{', '.join(differ)} differ from `lemon plugins new example --engine native`: "
         "change the templates in lemoncore/scaffold/templates/, then regenerate the example "
-        "(generate into a new directory and copy its files over examples/lemon-plugin-example)")
+        "(generate into a new directory and copy its files over examples/lemon-plugin-example)"
+    )
 
 
 @pytest.mark.parametrize("name", ["My-Plugin", "9lives", "has space", "UPPER", "a.b"])
 def test_a_bad_name_is_refused_and_creates_nothing(
-        name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["plugins", "new", name, "--dir", str(tmp_path / "p")]) == 2
     assert "invalid plugin name" in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []
 
 
 def test_an_existing_directory_is_refused_and_left_alone(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     (tmp_path / "p").mkdir()
     (tmp_path / "p" / "mine.txt").write_text("keep")
     assert main(["plugins", "new", "fine", "--dir", str(tmp_path / "p")]) == 2
@@ -99,24 +129,26 @@ def test_an_existing_directory_is_refused_and_left_alone(
 
 
 def test_container_says_why_it_is_not_templated(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["plugins", "new", "boxed", "--engine", "container",
-                 "--dir", str(tmp_path / "p")]) == 2
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert (
+        main(["plugins", "new", "boxed", "--engine", "container", "--dir", str(tmp_path / "p")])
+        == 2
+    )
     err = capsys.readouterr().err
     assert "no container template" in err and "Runner" in err
     assert list(tmp_path.iterdir()) == []
 
 
 def test_the_default_directory_is_named_after_the_distribution(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-        capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.chdir(tmp_path)
     assert main(["plugins", "new", "my_engine", "--engine", "python"]) == 0
     project = tmp_path / "lemon-plugin-my-engine"
     assert "cd lemon-plugin-my-engine" in capsys.readouterr().out
     pyproject = tomllib.loads((project / "pyproject.toml").read_text())
-    assert pyproject["project"]["entry-points"]["lemon"] == {
-        "my_engine": "lemon_plugin_my_engine"}
+    assert pyproject["project"]["entry-points"]["lemon"] == {"my_engine": "lemon_plugin_my_engine"}
     assert pyproject["tool"]["mypy"]["plugins"] == ["pydantic.mypy"]
     conftest = (project / "conftest.py").read_text()
     assert 'pytest_plugins = ["lemoncore.testing"]' in conftest

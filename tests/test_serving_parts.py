@@ -44,63 +44,79 @@ from lemoncore.supervisor import StartError
 
 HOST = HostInfo("linux", (HostDevice(DeviceKind.CPU, "cpu"),))
 ROW = SupportRow(os=frozenset({"linux"}), devices={DeviceKind.CPU: frozenset()})
-RECIPE = Recipe(name="r", display_name="R", backends=(Backend(name="fast", support=(ROW,)),
-                                                     Backend(name="slow", support=(ROW,))))
+RECIPE = Recipe(
+    name="r",
+    display_name="R",
+    backends=(Backend(name="fast", support=(ROW,)), Backend(name="slow", support=(ROW,))),
+)
 MODEL = ModelInfo(name="m", recipe="r", checkpoint="o/r:m.gguf")
 
 
 class Hooks:
     """Decision hooks: every backend on the CPU, one policy per backend name."""
 
-    def effective_device(self, recipe: Recipe, backend: Backend, options: Any,
-                         host: HostInfo) -> Device:
+    def effective_device(
+        self, recipe: Recipe, backend: Backend, options: Any, host: HostInfo
+    ) -> Device:
         return Device.CPU
 
-    def effective_is_amd_gpu(self, recipe: Recipe, backend: Backend, options: Any,
-                             host: HostInfo) -> bool:
+    def effective_is_amd_gpu(
+        self, recipe: Recipe, backend: Backend, options: Any, host: HostInfo
+    ) -> bool:
         return False
 
-    def slot_policy(self, recipe: Recipe, backend: Backend, options: Any,
-                    host: HostInfo) -> SlotPolicy:
+    def slot_policy(
+        self, recipe: Recipe, backend: Backend, options: Any, host: HostInfo
+    ) -> SlotPolicy:
         return SlotPolicy.STANDARD
 
 
-def facts(states: dict[str, BackendState], residents: Sequence[Resident] = (),
-          loaded: CurrentLoad | None = None, max_loaded: int = 1) -> Facts:
+def facts(
+    states: dict[str, BackendState],
+    residents: Sequence[Resident] = (),
+    loaded: CurrentLoad | None = None,
+    max_loaded: int = 1,
+) -> Facts:
     statuses = [BackendStatus("r", b, states[b.name]) for b in RECIPE.backends]
-    return Facts(MODEL, RECIPE, {}, {}, "saved.json", statuses, residents, loaded, None,
-                 max_loaded)
+    return Facts(MODEL, RECIPE, {}, {}, "saved.json", statuses, residents, loaded, None, max_loaded)
 
 
 def resident(name: str, last_used: float = 0.0) -> Resident:
-    return Resident(name, ModelType.LLM, Device.CPU, False, SlotPolicy.STANDARD, False, False,
-                    last_used)
+    return Resident(
+        name, ModelType.LLM, Device.CPU, False, SlotPolicy.STANDARD, False, False, last_used
+    )
 
 
 INSTALLABLE, INSTALLED = BackendState.INSTALLABLE, BackendState.INSTALLED
 
 
-@pytest.mark.parametrize(("states", "request_", "backend"), [
-    ({"fast": INSTALLABLE, "slow": INSTALLED}, None, "slow"),  # installed first
-    ({"fast": INSTALLED, "slow": INSTALLED}, None, "fast"),  # then declaration order
-    ({"fast": INSTALLED, "slow": INSTALLABLE}, {"backend": "slow"}, "slow"),  # asked for
-])
-def test_the_planner_chooses_the_backend(states: dict[str, BackendState],
-                                         request_: dict[str, Any] | None,
-                                         backend: str) -> None:
+@pytest.mark.parametrize(
+    ("states", "request_", "backend"),
+    [
+        ({"fast": INSTALLABLE, "slow": INSTALLED}, None, "slow"),  # installed first
+        ({"fast": INSTALLED, "slow": INSTALLED}, None, "fast"),  # then declaration order
+        ({"fast": INSTALLED, "slow": INSTALLABLE}, {"backend": "slow"}, "slow"),  # asked for
+    ],
+)
+def test_the_planner_chooses_the_backend(
+    states: dict[str, BackendState], request_: dict[str, Any] | None, backend: str
+) -> None:
     assert plan(facts(states), request_, Hooks(), HOST).backend.backend.name == backend
 
 
 def test_the_planner_evicts_through_the_policy_and_tells_a_reload_from_a_no_op() -> None:
     both = {"fast": INSTALLED, "slow": INSTALLED}
-    full = plan(facts(both, [resident("old", 1.0), resident("older", 0.0)], max_loaded=2),
-                None, Hooks(), HOST)
+    full = plan(
+        facts(both, [resident("old", 1.0), resident("older", 0.0)], max_loaded=2),
+        None,
+        Hooks(),
+        HOST,
+    )
     assert [(e.name, e.kind) for e in full.decision.evict] == [("older", "lru")]
     same = facts(both, [resident("m")], CurrentLoad("fast", {}))
     assert plan(same, None, Hooks(), HOST).already_loaded
     moved = plan(same, {"backend": "slow"}, Hooks(), HOST)
-    assert moved.reload and [(e.name, e.kind) for e in moved.decision.evict] == [
-        ("m", "reload")]
+    assert moved.reload and [(e.name, e.kind) for e in moved.decision.evict] == [("m", "reload")]
     # a request (implicit) uses the loaded server as it is
     assert not plan(same, {"backend": "slow"}, Hooks(), HOST, explicit=False).reload
     shown = LoadPlanReply.of(moved)  # a dry run's answer
@@ -129,26 +145,28 @@ def test_admission_holds_off_a_crash_loop_and_counts_wedged_requests() -> None:
         failures = 0
 
     server: Any = Server()
-    assert not any(admission.wedged_after(server, failed=True)
-                   for _ in range(WEDGED_AFTER - 1))
+    assert not any(admission.wedged_after(server, failed=True) for _ in range(WEDGED_AFTER - 1))
     assert not admission.wedged_after(server, failed=False)  # a success resets the count
-    assert [admission.wedged_after(server, failed=True)
-            for _ in range(WEDGED_AFTER)][-1]
+    assert [admission.wedged_after(server, failed=True) for _ in range(WEDGED_AFTER)][-1]
 
 
 def test_a_start_that_cannot_succeed_again_is_held_off_at_once_with_its_reason() -> None:
     admission = Admission(Settings())
-    sigill = classify(-int(signal.SIGILL), ["llama_model_load: loading"],
-                      {"SIGILL": "use the portable build"})
-    failed = admission.failed_start("m", StartError(sigill.report("m: backend",
-                                                                  "while starting"), sigill))
+    sigill = classify(
+        -int(signal.SIGILL), ["llama_model_load: loading"], {"SIGILL": "use the portable build"}
+    )
+    failed = admission.failed_start(
+        "m", StartError(sigill.report("m: backend", "while starting"), sigill)
+    )
     assert failed.exit is sigill and "starting it again cannot help: held off" in str(failed)
     with pytest.raises(NotAdmitted) as refused:  # the first failure is enough
         admission.check_cooldown("m")
     message = str(refused.value)
     assert refused.value.code == "backend_cooldown" and "failed to start once" in message
-    assert "died of SIGILL (illegal instruction) while starting: this engine uses CPU " \
+    assert (
+        "died of SIGILL (illegal instruction) while starting: this engine uses CPU "
         "instructions this machine cannot run. Use the portable build." in message
+    )
     assert message.endswith("Last output:\nllama_model_load: loading")
     assert refused.value.retry_after is not None and refused.value.retry_after > 60
     [held] = admission.held_off()
@@ -195,8 +213,7 @@ class Engine:
 
     @hookimpl
     def register_models(self) -> Sequence[ModelInfo]:
-        return [ModelInfo(name="m", recipe="r",
-                          checkpoint=f"file:{self.root}/cache/models/m.bin")]
+        return [ModelInfo(name="m", recipe="r", checkpoint=f"file:{self.root}/cache/models/m.bin")]
 
     @hookimpl
     def install(self) -> InstallPlan:
@@ -205,8 +222,7 @@ class Engine:
 
     @hookimpl
     def launch(self, context: LaunchContext) -> LaunchSpec:
-        return LaunchSpec(argv=(sys.executable, str(self.root / "breaks.py"),
-                                str(context.port)))
+        return LaunchSpec(argv=(sys.executable, str(self.root / "breaks.py"), str(context.port)))
 
 
 @pytest.mark.anyio
@@ -214,8 +230,11 @@ async def test_planning_reads_the_status_cache_and_runs_no_status_check(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, anyio_backend: str
 ) -> None:
     engine = Engine(tmp_path)
-    core = build_core(Settings(cache_dir=tmp_path / "cache", plugins_allow=""),
-                      plugins={"engine": engine}, host=HOST)
+    core = build_core(
+        Settings(cache_dir=tmp_path / "cache", plugins_allow=""),
+        plugins={"engine": engine},
+        host=HOST,
+    )
     async with core.router:
         await core.backends.refresh_statuses()
         calls = engine.install_calls
@@ -230,19 +249,24 @@ async def test_planning_reads_the_status_cache_and_runs_no_status_check(
 
 
 @pytest.mark.anyio
-async def test_broken_streams_count_toward_wedge_detection(tmp_path: Path,
-                                                           anyio_backend: str) -> None:
-    app = create_app(Settings(cache_dir=tmp_path / "cache", plugins_allow=""),
-                     plugins={"engine": Engine(tmp_path)}, host=HOST)
+async def test_broken_streams_count_toward_wedge_detection(
+    tmp_path: Path, anyio_backend: str
+) -> None:
+    app = create_app(
+        Settings(cache_dir=tmp_path / "cache", plugins_allow=""),
+        plugins={"engine": Engine(tmp_path)},
+        host=HOST,
+    )
     chat = {"model": "m", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
-    async with app.router.lifespan_context(app), httpx.AsyncClient(
-            transport=httpx.ASGITransport(app), base_url="http://localhost") as c:
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(transport=httpx.ASGITransport(app), base_url="http://localhost") as c,
+    ):
         pids = set()
         for _ in range(WEDGED_AFTER):
             reply = await c.post("/v1/chat/completions", json=chat)
             assert reply.status_code == 200 and "backend stream broke" in reply.text
-            pids |= {m["pid"] for m in (await c.get("/api/v1/health")).json()[
-                "all_models_loaded"]}
+            pids |= {m["pid"] for m in (await c.get("/api/v1/health")).json()["all_models_loaded"]}
         with anyio.fail_after(10):  # the third broken stream restarts it
             while 'reason="wedged"} 1' not in (await c.get("/metrics")).text:
                 await anyio.sleep(0.02)
@@ -253,8 +277,11 @@ async def test_broken_streams_count_toward_wedge_detection(tmp_path: Path,
 async def test_an_invalidation_during_a_refresh_is_not_lost(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, anyio_backend: str
 ) -> None:
-    core = build_core(Settings(cache_dir=tmp_path / "cache", plugins_allow=""),
-                      plugins={"engine": Engine(tmp_path)}, host=HOST)
+    core = build_core(
+        Settings(cache_dir=tmp_path / "cache", plugins_allow=""),
+        plugins={"engine": Engine(tmp_path)},
+        host=HOST,
+    )
     computed = []
     real = Backends.statuses
 

@@ -22,10 +22,21 @@ def test_an_empty_key_is_refused(name: str, empty: str) -> None:
 
 
 def test_lemon_serve_with_an_empty_key_says_so_and_exits(tmp_path: object) -> None:
-    env = {**{k: v for k, v in os.environ.items() if not k.startswith("LEMON_")},
-           "LEMON_API_KEY": "", "LEMON_CACHE_DIR": str(tmp_path)}
-    done = subprocess.run([sys.executable, "-m", "lemoncore.cli", "serve", "--port", "0"],
-                          env=env, capture_output=True, text=True, timeout=60, check=False)
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("LEMON_")},
+        "LEMON_API_KEY": "",
+        "LEMON_CACHE_DIR": str(tmp_path),
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "lemoncore.cli", "serve", "--port", "0"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert done.returncode == 2
-    assert done.stderr == ("lemon: setting api_key (LEMON_API_KEY): is set but empty: give it "
-                           "a key, or unset it to serve without one\n")
+    assert done.stderr == (
+        "lemon: setting api_key (LEMON_API_KEY): is set but empty: give it "
+        "a key, or unset it to serve without one\n"
+    )

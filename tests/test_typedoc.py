@@ -10,25 +10,34 @@ from pathlib import Path
 from lemoncore import typedoc
 
 ROOT = Path(__file__).resolve().parents[1]
-PLUGIN_FACING = ("lemoncore.recipes", "lemoncore.launch", "lemoncore.errors",
-                 "lemoncore.conformance", "lemoncore.testing")
+PLUGIN_FACING = (
+    "lemoncore.recipes",
+    "lemoncore.launch",
+    "lemoncore.errors",
+    "lemoncore.conformance",
+    "lemoncore.testing",
+)
 
 
 def test_docs_reference_md_is_generated_from_the_docstrings() -> None:
     assert (ROOT / "docs/reference.md").read_text() == typedoc.render(), (
         "docs/reference.md differs from the types' docstrings; edit those, not the page, "
-        f"and regenerate it: {typedoc.COMMAND}")
+        f"and regenerate it: {typedoc.COMMAND}"
+    )
 
 
 def test_every_type_plugins_import_is_documented() -> None:
     documented = {name for _, names in typedoc.TYPES for name in names}
-    sources = [*ROOT.glob("plugins/*/lemon_plugin_*/*.py"),
-               *ROOT.glob("examples/*/lemon_plugin_*/*.py"),
-               *ROOT.glob("lemoncore/scaffold/templates/*.tmpl")]
+    sources = [
+        *ROOT.glob("plugins/*/lemon_plugin_*/*.py"),
+        *ROOT.glob("examples/*/lemon_plugin_*/*.py"),
+        *ROOT.glob("lemoncore/scaffold/templates/*.tmpl"),
+    ]
     imported: set[str] = set()
     for path in sources:
-        for module, names in re.findall(r"from (lemoncore\.\w+) import \(?([\w\s,]+)\)?",
-                                        path.read_text()):
+        for module, names in re.findall(
+            r"from (lemoncore\.\w+) import \(?([\w\s,]+)\)?", path.read_text()
+        ):
             if module in PLUGIN_FACING:
                 imported |= {n for n in re.split(r"[\s,]+", names) if n}
     types = {n for n in imported if n[:1].isupper() and not n.isupper()}  # not constants

@@ -39,15 +39,29 @@ TINY = Path(__file__).with_name("tinyserver.py")
 MODEL = "tiny-chat"  # the catalogue's one model, a chat model
 PKG_CHECKPOINT = "pkg:lemoncore/py.typed"  # a file shipped in a package that is always there
 RECIPE = Recipe(
-    name="tiny", display_name="Tiny (tests)",
+    name="tiny",
+    display_name="Tiny (tests)",
     options=(
         OptionSpec(name="ctx_size", default=4096, minimum=0, maximum=2**24),
-        OptionSpec(name="tiny_args", type="args", default="",
-                   flags=(ArgFlag(names=("-t", "--threads"), takes="int"),)),
+        OptionSpec(
+            name="tiny_args",
+            type="args",
+            default="",
+            flags=(ArgFlag(names=("-t", "--threads"), takes="int"),),
+        ),
         OptionSpec(name="system_bin", scope=OptionScope.ADMIN),
     ),
-    backends=(Backend(name="cpu", support=(SupportRow(
-        os=frozenset({"linux", "windows", "darwin"}), devices={DeviceKind.CPU: frozenset()}),)),),
+    backends=(
+        Backend(
+            name="cpu",
+            support=(
+                SupportRow(
+                    os=frozenset({"linux", "windows", "darwin"}),
+                    devices={DeviceKind.CPU: frozenset()},
+                ),
+            ),
+        ),
+    ),
 )
 
 
@@ -76,11 +90,22 @@ class TinyPlugin:
 
     @hookimpl
     def launch(self, model: ModelInfo, context: LaunchContext) -> LaunchSpec:
-        return LaunchSpec(argv=(sys.executable, str(TINY), "--port", str(context.port),
-                                "--name", self.engine_name or model.name,
-                                "--model", str(context.model_path),
-                                "--ctx-size", str(context.options["ctx_size"]),
-                                "--registry", str(self.registry)))
+        return LaunchSpec(
+            argv=(
+                sys.executable,
+                str(TINY),
+                "--port",
+                str(context.port),
+                "--name",
+                self.engine_name or model.name,
+                "--model",
+                str(context.model_path),
+                "--ctx-size",
+                str(context.options["ctx_size"]),
+                "--registry",
+                str(self.registry),
+            )
+        )
 
 
 def tiny_plugin(cache_dir: Path) -> TinyPlugin:
@@ -98,15 +123,24 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--engine-name", help="the name the engine reports for its model")
-    parser.add_argument("--experimental", nargs=2, metavar=("URL", "SHA256"),
-                        help="its backend is experimental and installs by downloading URL "
-                        "(so a first install needs consent)")
+    parser.add_argument(
+        "--experimental",
+        nargs=2,
+        metavar=("URL", "SHA256"),
+        help="its backend is experimental and installs by downloading URL "
+        "(so a first install needs consent)",
+    )
     args = parser.parse_args()
     settings = Settings(port=args.port, plugins_allow="")
     plugin = tiny_plugin(settings.cache_dir)
     plugin.engine_name = args.engine_name
     if args.experimental:
-        plugin.recipe = RECIPE.model_copy(update={"backends": tuple(
-            b.model_copy(update={"tier": Tier.EXPERIMENTAL}) for b in RECIPE.backends)})
+        plugin.recipe = RECIPE.model_copy(
+            update={
+                "backends": tuple(
+                    b.model_copy(update={"tier": Tier.EXPERIMENTAL}) for b in RECIPE.backends
+                )
+            }
+        )
         plugin.download = Artifact(*args.experimental, extract=False, provenance="test")
     serve_app(create_app(settings, plugins={"tiny": plugin}))

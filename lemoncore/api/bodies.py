@@ -44,10 +44,14 @@ JsonInt = Annotated[int, BeforeValidator(_integral)]
 KeepAliveSeconds = Annotated[float | None, BeforeValidator(keep_alive_seconds)]
 # A model name or checkpoint as a request gives it: bounded, and no control characters
 # (a NUL would reach a path, a newline a log line).
-ModelName = Annotated[str, StringConstraints(min_length=1, max_length=MAX_NAME_LENGTH),
-                      AfterValidator(plain_text)]
-CheckpointText = Annotated[str, StringConstraints(
-    min_length=1, max_length=MAX_CHECKPOINT_LENGTH), AfterValidator(plain_text)]
+ModelName = Annotated[
+    str, StringConstraints(min_length=1, max_length=MAX_NAME_LENGTH), AfterValidator(plain_text)
+]
+CheckpointText = Annotated[
+    str,
+    StringConstraints(min_length=1, max_length=MAX_CHECKPOINT_LENGTH),
+    AfterValidator(plain_text),
+]
 _MODEL_NAME: TypeAdapter[str] = TypeAdapter(ModelName)
 
 
@@ -58,8 +62,9 @@ def checked_name(name: str, param: str = "model") -> str:
         return _MODEL_NAME.validate_python(name)
     except ValidationError as exc:
         shown = f"{name[:80]!r}{'...' if len(name) > 80 else ''}"
-        raise ApiError(f"model name {shown}: {exc.errors()[0]['msg']}",
-                       code="invalid_model_name", param=param) from None
+        raise ApiError(
+            f"model name {shown}: {exc.errors()[0]['msg']}", code="invalid_model_name", param=param
+        ) from None
 
 
 class Body(BaseModel):
@@ -70,8 +75,10 @@ class Body(BaseModel):
 
 
 def _model_name(description: str) -> Any:
-    return Field(validation_alias=AliasChoices("model_name", "model"),
-                 description=description + " (`model` is accepted too)")
+    return Field(
+        validation_alias=AliasChoices("model_name", "model"),
+        description=description + " (`model` is accepted too)",
+    )
 
 
 _CATALOGUE_NAME = "A model's name or alias (`smollm2`), with or without `:latest`"
@@ -80,30 +87,48 @@ _CATALOGUE_NAME = "A model's name or alias (`smollm2`), with or without `:latest
 class LoadBody(Body):
     """Load a model (or, with `dry_run`, say what loading it would do)."""
 
-    model_config = ConfigDict(extra="allow", json_schema_extra={
-        "additionalProperties": {"description": "An option the recipe or the chosen "
-                                 "backend declares for requests (GET /api/v1/system-info "
-                                 "lists them with their types and bounds), such as "
-                                 "`ctx_size` or `llamacpp_args`"}})
+    model_config = ConfigDict(
+        extra="allow",
+        json_schema_extra={
+            "additionalProperties": {
+                "description": "An option the recipe or the chosen "
+                "backend declares for requests (GET /api/v1/system-info "
+                "lists them with their types and bounds), such as "
+                "`ctx_size` or `llamacpp_args`"
+            }
+        },
+    )
 
     model_name: ModelName = _model_name(_CATALOGUE_NAME)
-    pinned: bool | None = Field(None, description="Keep the model loaded: eviction skips "
-                                "it (409 when every slot is pinned)")
-    backend: str | None = Field(None, description="The recipe's backend to run it on; "
-                                "default: the first installed, else installable, one")
+    pinned: bool | None = Field(
+        None, description="Keep the model loaded: eviction skips it (409 when every slot is pinned)"
+    )
+    backend: str | None = Field(
+        None,
+        description="The recipe's backend to run it on; "
+        "default: the first installed, else installable, one",
+    )
     keep_alive: KeepAliveSeconds = Field(
-        None, description="How long it stays loaded with no request: "
-        "seconds or a duration (`10m`); `-1` until evicted; default: the server's setting")
-    dry_run: bool = Field(False, description="Answer the plan (backend, device, options, "
-                          "what would be evicted and why) and change nothing")
-    save_options: bool = Field(False, description="Remember this request's recipe "
-                               "options for the model")
+        None,
+        description="How long it stays loaded with no request: "
+        "seconds or a duration (`10m`); `-1` until evicted; default: the server's setting",
+    )
+    dry_run: bool = Field(
+        False,
+        description="Answer the plan (backend, device, options, "
+        "what would be evicted and why) and change nothing",
+    )
+    save_options: bool = Field(
+        False, description="Remember this request's recipe options for the model"
+    )
 
 
 class UnloadBody(Body):
     model_name: ModelName | None = Field(
-        None, validation_alias=AliasChoices("model_name", "model"),
-        description="The model to unload (`model` is accepted too); without it, every model")
+        None,
+        validation_alias=AliasChoices("model_name", "model"),
+        description="The model to unload (`model` is accepted too); without it, every model",
+    )
 
 
 class PullBody(Body):
@@ -111,52 +136,69 @@ class PullBody(Body):
 
     model_name: ModelName = _model_name(
         "A registered or catalogue model; to register a new one: letters, digits and "
-        "`._+-`, at most 128 characters")
+        "`._+-`, at most 128 characters"
+    )
     checkpoint: CheckpointText | None = Field(
-        None, description="`owner/repo:file.gguf` (Hugging Face), "
-        "`file:/abs/path.gguf` or `pkg:package/path.gguf`; registers the model")
+        None,
+        description="`owner/repo:file.gguf` (Hugging Face), "
+        "`file:/abs/path.gguf` or `pkg:package/path.gguf`; registers the model",
+    )
     recipe: str = Field("", description="The recipe that runs it (with `checkpoint`)")
-    labels: list[str] = Field([], description="`embeddings`, `reranking`, "
-                              "`transcription`, `image`, `vision`, ...")
-    recipe_options: dict[str, object] = Field({}, description="Options the recipe "
-                                              "declares, used for each load of this model")
-    files: list[str] = Field([], description="Other files of the checkpoint's repository "
-                             "the engine needs (split shards, mmproj, tokenizer), "
-                             "downloaded beside it")
+    labels: list[str] = Field(
+        [], description="`embeddings`, `reranking`, `transcription`, `image`, `vision`, ..."
+    )
+    recipe_options: dict[str, object] = Field(
+        {}, description="Options the recipe declares, used for each load of this model"
+    )
+    files: list[str] = Field(
+        [],
+        description="Other files of the checkpoint's repository "
+        "the engine needs (split shards, mmproj, tokenizer), "
+        "downloaded beside it",
+    )
     sha256: dict[str, str] = Field(
-        {}, description="Published SHA-256 per file; a download that differs is removed "
-        "and refused", json_schema_extra={"additionalProperties": {
-            "type": "string", "pattern": "^[0-9a-f]{64}$"}})
+        {},
+        description="Published SHA-256 per file; a download that differs is removed and refused",
+        json_schema_extra={"additionalProperties": {"type": "string", "pattern": "^[0-9a-f]{64}$"}},
+    )
     sizes: dict[str, JsonInt] = Field(
-        {}, description="Published size in bytes per file; a download that differs is "
-        "removed and refused", json_schema_extra={"additionalProperties": {
-            "type": "integer", "minimum": 1}})
-    stream: bool = Field(False, description="Answer an SSE stream of `progress` events, "
-                         "then `complete` or `error`")
+        {},
+        description="Published size in bytes per file; a download that differs is "
+        "removed and refused",
+        json_schema_extra={"additionalProperties": {"type": "integer", "minimum": 1}},
+    )
+    stream: bool = Field(
+        False, description="Answer an SSE stream of `progress` events, then `complete` or `error`"
+    )
 
 
 class DeleteBody(Body):
-    model_name: ModelName = _model_name("The downloaded model to remove (a user model is "
-                                        "forgotten too)")
+    model_name: ModelName = _model_name(
+        "The downloaded model to remove (a user model is forgotten too)"
+    )
 
 
-_BACKEND = Field(min_length=1, description="`recipe:backend` (`llamacpp:cpu`), "
-                 "`runtime:therock`, or a backend name with `recipe`")
+_BACKEND = Field(
+    min_length=1,
+    description="`recipe:backend` (`llamacpp:cpu`), "
+    "`runtime:therock`, or a backend name with `recipe`",
+)
 
 
 class UninstallBody(Body):
     backend: str = _BACKEND
-    recipe: str | None = Field(None, description="The recipe, when `backend` is a bare "
-                               "backend name")
+    recipe: str | None = Field(
+        None, description="The recipe, when `backend` is a bare backend name"
+    )
 
 
 class InstallBody(UninstallBody):
-    consent: bool = Field(False, description="Consent to an experimental backend's first "
-                          "install")
+    consent: bool = Field(False, description="Consent to an experimental backend's first install")
     # Described, not a schema property: a fuzzer would otherwise download release assets.
     trust_download: SkipJsonSchema[bool] = False
-    stream: bool = Field(False, description="Answer an SSE stream of `progress` events, "
-                         "then `complete` or `error`")
+    stream: bool = Field(
+        False, description="Answer an SSE stream of `progress` events, then `complete` or `error`"
+    )
 
 
 class InferenceBody(Body):
@@ -166,29 +208,38 @@ class InferenceBody(Body):
     model_config = ConfigDict(extra="allow")
 
     model: ModelName = Field(description=_CATALOGUE_NAME)
-    stream: bool | None = Field(None, description="Answer an SSE stream that ends with "
-                                "`data: [DONE]`; `: ping` comments while the engine is "
-                                "silent")
+    stream: bool | None = Field(
+        None,
+        description="Answer an SSE stream that ends with "
+        "`data: [DONE]`; `: ping` comments while the engine is "
+        "silent",
+    )
     max_tokens: JsonInt | None = None
     keep_alive: KeepAliveSeconds = Field(
-        None, description="How long the model stays loaded after this "
+        None,
+        description="How long the model stays loaded after this "
         "request: seconds or a duration (`10m`); `0` unloads it after the answer, `-1` "
         "keeps it until evicted; default: unchanged. lemoncore's own, not sent to the "
-        "engine")
+        "engine",
+    )
 
 
 class ChatBody(InferenceBody):
-    messages: list[dict[str, object]] = Field(description="The conversation, as OpenAI's "
-                                              "chat format")
-    max_completion_tokens: JsonInt | None = Field(None, description="Becomes `max_tokens` when "
-                                              "that is absent")
+    messages: list[dict[str, object]] = Field(
+        description="The conversation, as OpenAI's chat format"
+    )
+    max_completion_tokens: JsonInt | None = Field(
+        None, description="Becomes `max_tokens` when that is absent"
+    )
 
 
 class CompletionBody(InferenceBody):
     prompt: str | list[object] | dict[str, object] = Field(
-        description="A string, an array of strings or tokens, or what the engine accepts")
-    max_completion_tokens: JsonInt | None = Field(None, description="Becomes `max_tokens` when "
-                                              "that is absent")
+        description="A string, an array of strings or tokens, or what the engine accepts"
+    )
+    max_completion_tokens: JsonInt | None = Field(
+        None, description="Becomes `max_tokens` when that is absent"
+    )
 
 
 class EmbeddingBody(InferenceBody):
@@ -196,8 +247,10 @@ class EmbeddingBody(InferenceBody):
 
 
 _CORE_BODIES: dict[str, type[InferenceBody]] = {
-    "/v1/chat/completions": ChatBody, "/v1/completions": CompletionBody,
-    "/v1/embeddings": EmbeddingBody}
+    "/v1/chat/completions": ChatBody,
+    "/v1/completions": CompletionBody,
+    "/v1/embeddings": EmbeddingBody,
+}
 
 
 @functools.cache
@@ -219,10 +272,13 @@ def form_of(endpoint: Endpoint) -> type[Body]:
     OpenAPI document: the upload itself reaches the engine byte for byte)."""
     binary: JsonDict = {"type": "string", "format": "binary"}
     fields: dict[str, Any] = {  # Any: see body_of
-        endpoint.model_field: (str, Field(description=_CATALOGUE_NAME))}
+        endpoint.model_field: (str, Field(description=_CATALOGUE_NAME))
+    }
     if endpoint.required:
-        fields[endpoint.required] = (bytes, Field(description="Required; passed to the "
-                                                  "engine", json_schema_extra=binary))
+        fields[endpoint.required] = (
+            bytes,
+            Field(description="Required; passed to the engine", json_schema_extra=binary),
+        )
     if endpoint.streams:
         fields["stream"] = (bool, Field(False, description="Answer an SSE stream"))
     name = "".join(p.title() for p in re.split(r"[/_-]", endpoint.path) if p) + "Form"

@@ -21,6 +21,7 @@ async def until_disconnect(request: Request, work: Awaitable[T]) -> T | None:
     """
     result: T | Exception | None = None
     async with anyio.create_task_group() as tg:
+
         async def watch() -> None:
             while (await request.receive())["type"] != "http.disconnect":
                 pass

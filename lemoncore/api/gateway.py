@@ -54,14 +54,22 @@ class Gateway:
         core: Core = request.app.state.core
         settings = core.settings
         key = settings.admin_api_key or settings.api_key
-        return Gateway(core, may_manage(request.scope, key.get_secret_value() if key else None,
-                                        settings.allow_remote_admin))
+        return Gateway(
+            core,
+            may_manage(
+                request.scope, key.get_secret_value() if key else None, settings.allow_remote_admin
+            ),
+        )
 
     def _require_manage(self, what: str) -> None:
         if not self._manage:
-            raise LemonError(f"{what} needs the rights of the management routes: the admin "
-                             "key, or a request from this machine while no admin key is "
-                             "set", 403, code="admin_required")
+            raise LemonError(
+                f"{what} needs the rights of the management routes: the admin "
+                "key, or a request from this machine while no admin key is "
+                "set",
+                403,
+                code="admin_required",
+            )
 
     # Models ------------------------------------------------------------------------
 
@@ -86,20 +94,26 @@ class Gateway:
         """The loaded models, as ``/api/v1/health`` lists them."""
         return [replies.LoadedModel.of(s) for s in self._core.router.servers.values()]
 
-    async def load(self, name: str, options: Mapping[str, Any] | None = None,
-                   pinned: bool | None = None, keep_alive: float | None = None
-                   ) -> replies.LoadedModel:
+    async def load(
+        self,
+        name: str,
+        options: Mapping[str, Any] | None = None,
+        pinned: bool | None = None,
+        keep_alive: float | None = None,
+    ) -> replies.LoadedModel:
         """Load ``name`` as ``POST /api/v1/load`` does: ``options`` are request-scope
         recipe options (checked; new ones reload a loaded model); ``keep_alive``
         (seconds, ``math.inf`` forever) replaces the model's idle time before unload."""
         if pinned is not None:
             self._require_manage("pinning or unpinning a model")
-        server = await self._core.router.load(name, options, pinned, keep_alive=keep_alive,
-                                              manage=self._manage)
+        server = await self._core.router.load(
+            name, options, pinned, keep_alive=keep_alive, manage=self._manage
+        )
         return replies.LoadedModel.of(server)
 
-    async def ensure_loaded(self, name: str, keep_alive: float | None = None
-                            ) -> replies.LoadedModel:
+    async def ensure_loaded(
+        self, name: str, keep_alive: float | None = None
+    ) -> replies.LoadedModel:
         """Load ``name`` as an inference request does: with its saved options, unless it
         is loaded already (however it was loaded); a crash-looping backend's cool-down
         applies. ``keep_alive`` as for :meth:`load`."""
@@ -116,8 +130,9 @@ class Gateway:
         self._require_manage("a pull")
         model = self._core.models.get(name)
         if model is None:
-            raise LemonError(f"model {name!r} is not registered or in the catalogue", 404,
-                             code="model_not_found")
+            raise LemonError(
+                f"model {name!r} is not registered or in the catalogue", 404, code="model_not_found"
+            )
         return await self._core.models.pull(model, progress)
 
     async def delete(self, name: str) -> None:
@@ -132,8 +147,9 @@ class Gateway:
 
     # Inference -----------------------------------------------------------------------
 
-    def _endpoint(self, path: str, body: dict[str, Any]
-                  ) -> tuple[ModelInfo, Endpoint, float | None]:
+    def _endpoint(
+        self, path: str, body: dict[str, Any]
+    ) -> tuple[ModelInfo, Endpoint, float | None]:
         """The model, endpoint and ``keep_alive`` of a request; ``body`` gets the model's
         canonical name (and ``max_tokens`` for ``max_completion_tokens``), as ``/v1``
         requests do."""
@@ -150,8 +166,15 @@ class Gateway:
         or a duration) works as on ``/v1`` and is not sent to the engine."""
         body = {**body, "stream": False}
         model, endpoint, keep_alive = self._endpoint(path, body)
-        answer = await exchange(self._core.router, model, path, body, stream=False,
-                                retry=endpoint.retried, keep_alive=keep_alive)
+        answer = await exchange(
+            self._core.router,
+            model,
+            path,
+            body,
+            stream=False,
+            retry=endpoint.retried,
+            keep_alive=keep_alive,
+        )
         async with answer:
             if answer.upstream.status_code != 200:
                 raise backend_error(answer.upstream)
@@ -165,8 +188,15 @@ class Gateway:
         its generation."""
         body = {**body, "stream": True}
         model, endpoint, keep_alive = self._endpoint(path, body)
-        answer = await exchange(self._core.router, model, path, body, stream=True,
-                                retry=endpoint.retried, keep_alive=keep_alive)
+        answer = await exchange(
+            self._core.router,
+            model,
+            path,
+            body,
+            stream=True,
+            retry=endpoint.retried,
+            keep_alive=keep_alive,
+        )
         async with answer:
             if answer.upstream.status_code != 200:
                 raise backend_error(answer.upstream)
@@ -179,12 +209,14 @@ class Gateway:
                             return
                         if (message := error_message(event)) is not None:
                             answer.end(failed=True)
-                            raise LemonError(f"backend error: {message}", 502,
-                                             "backend_error", "backend_error")
+                            raise LemonError(
+                                f"backend error: {message}", 502, "backend_error", "backend_error"
+                            )
                         answer.usage = event.get("usage") or answer.usage
                         yield event
                 answer.end(failed=False)  # an engine that omits [DONE]
             except httpx.TransportError as exc:
                 answer.end(failed=True)
-                raise BackendFailure(broken("backend stream broke", exc,
-                                            await answer.death())) from exc
+                raise BackendFailure(
+                    broken("backend stream broke", exc, await answer.death())
+                ) from exc

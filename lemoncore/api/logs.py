@@ -25,22 +25,42 @@ POLL_SECONDS = 0.25  # how often a follow stream looks for new lines
 PING_SECONDS = 15.0  # a comment while quiet, so a vanished client is noticed
 
 PARAMETERS = (
-    {"name": "model", "in": "query", "required": False,
-     "description": "Only lines about this model (its backend's output included)",
-     "schema": {"type": "string"}},
-    {"name": "event", "in": "query", "required": False,
-     "description": "Only lines of this event (the message: `evicting`, `loaded`, ...)",
-     "schema": {"type": "string"}},
-    {"name": "after", "in": "query", "required": False,
-     "description": "Only lines whose `seq` is greater (resume a stream)",
-     "schema": {"type": "integer", "minimum": 0}},
-    {"name": "limit", "in": "query", "required": False,
-     "description": "At most this many of the newest lines (default 1000)",
-     "schema": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT}},
-    {"name": "follow", "in": "query", "required": False,
-     "description": "Case-insensitive; `true`, `1` or `yes`: an event stream of those "
-                    "lines, then of new lines as they are logged",
-     "schema": {"type": "string", "enum": list(FLAG)}},
+    {
+        "name": "model",
+        "in": "query",
+        "required": False,
+        "description": "Only lines about this model (its backend's output included)",
+        "schema": {"type": "string"},
+    },
+    {
+        "name": "event",
+        "in": "query",
+        "required": False,
+        "description": "Only lines of this event (the message: `evicting`, `loaded`, ...)",
+        "schema": {"type": "string"},
+    },
+    {
+        "name": "after",
+        "in": "query",
+        "required": False,
+        "description": "Only lines whose `seq` is greater (resume a stream)",
+        "schema": {"type": "integer", "minimum": 0},
+    },
+    {
+        "name": "limit",
+        "in": "query",
+        "required": False,
+        "description": "At most this many of the newest lines (default 1000)",
+        "schema": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT},
+    },
+    {
+        "name": "follow",
+        "in": "query",
+        "required": False,
+        "description": "Case-insensitive; `true`, `1` or `yes`: an event stream of those "
+        "lines, then of new lines as they are logged",
+        "schema": {"type": "string", "enum": list(FLAG)},
+    },
 )
 DESCRIPTION = (
     "The last lines of the server's log, as printed (without colour): lemoncore's own "
@@ -48,7 +68,8 @@ DESCRIPTION = (
     "`text/event-stream` of `line` events: the lines asked for, then each new line, "
     "until the client goes away or the server stops; when the server's logging does not "
     "feed this copy (`live` is false: an app that configures its own logging), the "
-    "stream ends after the lines asked for.")
+    "stream ends after the lines asked for."
+)
 
 
 def _integer(request: Request, name: str, default: int, low: int, high: int) -> int:
@@ -56,16 +77,23 @@ def _integer(request: Request, name: str, default: int, low: int, high: int) -> 
     if raw is None:
         return default
     if not (raw.isascii() and raw.isdigit() and low <= int(raw) <= high):
-        raise ApiError(f"invalid query parameter {name!r}: an integer from {low} to {high}",
-                       param=name)
+        raise ApiError(
+            f"invalid query parameter {name!r}: an integer from {low} to {high}", param=name
+        )
     return int(raw)
 
 
 def _entry(line: LogLine) -> replies.LogEntry:
-    return replies.LogEntry(seq=line.seq, time=line.time, level=line.level,
-                            event=line.event, model=line.model,
-                            source="backend" if line.source == "backend" else "lemoncore",
-                            line=line.line, fields=line.fields)
+    return replies.LogEntry(
+        seq=line.seq,
+        time=line.time,
+        level=line.level,
+        event=line.event,
+        model=line.model,
+        source="backend" if line.source == "backend" else "lemoncore",
+        line=line.line,
+        fields=line.fields,
+    )
 
 
 async def logs(request: Request) -> Response:
@@ -79,15 +107,21 @@ async def logs(request: Request) -> Response:
         raise ApiError("invalid query parameter 'follow': true or false", param="follow")
     lines = RECENT.since(after, model, limit, event)
     if not FLAG[follow]:
-        return replies.reply(replies.LogEntries(
-            data=[_entry(x) for x in lines], last=RECENT.newest,
-            live=RECENT.capturing))
-    return StreamingResponse(_follow(core, RECENT, lines, model, event), headers=SSE_HEADERS,
-                             media_type="text/event-stream")
+        return replies.reply(
+            replies.LogEntries(
+                data=[_entry(x) for x in lines], last=RECENT.newest, live=RECENT.capturing
+            )
+        )
+    return StreamingResponse(
+        _follow(core, RECENT, lines, model, event),
+        headers=SSE_HEADERS,
+        media_type="text/event-stream",
+    )
 
 
-async def _follow(core: Core, recent: RecentLines, backlog: list[LogLine],
-                  model: str | None, event: str | None) -> AsyncIterator[bytes]:
+async def _follow(
+    core: Core, recent: RecentLines, backlog: list[LogLine], model: str | None, event: str | None
+) -> AsyncIterator[bytes]:
     """``line`` events: the backlog, then new lines until the server begins to stop.
     Starlette ends the stream when the client disconnects."""
     last = backlog[-1].seq if backlog else recent.newest

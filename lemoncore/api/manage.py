@@ -33,12 +33,18 @@ async def health(request: Request) -> Response:
     core: Core = request.app.state.core
     servers = list(core.router.servers.values())
     last = max(servers, key=lambda server: server.last_used, default=None)
-    return reply(replies.Health(
-        version=__version__, model_loaded=last.model.name if last else None,
-        max_models={t: core.settings.max_loaded_models for t in ModelType},
-        all_models_loaded=[replies.LoadedModel.of(server) for server in servers],
-        held_off=[replies.HeldOff.model_validate(held, from_attributes=True)
-                  for held in core.router.held_off()]))
+    return reply(
+        replies.Health(
+            version=__version__,
+            model_loaded=last.model.name if last else None,
+            max_models={t: core.settings.max_loaded_models for t in ModelType},
+            all_models_loaded=[replies.LoadedModel.of(server) for server in servers],
+            held_off=[
+                replies.HeldOff.model_validate(held, from_attributes=True)
+                for held in core.router.held_off()
+            ],
+        )
+    )
 
 
 async def load(request: Request) -> Response:
@@ -49,14 +55,21 @@ async def load(request: Request) -> Response:
     if body.dry_run:
         plan = await core.router.plan(body.model_name, options)
         return reply(replies.LoadPlanReply.of(plan))
-    server = await core.router.load(body.model_name, options, body.pinned,
-                                    keep_alive=body.keep_alive)
+    server = await core.router.load(
+        body.model_name, options, body.pinned, keep_alive=body.keep_alive
+    )
     if body.save_options and options:
         core.models.save_options(server.model.name, options)
-    return reply(replies.Loaded(
-        model_name=server.model.name, checkpoint=server.model.checkpoint,
-        recipe=server.recipe.name, backend=server.backend.name, device=server.device,
-        pinned=server.pinned))
+    return reply(
+        replies.Loaded(
+            model_name=server.model.name,
+            checkpoint=server.model.checkpoint,
+            recipe=server.recipe.name,
+            backend=server.backend.name,
+            device=server.device,
+            pinned=server.pinned,
+        )
+    )
 
 
 async def unload(request: Request) -> Response:
@@ -74,25 +87,44 @@ def _pull_target(core: Core, body: bodies.PullBody) -> ModelInfo:
     if body.checkpoint is None:
         existing = core.models.get(name)
         if existing is None:
-            raise ApiError(f"model {name!r} is not registered; give 'checkpoint' and "
-                           "'recipe' to register it", 404, code="model_not_found")
+            raise ApiError(
+                f"model {name!r} is not registered; give 'checkpoint' and 'recipe' to register it",
+                404,
+                code="model_not_found",
+            )
         return existing
     try:
-        model = ModelInfo(name=name, recipe=body.recipe, checkpoint=body.checkpoint,
-                          labels=tuple(body.labels), recipe_options=body.recipe_options,
-                          files=tuple(body.files), sha256=body.sha256, sizes=body.sizes)
+        model = ModelInfo(
+            name=name,
+            recipe=body.recipe,
+            checkpoint=body.checkpoint,
+            labels=tuple(body.labels),
+            recipe_options=body.recipe_options,
+            files=tuple(body.files),
+            sha256=body.sha256,
+            sizes=body.sizes,
+        )
     except ValidationError as exc:
         field = str(exc.errors()[0]["loc"][0]) if exc.errors()[0]["loc"] else None
-        raise ApiError(f"invalid model registration: {exc}",
-                       param="model_name" if field == "name" else field) from exc
+        raise ApiError(
+            f"invalid model registration: {exc}", param="model_name" if field == "name" else field
+        ) from exc
     recipe = core.plugins.registry.recipes.get(model.recipe)
     if recipe is None:
-        raise ApiError(f"unknown recipe {model.recipe!r}; installed recipes: "
-                       f"{sorted(core.plugins.registry.recipes)}", param="recipe")
+        raise ApiError(
+            f"unknown recipe {model.recipe!r}; installed recipes: "
+            f"{sorted(core.plugins.registry.recipes)}",
+            param="recipe",
+        )
     layer = Layer("in recipe_options", model.recipe_options)
     selector([layer])
-    check(declared(recipe), layer, admin=False, section=f"recipes.{recipe.name}",
-          allowed_flags=granted_flags(core.backends.configuration(recipe)))
+    check(
+        declared(recipe),
+        layer,
+        admin=False,
+        section=f"recipes.{recipe.name}",
+        allowed_flags=granted_flags(core.backends.configuration(recipe)),
+    )
     core.models.register(model)
     return model
 
@@ -109,8 +141,9 @@ async def pull(request: Request) -> Response:
     if not body.stream:
         result = await run(None)
         return reply(replies.Pulled(**result.model_dump()))
-    return StreamingResponse(_progress_events(run), media_type="text/event-stream",
-                             headers=SSE_HEADERS)
+    return StreamingResponse(
+        _progress_events(run), media_type="text/event-stream", headers=SSE_HEADERS
+    )
 
 
 async def delete(request: Request) -> Response:
@@ -129,32 +162,46 @@ async def metrics(request: Request) -> Response:
     """Prometheus text exposition."""
     core: Core = request.app.state.core
     counts = core.router.metrics()
-    lines = ["# HELP lemon_evictions_total Servers stopped by the router, by reason.",
-             "# TYPE lemon_evictions_total counter"]
-    lines += [f'lemon_evictions_total{{reason="{kind}"}} {count}'
-              for kind, count in sorted(counts.evictions.items())]
-    lines += ["# HELP lemon_loads_total Backend servers started.",
-              "# TYPE lemon_loads_total counter", f"lemon_loads_total {counts.loads}",
-              "# HELP lemon_loaded_models Backend servers running now.",
-              "# TYPE lemon_loaded_models gauge", f"lemon_loaded_models {counts.loaded}",
-              "# HELP lemon_tokens_total Tokens backends reported in their answers' usage.",
-              "# TYPE lemon_tokens_total counter"]
-    lines += [f'lemon_tokens_total{{model="{model}",kind="{kind.removesuffix("_tokens")}"}} '
-              f"{count}" for (model, kind), count in sorted(counts.tokens.items())]
-    lines += ["# HELP lemon_backend_answers_total Answers backends gave, by model, endpoint "
-              "and status.", "# TYPE lemon_backend_answers_total counter"]
-    lines += [f'lemon_backend_answers_total{{model="{model}",endpoint="{path}",'
-              f'status="{status}"}} {count}'
-              for (model, path, status), count in sorted(counts.answers.items())]
-    return Response("\n".join(lines) + "\n",
-                    media_type="text/plain; version=0.0.4; charset=utf-8")
+    lines = [
+        "# HELP lemon_evictions_total Servers stopped by the router, by reason.",
+        "# TYPE lemon_evictions_total counter",
+    ]
+    lines += [
+        f'lemon_evictions_total{{reason="{kind}"}} {count}'
+        for kind, count in sorted(counts.evictions.items())
+    ]
+    lines += [
+        "# HELP lemon_loads_total Backend servers started.",
+        "# TYPE lemon_loads_total counter",
+        f"lemon_loads_total {counts.loads}",
+        "# HELP lemon_loaded_models Backend servers running now.",
+        "# TYPE lemon_loaded_models gauge",
+        f"lemon_loaded_models {counts.loaded}",
+        "# HELP lemon_tokens_total Tokens backends reported in their answers' usage.",
+        "# TYPE lemon_tokens_total counter",
+    ]
+    lines += [
+        f'lemon_tokens_total{{model="{model}",kind="{kind.removesuffix("_tokens")}"}} {count}'
+        for (model, kind), count in sorted(counts.tokens.items())
+    ]
+    lines += [
+        "# HELP lemon_backend_answers_total Answers backends gave, by model, endpoint and status.",
+        "# TYPE lemon_backend_answers_total counter",
+    ]
+    lines += [
+        f'lemon_backend_answers_total{{model="{model}",endpoint="{path}",'
+        f'status="{status}"}} {count}'
+        for (model, path, status), count in sorted(counts.answers.items())
+    ]
+    return Response("\n".join(lines) + "\n", media_type="text/plain; version=0.0.4; charset=utf-8")
 
 
 def tier_notice(tier: Tier) -> str:
-    return {Tier.COMMUNITY: "community backend: maintained by its plugin's authors, not "
-                            "supported for production",
-            Tier.EXPERIMENTAL: "experimental backend: community-developed, use at your own "
-                               "risk"}.get(tier, "")
+    return {
+        Tier.COMMUNITY: "community backend: maintained by its plugin's authors, not "
+        "supported for production",
+        Tier.EXPERIMENTAL: "experimental backend: community-developed, use at your own risk",
+    }.get(tier, "")
 
 
 def _backend_name(body: bodies.UninstallBody) -> str:
@@ -167,43 +214,66 @@ async def install(request: Request) -> Response:
     core: Core = request.app.state.core
     body = parse(bodies.InstallBody, await json_object(request))
     name, consent = _backend_name(body), body.consent
-    trusted = [replies.TrustedArtifact.model_validate(t.as_dict())
-               for t in await core.backends.trust_download(name)] if body.trust_download \
+    trusted = (
+        [
+            replies.TrustedArtifact.model_validate(t.as_dict())
+            for t in await core.backends.trust_download(name)
+        ]
+        if body.trust_download
         else []
-    status = None if name == THEROCK else await anyio.to_thread.run_sync(
-        core.backends.status, *core.backends.lookup(name))
+    )
+    status = (
+        None
+        if name == THEROCK
+        else await anyio.to_thread.run_sync(core.backends.status, *core.backends.lookup(name))
+    )
     if status is not None:  # refuse before any stream starts
         if status.state in {BackendState.UNSUPPORTED, BackendState.ACTION_REQUIRED}:
-            raise ApiError(f"{name} is {status.state.value}: {status.message}"
-                           + (f". Fix: {status.action}" if status.action else ""),
-                           code=status.state.value)
+            raise ApiError(
+                f"{name} is {status.state.value}: {status.message}"
+                + (f". Fix: {status.action}" if status.action else ""),
+                code=status.state.value,
+            )
         if core.backends.needs_consent(status) and not consent:
             await core.backends.ensure_installed(status)  # raises the 403 that says how
 
-    async def run(progress: ProgressCallback | None
-                  ) -> replies.BackendInstallResult | replies.RuntimeInstallResult:
+    async def run(
+        progress: ProgressCallback | None,
+    ) -> replies.BackendInstallResult | replies.RuntimeInstallResult:
         if status is None:
             decision = await core.backends.rocm.install(progress)
             return replies.RuntimeInstallResult(
-                backend=THEROCK, state="installed", runtime=decision.source,
-                version=decision.version, trusted=trusted)
+                backend=THEROCK,
+                state="installed",
+                runtime=decision.source,
+                version=decision.version,
+                trusted=trusted,
+            )
         installed = await core.backends.ensure_installed(status, progress, consent=consent)
         return replies.BackendInstallResult(
-            backend=name, state=installed.state, version=installed.version,
-            tier=installed.backend.tier, notice=tier_notice(installed.backend.tier),
-            trusted=trusted)
+            backend=name,
+            state=installed.state,
+            version=installed.version,
+            tier=installed.backend.tier,
+            notice=tier_notice(installed.backend.tier),
+            trusted=trusted,
+        )
 
     if not body.stream:
         result = await run(None)
-        done = replies.RuntimeInstalled if isinstance(result, replies.RuntimeInstallResult) \
+        done = (
+            replies.RuntimeInstalled
+            if isinstance(result, replies.RuntimeInstallResult)
             else replies.BackendInstalled
+        )
         return reply(done(**result.model_dump()))
-    return StreamingResponse(_progress_events(run), media_type="text/event-stream",
-                             headers=SSE_HEADERS)
+    return StreamingResponse(
+        _progress_events(run), media_type="text/event-stream", headers=SSE_HEADERS
+    )
 
 
 async def _progress_events(
-    run: Callable[[ProgressCallback], Awaitable[replies.Reply]]
+    run: Callable[[ProgressCallback], Awaitable[replies.Reply]],
 ) -> AsyncIterator[bytes]:
     """Run ``run`` and stream its byte progress, then ``complete`` or ``error``."""
     send, receive = anyio.create_memory_object_stream[tuple[str, replies.Reply]](64)
@@ -211,8 +281,12 @@ async def _progress_events(
     def progress(done: int, total: int) -> None:
         pct = round(100 * done / total, 1) if total else 0.0
         with contextlib.suppress(anyio.WouldBlock):  # drop a tick rather than block
-            send.send_nowait(("progress", replies.Progress(
-                bytes_downloaded=done, bytes_total=total, percent=pct)))
+            send.send_nowait(
+                (
+                    "progress",
+                    replies.Progress(bytes_downloaded=done, bytes_total=total, percent=pct),
+                )
+            )
 
     async def main() -> None:
         async with send:
@@ -245,25 +319,34 @@ def system_info_data(core: Core) -> replies.SystemInfo:
     devices: dict[DeviceKind, list[replies.HostDeviceInfo]] = {}
     for d in core.host.devices:
         devices.setdefault(d.kind, []).append(
-            replies.HostDeviceInfo(name=d.name, family=d.family, index=d.index))
+            replies.HostDeviceInfo(name=d.name, family=d.family, index=d.index)
+        )
     recipes: dict[str, replies.RecipeInfo] = {}
     for recipe in core.plugins.registry.recipes.values():
         statuses = core.backends.statuses(recipe)
         supported = [st for st in statuses if st.state is not BackendState.UNSUPPORTED]
-        default = next((st for st in supported if st.state is BackendState.INSTALLED),
-                       supported[0] if supported else None)
+        default = next(
+            (st for st in supported if st.state is BackendState.INSTALLED),
+            supported[0] if supported else None,
+        )
         recipes[recipe.name] = replies.RecipeInfo(
             display_name=recipe.display_name,
             plugin=core.plugins.registry.owners.get(recipe.name),
             default_backend=default.backend.name if default else None,
-            default_device=recipe.default_device, slot_policy=recipe.slot_policy,
+            default_device=recipe.default_device,
+            slot_policy=recipe.slot_policy,
             options=list(recipe.options),
-            backends={st.backend.name: replies.BackendInfo.model_validate(st.as_dict())
-                      for st in statuses})
+            backends={
+                st.backend.name: replies.BackendInfo.model_validate(st.as_dict()) for st in statuses
+            },
+        )
     return replies.SystemInfo(
-        version=__version__, os=core.host.os, devices=devices, recipes=recipes,
-        plugins=[replies.PluginInfo.model_validate(r.as_dict())
-                 for r in core.plugins.records])
+        version=__version__,
+        os=core.host.os,
+        devices=devices,
+        recipes=recipes,
+        plugins=[replies.PluginInfo.model_validate(r.as_dict()) for r in core.plugins.records],
+    )
 
 
 async def system_info(request: Request) -> Response:

@@ -72,8 +72,9 @@ class ModelCard(Reply):
     labels: list[str]
     aliases: list[str]
     recipe_options: dict[str, Any]
-    size_bytes: int | None = Field(None, description="Published sizes of its files, "
-                                   "summed; absent when unknown")
+    size_bytes: int | None = Field(
+        None, description="Published sizes of its files, summed; absent when unknown"
+    )
 
 
 class ModelList(Reply):
@@ -98,15 +99,18 @@ class LoadedModel(Reply):
     queued: int
     recipe_options: dict[str, Any]
     launch_command: list[str]
-    rpc_workers: list[str] = Field(description="The llama.cpp RPC workers it placed "
-                                   "layers on (host:port)")
+    rpc_workers: list[str] = Field(
+        description="The llama.cpp RPC workers it placed layers on (host:port)"
+    )
     peak_memory_bytes: int | None
     idle_seconds: float = Field(description="Since its last request ended (0 while busy)")
-    keep_alive: float | None = Field(description="Idle seconds before it is unloaded; "
-                                     "null: kept until evicted or unloaded")
+    keep_alive: float | None = Field(
+        description="Idle seconds before it is unloaded; null: kept until evicted or unloaded"
+    )
     unload_in_seconds: float | None = Field(
         description="When it will be unloaded for idleness; null while busy or pinned, or "
-                    "when its keep_alive is forever")
+        "when its keep_alive is forever"
+    )
 
     @classmethod
     def of(cls, server: LoadedServer) -> LoadedModel:
@@ -115,17 +119,28 @@ class LoadedModel(Reply):
         uds = getattr(process, "uds", None)
         until = server.resident().idle_until()
         return cls(
-            model_name=server.model.name, checkpoint=server.model.checkpoint,
-            recipe=server.recipe.name, backend=server.backend.name,
-            type=server.model.model_type, device=server.device, is_amd_gpu=server.is_amd_gpu,
-            slot_policy=server.policy, backend_url=f"unix:{uds}" if uds else process.base_url,
-            pid=process.pid, status="busy" if busy else "ready", pinned=server.pinned,
-            in_flight=server.in_flight, queued=server.queued, recipe_options=server.options,
-            launch_command=list(process.argv), rpc_workers=list(server.workers),
+            model_name=server.model.name,
+            checkpoint=server.model.checkpoint,
+            recipe=server.recipe.name,
+            backend=server.backend.name,
+            type=server.model.model_type,
+            device=server.device,
+            is_amd_gpu=server.is_amd_gpu,
+            slot_policy=server.policy,
+            backend_url=f"unix:{uds}" if uds else process.base_url,
+            pid=process.pid,
+            status="busy" if busy else "ready",
+            pinned=server.pinned,
+            in_flight=server.in_flight,
+            queued=server.queued,
+            recipe_options=server.options,
+            launch_command=list(process.argv),
+            rpc_workers=list(server.workers),
             peak_memory_bytes=process.peak_memory(),
             idle_seconds=0.0 if busy else round(now - server.last_used, 1),
             keep_alive=None if math.isinf(server.keep_alive) else server.keep_alive,
-            unload_in_seconds=None if until is None else round(max(0.0, until - now), 1))
+            unload_in_seconds=None if until is None else round(max(0.0, until - now), 1),
+        )
 
 
 class HeldOff(Reply):
@@ -134,8 +149,10 @@ class HeldOff(Reply):
     retries at once."""
 
     model: str
-    reason: str = Field(description="The last failure in one line: how the engine ended "
-                        "(the signal by name), what that means and the fix")
+    reason: str = Field(
+        description="The last failure in one line: how the engine ended "
+        "(the signal by name), what that means and the fix"
+    )
     failures: int = Field(description="Failed starts in a row")
     retry_in_s: float = Field(description="Seconds until a request may start it again")
 
@@ -146,8 +163,7 @@ class Health(Reply):
     model_loaded: str | None = Field(description="The most recently used model")
     max_models: dict[ModelType, int]
     all_models_loaded: list[LoadedModel]
-    held_off: list[HeldOff] = Field(description="Models held off after failed starts, "
-                                    "and why")
+    held_off: list[HeldOff] = Field(description="Models held off after failed starts, and why")
 
 
 class Loaded(Reply):
@@ -187,13 +203,22 @@ class LoadPlanReply(Reply):
     def of(cls, plan: LoadPlan) -> LoadPlanReply:
         """``plan`` as a ``dry_run`` load answers it."""
         return cls(
-            model_name=plan.model.name, recipe=plan.recipe.name,
-            backend=plan.backend.backend.name, backend_state=plan.backend.state,
-            device=plan.device, is_amd_gpu=plan.is_amd_gpu, slot_policy=plan.policy,
-            options=plan.options, refused=plan.refusal or plan.decision.refused,
-            already_loaded=plan.already_loaded, rpc_workers=list(plan.workers),
-            evict=[Eviction(model_name=e.name, kind=e.kind.value, reason=e.reason)
-                   for e in plan.decision.evict])
+            model_name=plan.model.name,
+            recipe=plan.recipe.name,
+            backend=plan.backend.backend.name,
+            backend_state=plan.backend.state,
+            device=plan.device,
+            is_amd_gpu=plan.is_amd_gpu,
+            slot_policy=plan.policy,
+            options=plan.options,
+            refused=plan.refusal or plan.decision.refused,
+            already_loaded=plan.already_loaded,
+            rpc_workers=list(plan.workers),
+            evict=[
+                Eviction(model_name=e.name, kind=e.kind.value, reason=e.reason)
+                for e in plan.decision.evict
+            ],
+        )
 
 
 class Done(Reply):
@@ -225,8 +250,9 @@ class BackendInstallResult(Reply):
     version: str
     tier: Tier
     notice: str = Field(description="What the tier means for support; empty for core")
-    trusted: list[TrustedArtifact] = Field(description="Artifacts pinned by this install "
-                                           "(`trust_download`)")
+    trusted: list[TrustedArtifact] = Field(
+        description="Artifacts pinned by this install (`trust_download`)"
+    )
 
 
 class RuntimeInstallResult(Reply):
@@ -326,8 +352,7 @@ class LogEntry(Reply):
     level: str
     event: str
     model: str | None = Field(description="The model a line is about, if any")
-    source: Literal["backend", "lemoncore"] = Field(
-        description="`backend`: an engine's own output")
+    source: Literal["backend", "lemoncore"] = Field(description="`backend`: an engine's own output")
     line: str
     fields: dict[str, str] = Field(description="The event's other values, as in `line`")
 
@@ -335,7 +360,8 @@ class LogEntry(Reply):
 class LogEntries(Reply):
     object: Literal["list"] = "list"
     data: list[LogEntry] = Field(description="Oldest first")
-    last: int = Field(description="The `seq` of the newest line logged (any model); 0 if "
-                      "none")
-    live: bool = Field(description="Whether new lines arrive (the server configured its "
-                       "logging); `follow` streams them")
+    last: int = Field(description="The `seq` of the newest line logged (any model); 0 if none")
+    live: bool = Field(
+        description="Whether new lines arrive (the server configured its "
+        "logging); `follow` streams them"
+    )

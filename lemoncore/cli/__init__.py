@@ -44,18 +44,31 @@ if TYPE_CHECKING:
 
 __all__ = ["main", "parser", "progress_bar", "serve_app"]
 
-DESCRIPTION = ("The ``lemon`` command line: serve, run, ps, load, models, backends, plugins, "
-               "validate, worker.")
+DESCRIPTION = (
+    "The ``lemon`` command line: serve, run, ps, load, models, backends, plugins, validate, worker."
+)
 
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="lemon", description=DESCRIPTION)
     sub = p.add_subparsers(dest="command", required=True)
-    for add in (serving.add_serve, daemon.add_stop, chat.add_run, control.add_control,
-                plugins.add_plugins, backends.add_tiers, backends.add_backends,
-                validate.add_validate, worker.add_worker, measure.add_bench,
-                measure.add_launch, lock.add_lock, models.add_models, models.add_pull,
-                serving.add_explain):
+    for add in (
+        serving.add_serve,
+        daemon.add_stop,
+        chat.add_run,
+        control.add_control,
+        plugins.add_plugins,
+        backends.add_tiers,
+        backends.add_backends,
+        validate.add_validate,
+        worker.add_worker,
+        measure.add_bench,
+        measure.add_launch,
+        lock.add_lock,
+        models.add_models,
+        models.add_pull,
+        serving.add_explain,
+    ):
         add(sub)
     return p
 
@@ -65,7 +78,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
     cut = words.index("--") if "--" in words else len(words)
     args = parser().parse_args(words[:cut])
-    args.passthrough = words[cut + 1:]
+    args.passthrough = words[cut + 1 :]
     args.argv = words
     try:
         result: int = args.func(args)
@@ -77,8 +90,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         for error in exc.errors():
             name = ".".join(str(part) for part in error["loc"])
-            print(f"lemon: setting {name} (LEMON_{name.split('.')[0].upper()}): "
-                  f"{error['msg'].removeprefix('Value error, ')}", file=sys.stderr)
+            print(
+                f"lemon: setting {name} (LEMON_{name.split('.')[0].upper()}): "
+                f"{error['msg'].removeprefix('Value error, ')}",
+                file=sys.stderr,
+            )
         return 2
     return result
 

@@ -33,9 +33,15 @@ def cmd_tiers(args: argparse.Namespace) -> int:
             name = f"{recipe.name}:{backend.name}"
             result = assess(backend.tier, evidence_for(name))
             owner = core.plugins.owner(recipe, backend) or ""
-            rows.append({"backend": name, "tier": backend.tier.value,
-                         "criteria": result.criteria, "verdict": result.verdict,
-                         "claims": claims(distributions.get(owner, "") or owner)})
+            rows.append(
+                {
+                    "backend": name,
+                    "tier": backend.tier.value,
+                    "criteria": result.criteria,
+                    "verdict": result.verdict,
+                    "claims": claims(distributions.get(owner, "") or owner),
+                }
+            )
 
     def table() -> None:
         for r in rows:
@@ -67,16 +73,20 @@ def _report_evidence(args: argparse.Namespace) -> int:
     recipe = core.plugins.registry.recipes.get(recipe_name)
     backend = recipe.backend(name) if recipe is not None else None
     tier = backend.tier if backend is not None else None
-    verdict = assess(tier, evidence_for(found.backend)).verdict if tier else \
-        "unknown backend here"
-    row = {**asdict(found), "tier": tier.value if tier else "", "verdict": verdict,
-           "note": "a report is evidence for review; verdicts change only through "
-                   "lemoncore's registry (lemoncore/data/tiers.json)"}
+    verdict = assess(tier, evidence_for(found.backend)).verdict if tier else "unknown backend here"
+    row = {
+        **asdict(found),
+        "tier": tier.value if tier else "",
+        "verdict": verdict,
+        "note": "a report is evidence for review; verdicts change only through "
+        "lemoncore's registry (lemoncore/data/tiers.json)",
+    }
 
     def table() -> None:
         kind = "hardware evidence" if found.hardware else "NOT hardware evidence"
-        print(f"{found.backend}: {kind}, {found.platform} ({', '.join(found.families)}), "
-              f"{found.date}")
+        print(
+            f"{found.backend}: {kind}, {found.platform} ({', '.join(found.families)}), {found.date}"
+        )
         print("  versions: " + ", ".join(f"{k} {v}" for k, v in found.versions.items()))
         for criterion in CRITERIA:
             print(f"  {criterion:<12} {found.shows[criterion]}")
@@ -94,16 +104,23 @@ def cmd_backends(args: argparse.Namespace) -> int:
         if not args.target:
             print(f"usage: lemon backends {args.action} RECIPE:BACKEND", file=sys.stderr)
             return 2
-        return _install(core, args.target, args.yes, args.trust_download) \
-            if args.action == "install" else _uninstall(core, args.target)
-    rows = [{"recipe": recipe.name, "backend": s.backend.name, **s.as_dict()}
-            for recipe in core.plugins.registry.recipes.values()
-            for s in core.backends.statuses(recipe)]
+        return (
+            _install(core, args.target, args.yes, args.trust_download)
+            if args.action == "install"
+            else _uninstall(core, args.target)
+        )
+    rows = [
+        {"recipe": recipe.name, "backend": s.backend.name, **s.as_dict()}
+        for recipe in core.plugins.registry.recipes.values()
+        for s in core.backends.statuses(recipe)
+    ]
 
     def table() -> None:
         for r in rows:
-            print(f"{r['recipe'] + ':' + r['backend']:<22} {r['state']:<16} {r['tier']:<12} "
-                  f"{r['format']:<9} {r['version']}")
+            print(
+                f"{r['recipe'] + ':' + r['backend']:<22} {r['state']:<16} {r['tier']:<12} "
+                f"{r['format']:<9} {r['version']}"
+            )
             for text in filter(None, [r["message"], r["action"] and f"fix: {r['action']}"]):
                 print(f"    {text}")
 
@@ -118,23 +135,34 @@ def _migrate(core: Any, name: str | None, yes: bool, as_json: bool) -> int:
 
     pending = core.plugins.migrations()
     if name is None:
+
         def table() -> None:
             for m in pending:
-                print(f"{m.name}: {m.message}\n    removes: {', '.join(map(str, m.paths))}\n"
-                      f"    run: lemon backends migrate {m.name} --yes")
+                print(
+                    f"{m.name}: {m.message}\n    removes: {', '.join(map(str, m.paths))}\n"
+                    f"    run: lemon backends migrate {m.name} --yes"
+                )
             if not pending:
                 print("nothing to migrate")
 
-        print_result([{"name": m.name, "message": m.message,
-                       "paths": [str(p) for p in m.paths]} for m in pending], as_json, table)
+        print_result(
+            [
+                {"name": m.name, "message": m.message, "paths": [str(p) for p in m.paths]}
+                for m in pending
+            ],
+            as_json,
+            table,
+        )
         return 0
     chosen = [m for m in pending if m.name == name]
     if not chosen:
         print(f"nothing to migrate for {name!r}", file=sys.stderr)
         return 1
     for migration in chosen:
-        print(f"{migration.message}\nThis removes: {', '.join(map(str, migration.paths))}",
-              file=sys.stderr)
+        print(
+            f"{migration.message}\nThis removes: {', '.join(map(str, migration.paths))}",
+            file=sys.stderr,
+        )
         if not yes:
             if not sys.stdin.isatty():
                 print("Run again with --yes to remove it.", file=sys.stderr)
@@ -143,11 +171,13 @@ def _migrate(core: Any, name: str | None, yes: bool, as_json: bool) -> int:
                 return 1
         try:
             for path in migration.paths:
-                shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else \
-                    path.unlink(missing_ok=True)
+                shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink(
+                    missing_ok=True
+                )
         except OSError as exc:
-            print(f"could not remove it: {exc} (an install made as root needs sudo)",
-                  file=sys.stderr)
+            print(
+                f"could not remove it: {exc} (an install made as root needs sudo)", file=sys.stderr
+            )
             return 1
         print(f"{name}: migrated", file=sys.stderr)
     return 0
@@ -163,38 +193,46 @@ def _install(core: Any, target: str, yes: bool, trust_download: bool = False) ->
 
     try:
         if trust_download:
-            for trusted in anyio.run(core.backends.trust_download, target,
-                                     progress_bar(target)):
-                print(f"\n{target}: trusted on first use and pinned in "
-                      f"{core.backends.trust_file}:\n  {trusted.url}\n  SHA-256 "
-                      f"{trusted.sha256}\n  {trusted.size} bytes", file=sys.stderr)
+            for trusted in anyio.run(core.backends.trust_download, target, progress_bar(target)):
+                print(
+                    f"\n{target}: trusted on first use and pinned in "
+                    f"{core.backends.trust_file}:\n  {trusted.url}\n  SHA-256 "
+                    f"{trusted.sha256}\n  {trusted.size} bytes",
+                    file=sys.stderr,
+                )
         if target == THEROCK:
             decision = anyio.run(core.backends.rocm.install, progress_bar(target))
-            print(f"\n{target}: ROCm runtime is {decision.source} {decision.version} at "
-                  f"{decision.root}", file=sys.stderr)
+            print(
+                f"\n{target}: ROCm runtime is {decision.source} {decision.version} at "
+                f"{decision.root}",
+                file=sys.stderr,
+            )
             return 0
         status = core.backends.status(*core.backends.lookup(target))
         consent = yes
         if core.backends.needs_consent(status) and not yes:
             if not sys.stdin.isatty():
-                print(f"{target} is experimental: community-developed, use at your own risk. "
-                      "Run again with --yes to consent.", file=sys.stderr)
+                print(
+                    f"{target} is experimental: community-developed, use at your own risk. "
+                    "Run again with --yes to consent.",
+                    file=sys.stderr,
+                )
                 return 1
-            answer = input(f"{target} is experimental: community-developed, use at your own "
-                           "risk. Install it? [y/N] ")
+            answer = input(
+                f"{target} is experimental: community-developed, use at your own "
+                "risk. Install it? [y/N] "
+            )
             consent = answer.strip().lower() in {"y", "yes"}
             if not consent:
                 return 1
         if notice := tier_notice(status.backend.tier):
             print(notice, file=sys.stderr)
-        status = anyio.run(core.backends.ensure_installed, status, progress_bar(target),
-                           consent)
+        status = anyio.run(core.backends.ensure_installed, status, progress_bar(target), consent)
     except (BackendError, InstallError) as exc:
         print(f"\n{exc}", file=sys.stderr)
         return 1
     how = provenance(status.install_plan) if status.install_plan else "installed"
-    print(f"\n{target}: installed {status.version} in {status.install_dir}; {how}",
-          file=sys.stderr)
+    print(f"\n{target}: installed {status.version} in {status.install_dir}; {how}", file=sys.stderr)
     return 0
 
 
@@ -202,30 +240,39 @@ def _uninstall(core: Any, target: str) -> int:
     import anyio
 
     removed = anyio.run(core.backends.uninstall, target)
-    print(f"{target}: {'removed' if removed else 'was not installed by lemoncore'}",
-          file=sys.stderr)
+    print(
+        f"{target}: {'removed' if removed else 'was not installed by lemoncore'}", file=sys.stderr
+    )
     return 0
 
 
 def add_tiers(sub: Subparsers) -> None:
     tiers = sub.add_parser("tiers", help="promotion criteria per backend")
-    tiers.add_argument("--evidence", type=Path, metavar="FILE",
-                       help="a lemon validate report.json: what it shows toward the "
-                            "criteria (it never changes a verdict)")
+    tiers.add_argument(
+        "--evidence",
+        type=Path,
+        metavar="FILE",
+        help="a lemon validate report.json: what it shows toward the "
+        "criteria (it never changes a verdict)",
+    )
     tiers.add_argument("--json", action="store_true")
     tiers.set_defaults(func=cmd_tiers)
 
 
 def add_backends(sub: Subparsers) -> None:
     backends = sub.add_parser("backends", help="list or install backends")
-    backends.add_argument("action", nargs="?",
-                          choices=["list", "install", "uninstall", "migrate"],
-                          default="list")
+    backends.add_argument(
+        "action", nargs="?", choices=["list", "install", "uninstall", "migrate"], default="list"
+    )
     backends.add_argument("target", nargs="?", help="RECIPE:BACKEND")
-    backends.add_argument("--yes", action="store_true",
-                          help="consent to installing an experimental backend")
-    backends.add_argument("--trust-download", dest="trust_download", action="store_true",
-                          help="pin the SHA-256 of a download whose publisher gives none, "
-                               "on first use")
+    backends.add_argument(
+        "--yes", action="store_true", help="consent to installing an experimental backend"
+    )
+    backends.add_argument(
+        "--trust-download",
+        dest="trust_download",
+        action="store_true",
+        help="pin the SHA-256 of a download whose publisher gives none, on first use",
+    )
     backends.add_argument("--json", action="store_true")
     backends.set_defaults(func=cmd_backends)

@@ -21,8 +21,10 @@ from lemoncore.cli.remote import Remote, RemoteError
 if TYPE_CHECKING:
     from lemoncore.cli.common import Subparsers
 
-HELP = ('Type a message; """ starts and ends a multi-line one. /clear forgets the '
-        "conversation, /bye leaves. Ctrl-C stops an answer.")
+HELP = (
+    'Type a message; """ starts and ends a multi-line one. /clear forgets the '
+    "conversation, /bye leaves. Ctrl-C stops an answer."
+)
 
 
 class Message(TypedDict):
@@ -52,9 +54,12 @@ def _pull_if_needed(remote: Remote, model: str) -> None:
         return
     from rich.progress import DownloadColumn, Progress, TransferSpeedColumn
 
-    with Progress(*Progress.get_default_columns(), DownloadColumn(), TransferSpeedColumn(),
-                  transient=True) as bar, \
-            remote.events("/api/v1/pull", {"model_name": model, "stream": True}) as events:
+    with (
+        Progress(
+            *Progress.get_default_columns(), DownloadColumn(), TransferSpeedColumn(), transient=True
+        ) as bar,
+        remote.events("/api/v1/pull", {"model_name": model, "stream": True}) as events,
+    ):
         task = bar.add_task(f"pulling {model}", total=None)
         for event, data in events:
             if event == "progress":
@@ -65,13 +70,16 @@ def _pull_if_needed(remote: Remote, model: str) -> None:
                 raise RemoteError(f"pulling {model} failed: {failed}")
 
 
-def _answer(remote: Remote, model: str, messages: list[Message],
-            args: argparse.Namespace) -> str:
+def _answer(remote: Remote, model: str, messages: list[Message], args: argparse.Namespace) -> str:
     """Stream one answer to stdout; return its text (what was written of it when Ctrl-C
     stopped it: leaving the stream closes the connection, which stops the engine)."""
     text, usage, started, first = "", None, time.monotonic(), None
-    body: ChatBody = {"model": model, "messages": messages, "stream": True,
-                      "stream_options": {"include_usage": True}}
+    body: ChatBody = {
+        "model": model,
+        "messages": messages,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
     if args.max_tokens is not None:
         body["max_tokens"] = args.max_tokens
     try:
@@ -92,9 +100,12 @@ def _answer(remote: Remote, model: str, messages: list[Message],
     print()
     if args.verbose and usage and first:
         seconds = max(time.monotonic() - first, 1e-6)
-        print(f"({usage['prompt_tokens']} prompt tokens, {usage['completion_tokens']} "
-              f"generated, {usage['completion_tokens'] / seconds:.1f} tokens/s, first "
-              f"token after {first - started:.2f} s)", file=sys.stderr)
+        print(
+            f"({usage['prompt_tokens']} prompt tokens, {usage['completion_tokens']} "
+            f"generated, {usage['completion_tokens'] / seconds:.1f} tokens/s, first "
+            f"token after {first - started:.2f} s)",
+            file=sys.stderr,
+        )
     return text
 
 
@@ -134,8 +145,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     remote = Remote.from_args(args)
     _pull_if_needed(remote, args.model)
     if args.prompt:
-        _answer(remote, args.model, [{"role": "user", "content": " ".join(args.prompt)}],
-                args)
+        _answer(remote, args.model, [{"role": "user", "content": " ".join(args.prompt)}], args)
         return 0
     print(HELP, file=sys.stderr)
     history: list[Message] = []
@@ -148,8 +158,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             print(HELP, file=sys.stderr)
             continue
         history.append({"role": "user", "content": message})
-        history.append({"role": "assistant",
-                        "content": _answer(remote, args.model, history, args)})
+        history.append({"role": "assistant", "content": _answer(remote, args.model, history, args)})
     return 0
 
 
@@ -158,7 +167,11 @@ def add_run(sub: Subparsers) -> None:
     run.add_argument("model")
     run.add_argument("prompt", nargs="*", help="answer this and exit")
     run.add_argument("--verbose", action="store_true", help="tokens and speed per answer")
-    run.add_argument("--max-tokens", dest="max_tokens", type=int,
-                     help="at most this many tokens per answer (default: the engine's)")
+    run.add_argument(
+        "--max-tokens",
+        dest="max_tokens",
+        type=int,
+        help="at most this many tokens per answer (default: the engine's)",
+    )
     add_server_arg(run, json_flag=False)
     run.set_defaults(func=cmd_run)

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from rich.progress import TaskID
 
     from lemoncore.settings import Settings
+
     Subparsers: TypeAlias = argparse._SubParsersAction[argparse.ArgumentParser]
     """What ``add_subparsers`` returns; each command module adds its parsers to it."""
 
@@ -36,8 +37,7 @@ def add_server_arg(p: argparse.ArgumentParser, json_flag: bool = True) -> None:
 def settings_from(args: argparse.Namespace) -> Settings:
     from lemoncore.settings import Settings
 
-    flags = {k: v for k, v in vars(args).items()
-             if v is not None and k in Settings.model_fields}
+    flags = {k: v for k, v in vars(args).items() if v is not None and k in Settings.model_fields}
     return Settings(**flags)
 
 
@@ -76,8 +76,12 @@ def progress_bar(label: str) -> Callable[[int, int], None]:
     from rich.console import Console
     from rich.progress import DownloadColumn, Progress, TransferSpeedColumn
 
-    bar = Progress(*Progress.get_default_columns(), DownloadColumn(), TransferSpeedColumn(),
-                   console=Console(stderr=True))
+    bar = Progress(
+        *Progress.get_default_columns(),
+        DownloadColumn(),
+        TransferSpeedColumn(),
+        console=Console(stderr=True),
+    )
     task: list[TaskID] = []
 
     def show(done: int, total: int) -> None:
@@ -88,4 +92,5 @@ def progress_bar(label: str) -> Callable[[int, int], None]:
         bar.update(task[0], completed=done, total=total or None)
         if total and done >= total:
             bar.stop()
+
     return show

@@ -22,8 +22,9 @@ def _mib(value: int | None) -> str:
 
 
 def _idle(seconds: float) -> str:
-    return "-" if not seconds else f"{seconds:.0f} s" if seconds < 120 else \
-        f"{seconds / 60:.0f} min"
+    return (
+        "-" if not seconds else f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
+    )
 
 
 def _unloads(m: LoadedModel) -> str:
@@ -40,9 +41,11 @@ def held_off_line(held: HeldOff) -> str:
     """One held-off model (``/api/v1/health``'s ``held_off``) for ``lemon ps``: which,
     for how long, and why."""
     starts = "1 failed start" if held.failures == 1 else f"{held.failures} failed starts"
-    return (f"held off: {held.model} ({starts}; requests may start it again in "
-            f"{_idle(held.retry_in_s) if held.retry_in_s >= 1 else '1 s'}, "
-            f"'lemon load {held.model}' retries now): {held.reason}")
+    return (
+        f"held off: {held.model} ({starts}; requests may start it again in "
+        f"{_idle(held.retry_in_s) if held.retry_in_s >= 1 else '1 s'}, "
+        f"'lemon load {held.model}' retries now): {held.reason}"
+    )
 
 
 def cmd_ps(args: argparse.Namespace) -> int:
@@ -74,16 +77,33 @@ def _models_table(loaded: list[LoadedModel]) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    grid = Table("MODEL", "BACKEND", "DEVICE", "STATUS", "IDLE", "UNLOADS", "PINNED",
-                 "PEAK MEMORY", "PID", box=None, pad_edge=False)
+    grid = Table(
+        "MODEL",
+        "BACKEND",
+        "DEVICE",
+        "STATUS",
+        "IDLE",
+        "UNLOADS",
+        "PINNED",
+        "PEAK MEMORY",
+        "PID",
+        box=None,
+        pad_edge=False,
+    )
     for m in loaded:
-        busy = f" ({m.in_flight} running, {m.queued} queued)" if m.in_flight or m.queued \
-            else ""
-        device = m.device.value + (f" + RPC {', '.join(m.rpc_workers)}" if m.rpc_workers
-                                   else "")
-        grid.add_row(m.model_name, f"{m.recipe}:{m.backend}", device, m.status + busy,
-                     _idle(m.idle_seconds), _unloads(m), "yes" if m.pinned else "",
-                     _mib(m.peak_memory_bytes), str(m.pid or "-"))
+        busy = f" ({m.in_flight} running, {m.queued} queued)" if m.in_flight or m.queued else ""
+        device = m.device.value + (f" + RPC {', '.join(m.rpc_workers)}" if m.rpc_workers else "")
+        grid.add_row(
+            m.model_name,
+            f"{m.recipe}:{m.backend}",
+            device,
+            m.status + busy,
+            _idle(m.idle_seconds),
+            _unloads(m),
+            "yes" if m.pinned else "",
+            _mib(m.peak_memory_bytes),
+            str(m.pid or "-"),
+        )
     console = Console()
     if not console.is_terminal:  # a pipe gets whole names, not a terminal's width
         console = Console(width=500)
@@ -102,8 +122,10 @@ def cmd_load(args: argparse.Namespace) -> int:
 
     def text() -> None:
         loaded = Loaded.model_validate(answer, extra="ignore")
-        print(f"loaded {loaded.model_name} on {loaded.recipe}:{loaded.backend} "
-              f"({loaded.device.value}){', pinned' if loaded.pinned else ''}")
+        print(
+            f"loaded {loaded.model_name} on {loaded.recipe}:{loaded.backend} "
+            f"({loaded.device.value}){', pinned' if loaded.pinned else ''}"
+        )
 
     print_result(answer, args.json, text)
     return 0
@@ -114,8 +136,9 @@ def _done(args: argparse.Namespace, path: str, body: dict[str, str]) -> int:
     from lemoncore.api.replies import Done
 
     answer = Remote.from_args(args).post(path, body)
-    print_result(answer, args.json,
-                 lambda: print(Done.model_validate(answer, extra="ignore").message))
+    print_result(
+        answer, args.json, lambda: print(Done.model_validate(answer, extra="ignore").message)
+    )
     return 0
 
 
@@ -132,15 +155,15 @@ def cmd_rm(args: argparse.Namespace) -> int:
 def cmd_logs(args: argparse.Namespace) -> int:
     """The running server's recent log lines (``GET /api/v1/logs``, admin), and with
     ``--follow`` each new one until Ctrl-C."""
-    query = urlencode({k: v for k, v in (("model", args.model), ("limit", args.lines))
-                       if v is not None})
+    query = urlencode(
+        {k: v for k, v in (("model", args.model), ("limit", args.lines)) if v is not None}
+    )
     from lemoncore.api.replies import LogEntries, LogEntry
 
     remote = Remote.from_args(args)
     try:
         if not args.follow:
-            logs = LogEntries.model_validate(remote.get(f"/api/v1/logs?{query}"),
-                                             extra="ignore")
+            logs = LogEntries.model_validate(remote.get(f"/api/v1/logs?{query}"), extra="ignore")
             for entry in logs.data:
                 print(entry.line)
             return 0
@@ -154,18 +177,29 @@ def cmd_logs(args: argparse.Namespace) -> int:
 
 
 def add_control(sub: Subparsers) -> None:
-    ps = sub.add_parser("ps", help="loaded models: backend, device, status, idle time, "
-                        "when idleness unloads them, memory; models held off, and why")
+    ps = sub.add_parser(
+        "ps",
+        help="loaded models: backend, device, status, idle time, "
+        "when idleness unloads them, memory; models held off, and why",
+    )
     add_server_arg(ps)
     ps.set_defaults(func=cmd_ps)
     load = sub.add_parser("load", help="load a model (or reload it with new options)")
     load.add_argument("model")
-    load.add_argument("-o", "--option", action="append", default=[],
-                      help="a load option, e.g. -o backend=cpu -o ctx_size=8192")
+    load.add_argument(
+        "-o",
+        "--option",
+        action="append",
+        default=[],
+        help="a load option, e.g. -o backend=cpu -o ctx_size=8192",
+    )
     load.add_argument("--pin", action="store_true", help="never evict it")
-    load.add_argument("--keep-alive", metavar="DURATION",
-                      help="unload it after this long with no request: seconds or '10m'; "
-                      "0: after its next answer; -1: never (default: the server's setting)")
+    load.add_argument(
+        "--keep-alive",
+        metavar="DURATION",
+        help="unload it after this long with no request: seconds or '10m'; "
+        "0: after its next answer; -1: never (default: the server's setting)",
+    )
     add_server_arg(load)
     load.set_defaults(func=cmd_load)
     unload = sub.add_parser("unload", help="unload a model, or --all")
@@ -183,4 +217,3 @@ def add_control(sub: Subparsers) -> None:
     logs.add_argument("-n", "--lines", type=int, help="at most this many recent lines")
     add_server_arg(logs, json_flag=False)
     logs.set_defaults(func=cmd_logs)
-

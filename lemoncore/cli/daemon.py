@@ -74,8 +74,12 @@ def read_state(settings: Settings) -> ServerState | None:
 def recorded(settings: Settings, log_file: str | None) -> Iterator[None]:
     """Record this process as the server on its port while the block runs."""
     path = state_file(settings)  # written atomically: a reader never sees half of it
-    state: ServerState = {"pid": os.getpid(), "url": Remote.for_settings(settings).url,
-                          "log": log_file, "started": time.time()}
+    state: ServerState = {
+        "pid": os.getpid(),
+        "url": Remote.for_settings(settings).url,
+        "log": log_file,
+        "started": time.time(),
+    }
     write_json(path, state)
     try:
         yield
@@ -89,15 +93,20 @@ def detach(args: argparse.Namespace, argv: list[str]) -> int:
     """Start ``lemon serve`` (``argv`` without ``--detach``) in the background."""
     settings = settings_from(args)
     if (state := read_state(settings)) is not None:
-        print(f"a server already runs on port {settings.port} (pid {state['pid']})",
-              file=sys.stderr)
+        print(
+            f"a server already runs on port {settings.port} (pid {state['pid']})", file=sys.stderr
+        )
         return 1
     log = state_file(settings).with_suffix(".log")
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("ab") as out:
         child = subprocess.Popen(
             [sys.executable, "-m", "lemoncore.cli", *argv, "--log-file", str(log)],
-            stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True)
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=out,
+            start_new_session=True,
+        )
     url = Remote.for_settings(settings).url
     deadline = time.monotonic() + START_TIMEOUT_S
     while time.monotonic() < deadline:
@@ -106,12 +115,13 @@ def detach(args: argparse.Namespace, argv: list[str]) -> int:
             print("lemon serve exited at start:\n" + "\n".join(tail), file=sys.stderr)
             return 1
         if Remote(url).live(timeout=1):
-            print(f"lemoncore is serving {url}/v1 (pid {child.pid}, log {log}); "
-                  "stop it with: lemon stop")
+            print(
+                f"lemoncore is serving {url}/v1 (pid {child.pid}, log {log}); "
+                "stop it with: lemon stop"
+            )
             return 0
         time.sleep(0.1)
-    print(f"lemon serve did not answer within {START_TIMEOUT_S:.0f} s; see {log}",
-          file=sys.stderr)
+    print(f"lemon serve did not answer within {START_TIMEOUT_S:.0f} s; see {log}", file=sys.stderr)
     return 1
 
 
@@ -137,8 +147,11 @@ def cmd_stop(args: argparse.Namespace) -> int:
     settings = settings_from(args)
     state, workers = read_state(settings), read_worker_states(settings.cache_dir)
     if state is None and not workers:
-        print(f"no server recorded on port {settings.port} (lemon serve writes "
-              f"{state_file(settings)}), and no lemon worker", file=sys.stderr)
+        print(
+            f"no server recorded on port {settings.port} (lemon serve writes "
+            f"{state_file(settings)}), and no lemon worker",
+            file=sys.stderr,
+        )
         return 1
     stopped: Stopped = {"workers": []}
     for worker in workers:
@@ -147,13 +160,16 @@ def cmd_stop(args: argparse.Namespace) -> int:
             if not args.json:
                 print(f"stopped the RPC worker {worker['endpoint']} (pid {worker['pid']})")
         else:
-            print(f"the RPC worker {worker['endpoint']} (pid {worker['pid']}) is still "
-                  "stopping", file=sys.stderr)
+            print(
+                f"the RPC worker {worker['endpoint']} (pid {worker['pid']}) is still stopping",
+                file=sys.stderr,
+            )
     if state is not None:
         pid = int(state["pid"])
         if not _stopped(pid, settings.stop_grace + 15):
-            print(f"the server (pid {pid}) is still stopping; see {state.get('log')}",
-                  file=sys.stderr)
+            print(
+                f"the server (pid {pid}) is still stopping; see {state.get('log')}", file=sys.stderr
+            )
             return 1
         stopped["stopped"] = pid
         if not args.json:
@@ -174,24 +190,25 @@ def cmd_status(args: argparse.Namespace) -> int:
         if state is None:
             print(f"no server recorded on port {settings.port}")
         else:
-            print(f"pid {state['pid']} serving {state['url']}/v1 "
-                  f"({'answering' if live else 'not answering'}); "
-                  f"log: {state['log'] or 'its terminal'}")
+            print(
+                f"pid {state['pid']} serving {state['url']}/v1 "
+                f"({'answering' if live else 'not answering'}); "
+                f"log: {state['log'] or 'its terminal'}"
+            )
         for worker in workers:
             print(describe(worker))
 
     live = state is not None and Remote(state["url"]).live(timeout=2)
-    result = {"running": state is not None, "answering": live, **(state or {}),
-              "workers": workers}
+    result = {"running": state is not None, "answering": live, **(state or {}), "workers": workers}
     print_result(result, args.json, show)
     return 0 if live else 1
 
 
 def add_stop(sub: Subparsers) -> None:
-    for name, func, text in (("stop", cmd_stop, "stop the server (drain, stop backends) "
-                              "and this machine's RPC workers"),
-                             ("status", cmd_status, "is the server running, and where; "
-                              "this machine's RPC workers")):
+    for name, func, text in (
+        ("stop", cmd_stop, "stop the server (drain, stop backends) and this machine's RPC workers"),
+        ("status", cmd_status, "is the server running, and where; this machine's RPC workers"),
+    ):
         p = sub.add_parser(name, help=text)
         p.add_argument("--port", type=int)
         p.add_argument("--json", action="store_true")

@@ -21,15 +21,25 @@ def cmd_lock(args: argparse.Namespace) -> int:
     ``refresh``, what each pin's publisher points at now."""
     if args.action == "refresh":
         return _refresh(core_from(args), args.targets, args.yes, args.check, args.json)
-    rows = [{"name": name, "version": version, "platform": key, "url": a.url,
-             "sha256": a.sha256, "provenance": a.provenance}
-            for name, version, key, a in core_from(args).backends.lock.artifacts()]
+    rows = [
+        {
+            "name": name,
+            "version": version,
+            "platform": key,
+            "url": a.url,
+            "sha256": a.sha256,
+            "provenance": a.provenance,
+        }
+        for name, version, key, a in core_from(args).backends.lock.artifacts()
+    ]
 
     def table() -> None:
         for r in rows:
-            print(f"{r['name']:<20} {r['version']:<10} {r['platform']:<16} "
-                  f"{r['sha256'] or 'UNVERIFIED (no hash pinned)'}\n    {r['url']}\n"
-                  f"    provenance: {r['provenance'] or '-'}")
+            print(
+                f"{r['name']:<20} {r['version']:<10} {r['platform']:<16} "
+                f"{r['sha256'] or 'UNVERIFIED (no hash pinned)'}\n    {r['url']}\n"
+                f"    provenance: {r['provenance'] or '-'}"
+            )
 
     print_result(rows, args.json, table)
     return 0
@@ -71,19 +81,24 @@ def _refresh(core: Any, targets: list[str], yes: bool, check: bool, as_json: boo
             return 1
     path = core.settings.cache_dir / refresh.REFRESH_FILE
     refresh.save(path, stale)
-    print(f"pinned in {path}: {', '.join(r.name for r in stale)}; a running server reads "
-          "it when it next starts; install with 'lemon backends install NAME'",
-          file=sys.stderr)
+    print(
+        f"pinned in {path}: {', '.join(r.name for r in stale)}; a running server reads "
+        "it when it next starts; install with 'lemon backends install NAME'",
+        file=sys.stderr,
+    )
     return 0
 
 
 def add_lock(sub: Subparsers) -> None:
-    lock = sub.add_parser("lock", help="every pinned artifact and its provenance; "
-                                       "'refresh' asks publishers for new digests")
+    lock = sub.add_parser(
+        "lock",
+        help="every pinned artifact and its provenance; 'refresh' asks publishers for new digests",
+    )
     lock.add_argument("action", nargs="?", choices=["list", "refresh"], default="list")
     lock.add_argument("targets", nargs="*", help="RECIPE:BACKEND (refresh; default: all)")
     lock.add_argument("--yes", action="store_true", help="pin new digests without asking")
-    lock.add_argument("--check", action="store_true",
-                      help="only report; exit 1 when a pin is stale (for CI)")
+    lock.add_argument(
+        "--check", action="store_true", help="only report; exit 1 when a pin is stale (for CI)"
+    )
     lock.add_argument("--json", action="store_true")
     lock.set_defaults(func=cmd_lock)

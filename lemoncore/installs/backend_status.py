@@ -69,40 +69,56 @@ class BackendStatus:
 
     def as_dict(self) -> BackendJSON:
         b = self.backend
-        return {"state": self.state.value, "message": self.message, "action": self.action,
-                "version": self.version, "tier": b.tier.value, "format": b.format.value,
-                "description": b.description,
-                "devices": sorted({k.value for row in b.support for k in row.devices}),
-                "support": [{"os": sorted(r.os),
-                             "devices": {k.value: sorted(f) for k, f in r.devices.items()}}
-                            for r in b.support]}
+        return {
+            "state": self.state.value,
+            "message": self.message,
+            "action": self.action,
+            "version": self.version,
+            "tier": b.tier.value,
+            "format": b.format.value,
+            "description": b.description,
+            "devices": sorted({k.value for row in b.support for k in row.devices}),
+            "support": [
+                {"os": sorted(r.os), "devices": {k.value: sorted(f) for k, f in r.devices.items()}}
+                for r in b.support
+            ],
+        }
 
 
-def choose(recipe: Recipe, statuses: Sequence[BackendStatus],
-           requested: str | None) -> BackendStatus:
+def choose(
+    recipe: Recipe, statuses: Sequence[BackendStatus], requested: str | None
+) -> BackendStatus:
     """The requested backend, else the first installed, installable, or supported one."""
     if requested:
         found = next((s for s in statuses if s.backend.name == requested), None)
         if found is None:
-            raise BackendError(f"recipe {recipe.name!r} has no backend {requested!r}; "
-                               f"choose one of {[b.name for b in recipe.backends]}")
+            raise BackendError(
+                f"recipe {recipe.name!r} has no backend {requested!r}; "
+                f"choose one of {[b.name for b in recipe.backends]}"
+            )
         return found
     usable = [s for s in statuses if s.state is not BackendState.UNSUPPORTED]
     if not usable:
-        raise BackendError(f"no backend of {recipe.name!r} runs on this machine: "
-                           + "; ".join(f"{s.backend.name}: {s.message}" for s in statuses))
+        raise BackendError(
+            f"no backend of {recipe.name!r} runs on this machine: "
+            + "; ".join(f"{s.backend.name}: {s.message}" for s in statuses)
+        )
     rank = [BackendState.INSTALLED, BackendState.INSTALLABLE, BackendState.UPDATE_REQUIRED]
     return min(usable, key=lambda s: rank.index(s.state) if s.state in rank else len(rank))
 
 
 def trust_fix(name: str) -> str:
-    return (f"lemon backends install {name} --trust-download (downloads it once, shows its "
-            "SHA-256 and pins it), or pin its SHA-256 in a lock file (setting lock_files)")
+    return (
+        f"lemon backends install {name} --trust-download (downloads it once, shows its "
+        "SHA-256 and pins it), or pin its SHA-256 in a lock file (setting lock_files)"
+    )
 
 
 def check_online(offline: bool, name: str, action: str) -> None:
     """Refuse a download while lemoncore is offline, naming the command to run later."""
     if offline:
-        raise BackendError(f"{name} is not installed and lemoncore is offline (setting "
-                           f"offline): install it with network access first: {action}",
-                           status=503)
+        raise BackendError(
+            f"{name} is not installed and lemoncore is offline (setting "
+            f"offline): install it with network access first: {action}",
+            status=503,
+        )

@@ -46,8 +46,7 @@ STATUS_TTL_S = 30.0
 class Backends:
     """Answers "is this backend usable here, and where is it?"; installs and removes it."""
 
-    def __init__(self, plugins: PluginHost, host: HostInfo, settings: Settings,
-                 lock: Lock) -> None:
+    def __init__(self, plugins: PluginHost, host: HostInfo, settings: Settings, lock: Lock) -> None:
         self.plugins, self.host, self.lock = plugins, host, lock
         self.sections, self.offline = settings.recipes, settings.offline
         self._configs: dict[str, dict[str, Any]] = {}
@@ -58,10 +57,17 @@ class Backends:
         self.downloads = settings.cache_dir / "downloads"
         self.trust_file = settings.cache_dir / trust.TRUST_FILE
         self.platform = platform_key(host.os)
-        self.rocm = RocmRuntime(lock, self.platform, host, self.target(THEROCK),
-                                self.downloads, settings.cache_dir / "runtime" / "rocm.json",
-                                THEROCK in self.allow_unverified, self.offline,
-                                self.invalidate)
+        self.rocm = RocmRuntime(
+            lock,
+            self.platform,
+            host,
+            self.target(THEROCK),
+            self.downloads,
+            settings.cache_dir / "runtime" / "rocm.json",
+            THEROCK in self.allow_unverified,
+            self.offline,
+            self.invalidate,
+        )
         # Names this installation in ownership labels (containers it may sweep).
         self.instance = hashlib.sha256(str(settings.cache_dir.resolve()).encode()).hexdigest()[:12]
         self._declared: dict[str, ModelInfo] | None = None
@@ -91,8 +97,11 @@ class Backends:
         recipe = self.plugins.registry.recipes.get(recipe_name)
         backend = recipe.backend(backend_name) if recipe else None
         if recipe is None or backend is None:
-            known = [f"{r.name}:{b.name}" for r in self.plugins.registry.recipes.values()
-                     for b in r.backends]
+            known = [
+                f"{r.name}:{b.name}"
+                for r in self.plugins.registry.recipes.values()
+                for b in r.backends
+            ]
             raise BackendError(f"unknown backend {name!r}; known: {', '.join(known)}", 404)
         return recipe, backend
 
@@ -101,8 +110,7 @@ class Backends:
         and its backends declare; an unknown or bad value is an :class:`OptionError`."""
         if recipe.name not in self._configs:
             section = f"recipes.{recipe.name}"
-            layer = Layer(f"in {section} of the configuration",
-                          self.sections.get(recipe.name, {}))
+            layer = Layer(f"in {section} of the configuration", self.sections.get(recipe.name, {}))
             checked = check(declared(recipe), layer, admin=True, section=section)
             if (backend := selector([layer])) is not None:
                 checked[SELECTOR] = backend
@@ -112,8 +120,9 @@ class Backends:
     def install_config(self, recipe: Recipe, backend: Backend) -> dict[str, Any]:
         """What the ``install`` hook sees: the backend's declared defaults and configured
         values, both scopes."""
-        options, admin = resolve(declared(recipe, backend), self.configuration(recipe), (),
-                                 f"recipes.{recipe.name}")
+        options, admin = resolve(
+            declared(recipe, backend), self.configuration(recipe), (), f"recipes.{recipe.name}"
+        )
         return {**options, **admin}
 
     def target(self, name: str) -> Path:
@@ -134,17 +143,26 @@ class Backends:
             try:
                 found.append(self.status(recipe, backend))
             except LemonError as exc:
-                found.append(BackendStatus(recipe.name, backend, BackendState.ACTION_REQUIRED,
-                                           str(exc), "see the server log; report it to the "
-                                           "backend's plugin"))
+                found.append(
+                    BackendStatus(
+                        recipe.name,
+                        backend,
+                        BackendState.ACTION_REQUIRED,
+                        str(exc),
+                        "see the server log; report it to the backend's plugin",
+                    )
+                )
         return found
 
     # The cache: what planning reads ------------------------------------------------------
 
     def cached_statuses(self, recipe: Recipe) -> list[BackendStatus]:
         """The recipe's statuses as last computed (:meth:`refresh_statuses`); no I/O."""
-        return [self._statuses[recipe.name, b.name] for b in recipe.backends
-                if (recipe.name, b.name) in self._statuses]
+        return [
+            self._statuses[recipe.name, b.name]
+            for b in recipe.backends
+            if (recipe.name, b.name) in self._statuses
+        ]
 
     def invalidate(self) -> None:
         """Something a status depends on changed (an install, consent, the runtime)."""
@@ -159,9 +177,13 @@ class Backends:
             if time.monotonic() - self._statuses_at < STATUS_TTL_S:
                 return
             started, generation = time.monotonic(), self._generation
-            found = await anyio.to_thread.run_sync(lambda: {
-                (r.name, s.backend.name): s for r in self.plugins.registry.recipes.values()
-                for s in self.statuses(r)})
+            found = await anyio.to_thread.run_sync(
+                lambda: {
+                    (r.name, s.backend.name): s
+                    for r in self.plugins.registry.recipes.values()
+                    for s in self.statuses(r)
+                }
+            )
             self._statuses, self._declared = found, None  # another process may install
             if generation == self._generation:  # not invalidated meanwhile
                 self._statuses_at = started
@@ -170,8 +192,7 @@ class Backends:
 
     def needs_consent(self, status: BackendStatus) -> bool:
         """An experimental backend's first install needs the user's explicit consent."""
-        if status.backend.tier is not Tier.EXPERIMENTAL or \
-                status.state is BackendState.INSTALLED:
+        if status.backend.tier is not Tier.EXPERIMENTAL or status.state is BackendState.INSTALLED:
             return False
         consented = set(read_json(self.consent_file, []))
         return not ({"all", status.name} & (self.allow_experimental | consented))
@@ -181,9 +202,12 @@ class Backends:
         write_json(self.consent_file, sorted(consented | {name}))
         self.invalidate()
 
-    async def ensure_installed(self, status: BackendStatus,
-                               on_progress: ProgressCallback | None = None,
-                               consent: bool = False) -> BackendStatus:
+    async def ensure_installed(
+        self,
+        status: BackendStatus,
+        on_progress: ProgressCallback | None = None,
+        consent: bool = False,
+    ) -> BackendStatus:
         """Install the backend (and decide its runtime) when no user action is needed.
 
         An experimental backend's first install needs ``consent`` (or the setting
@@ -193,16 +217,19 @@ class Backends:
             return status
         if status.state not in {BackendState.INSTALLABLE, BackendState.UPDATE_REQUIRED}:
             fix = f" Fix: {status.action}" if status.action else ""
-            raise BackendError(f"backend {status.name} is {status.state.value}: "
-                               f"{status.message}.{fix}", status=503)
+            raise BackendError(
+                f"backend {status.name} is {status.state.value}: {status.message}.{fix}", status=503
+            )
         if self.needs_consent(status):
             if not consent:
                 raise BackendError(
                     f"{status.name} is an experimental backend: community-developed, use at "
                     "your own risk. Consent before its first install: 'lemon backends "
-                    f"install {status.name}' (asks), POST /api/v1/install with \"consent\": "
+                    f'install {status.name}\' (asks), POST /api/v1/install with "consent": '
                     f"true, or the setting LEMON_ALLOW_EXPERIMENTAL={status.name}",
-                    status=403, code="consent_required")
+                    status=403,
+                    code="consent_required",
+                )
             self._record_consent(status.name)
         assert status.install_plan is not None
         install_dir = status.install_dir
@@ -214,16 +241,25 @@ class Backends:
                 write_record(install_dir, InstallRecord.of(status.install_plan, got))
                 self._declared = None
             else:
-                await install_plan(status.install_plan, install_dir, self.downloads, on_progress,
-                                   allow_unverified=status.name in self.allow_unverified)
+                await install_plan(
+                    status.install_plan,
+                    install_dir,
+                    self.downloads,
+                    on_progress,
+                    allow_unverified=status.name in self.allow_unverified,
+                )
         if status.install_plan.runtime == "rocm":
             await self.rocm.decide(on_progress)
         self.invalidate()
-        return replace(status, state=BackendState.INSTALLED,
-                       install_dir=install_dir or status.install_plan.location)
+        return replace(
+            status,
+            state=BackendState.INSTALLED,
+            install_dir=install_dir or status.install_plan.location,
+        )
 
-    async def trust_download(self, name: str, on_progress: ProgressCallback | None = None
-                             ) -> list[trust.Trusted]:
+    async def trust_download(
+        self, name: str, on_progress: ProgressCallback | None = None
+    ) -> list[trust.Trusted]:
         """Trust on first use (see :mod:`lemoncore.trust`): download the artifacts of
         ``name``'s pin that have no SHA-256, record their hashes, adopt them into the lock
         and return them. The file stays where the verified install resumes from."""
@@ -239,17 +275,18 @@ class Backends:
             raise BackendError(f"nothing is pinned for {name} on {self.platform}", 404)
         unhashed = [a for a in pin.artifacts if not a.sha256]
         if not unhashed:
-            raise BackendError(f"{name} is already pinned with a SHA-256; nothing to trust",
-                               code="already_pinned")
+            raise BackendError(
+                f"{name} is already pinned with a SHA-256; nothing to trust", code="already_pinned"
+            )
         check_online(self.offline, name, f"lemon backends install {name} --trust-download")
         await anyio.Path(self.downloads).mkdir(parents=True, exist_ok=True)
         trusted = []
         for artifact in unhashed:
             file = await download(artifact, self.downloads, on_progress)
             measured = await anyio.to_thread.run_sync(
-                trust.measure, file, name, pin.version, artifact.url)
-            file.replace(partial_path(replace(artifact, sha256=measured.sha256),
-                                      self.downloads))
+                trust.measure, file, name, pin.version, artifact.url
+            )
+            file.replace(partial_path(replace(artifact, sha256=measured.sha256), self.downloads))
             trusted.append(measured)
         trust.save(self.trust_file, trusted)
         self.lock.adopt(trusted)

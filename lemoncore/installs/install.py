@@ -52,18 +52,24 @@ def provenance(plan: InstallPlan) -> str:
     if plan.installer is not None:
         return "installed by its plugin's installer (images are pulled by their pinned digest)"
     if plan.artifacts and all(a.sha256 for a in plan.artifacts):
-        return "verified SHA-256 " + ", ".join(f"{a.sha256[:12]}…" for a in plan.artifacts
-                                               if a.sha256)
+        return "verified SHA-256 " + ", ".join(
+            f"{a.sha256[:12]}…" for a in plan.artifacts if a.sha256
+        )
     return "NOT verified: an artifact has no pinned SHA-256 (allow_unverified)"
 
 
-async def install_plan(plan: InstallPlan, target: Path, downloads: Path,
-                       on_progress: ProgressCallback | None = None,
-                       allow_unverified: bool = False) -> None:
+async def install_plan(
+    plan: InstallPlan,
+    target: Path,
+    downloads: Path,
+    on_progress: ProgressCallback | None = None,
+    allow_unverified: bool = False,
+) -> None:
     """Install ``plan``'s artifacts into ``target``, replacing what was there."""
     if not allow_unverified and any(not a.sha256 for a in plan.artifacts):
-        raise InstallError("an artifact has no pinned SHA-256 and unverified installs are "
-                           "not allowed")
+        raise InstallError(
+            "an artifact has no pinned SHA-256 and unverified installs are not allowed"
+        )
     await anyio.Path(downloads).mkdir(parents=True, exist_ok=True)
     files = [await download(a, downloads, on_progress) for a in plan.artifacts]
     staging = _sibling(target, "staging")
@@ -89,8 +95,9 @@ def partial_path(artifact: Artifact, downloads: Path) -> Path:
     return downloads / f"{name}.{(artifact.sha256 or 'unverified')[:16]}.partial"
 
 
-async def download(artifact: Artifact, downloads: Path,
-                   on_progress: ProgressCallback | None = None) -> Path:
+async def download(
+    artifact: Artifact, downloads: Path, on_progress: ProgressCallback | None = None
+) -> Path:
     """Download (resuming a partial file) and verify; return the verified file."""
     name = PurePosixPath(httpx.URL(artifact.url).path).name or "download"
     partial = partial_path(artifact, downloads)
@@ -104,8 +111,10 @@ async def download(artifact: Artifact, downloads: Path,
     headers = {"Accept-Encoding": "identity", **({"Range": f"bytes={offset}-"} if offset else {})}
     done = offset
     try:
-        async with httpx.AsyncClient(follow_redirects=True, timeout=60) as client, \
-                client.stream("GET", artifact.url, headers=headers) as response:
+        async with (
+            httpx.AsyncClient(follow_redirects=True, timeout=60) as client,
+            client.stream("GET", artifact.url, headers=headers) as response,
+        ):
             if offset and response.status_code == 416:  # already complete
                 pass
             else:
@@ -123,12 +132,16 @@ async def download(artifact: Artifact, downloads: Path,
     except httpx.HTTPStatusError as exc:
         raise InstallError(f"download of {artifact.url} failed: {exc}") from exc
     except httpx.TransportError as exc:
-        raise InstallError(f"download of {artifact.url} was interrupted after {done} bytes "
-                           f"({exc!r}); install again to resume") from exc
+        raise InstallError(
+            f"download of {artifact.url} was interrupted after {done} bytes "
+            f"({exc!r}); install again to resume"
+        ) from exc
     if artifact.sha256 and digest.hexdigest() != artifact.sha256:
         partial.unlink(missing_ok=True)
-        raise InstallError(f"{name}: SHA-256 {digest.hexdigest()} does not match the pinned "
-                           f"{artifact.sha256}; the download was discarded, nothing installed")
+        raise InstallError(
+            f"{name}: SHA-256 {digest.hexdigest()} does not match the pinned "
+            f"{artifact.sha256}; the download was discarded, nothing installed"
+        )
     final = downloads / name
     partial.replace(final)
     return final
@@ -158,8 +171,11 @@ def extract(archive: Path, dest: Path) -> None:
 
 def _check_member(name: str, dest: Path) -> None:
     path = PurePosixPath(name)
-    if (path.is_absolute() or ".." in path.parts
-            or not (dest / name).resolve().is_relative_to(dest.resolve())):
+    if (
+        path.is_absolute()
+        or ".." in path.parts
+        or not (dest / name).resolve().is_relative_to(dest.resolve())
+    ):
         raise InstallError(f"archive entry {name!r} escapes the install directory; refused")
 
 

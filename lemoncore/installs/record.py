@@ -50,22 +50,26 @@ class InstallRecord(BaseModel):
     @classmethod
     def of(cls, plan: InstallPlan, installed: Installed | None = None) -> InstallRecord:
         """The record of installing ``plan`` (by the plugin's installer: ``installed``)."""
-        return cls(version=plan.version,
-                   artifacts=tuple(RecordedArtifact(url=a.url, sha256=a.sha256)
-                                   for a in plan.artifacts),
-                   result=None if installed is None else installed.record,
-                   models=() if installed is None else installed.models)
+        return cls(
+            version=plan.version,
+            artifacts=tuple(RecordedArtifact(url=a.url, sha256=a.sha256) for a in plan.artifacts),
+            result=None if installed is None else installed.record,
+            models=() if installed is None else installed.models,
+        )
 
     def installs(self, plan: InstallPlan) -> bool:
         """Whether this record is of ``plan``'s pin: the same version and artifacts."""
-        return self.version == plan.version and [(a.url, a.sha256) for a in self.artifacts] \
-            == [(a.url, a.sha256) for a in plan.artifacts]
+        return self.version == plan.version and [(a.url, a.sha256) for a in self.artifacts] == [
+            (a.url, a.sha256) for a in plan.artifacts
+        ]
 
     def as_json(self) -> dict[str, object]:
         """The file's JSON (what :attr:`~lemoncore.launch.LaunchContext.installed` holds):
         ``result`` and ``models`` only in an installer's record."""
-        data: dict[str, object] = {"version": self.version, "artifacts": [
-            a.model_dump(mode="json") for a in self.artifacts]}
+        data: dict[str, object] = {
+            "version": self.version,
+            "artifacts": [a.model_dump(mode="json") for a in self.artifacts],
+        }
         if self.result is not None:
             data["result"] = self.result
             data["models"] = [m.model_dump(mode="json") for m in self.models]

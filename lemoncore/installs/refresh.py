@@ -55,14 +55,20 @@ class Refresh:
     @property
     def stale(self) -> bool:
         return self.new is not None and (self.new.url, self.new.sha256) != (
-            self.old.url, self.old.sha256)
+            self.old.url,
+            self.old.sha256,
+        )
 
     def as_dict(self) -> RefreshJSON:
-        return {"name": self.name, "version": self.version, "platform": self.platform,
-                "old": {"url": self.old.url, "sha256": self.old.sha256},
-                "new": None if self.new is None else {"url": self.new.url,
-                                                      "sha256": self.new.sha256},
-                "stale": self.stale, "error": self.error}
+        return {
+            "name": self.name,
+            "version": self.version,
+            "platform": self.platform,
+            "old": {"url": self.old.url, "sha256": self.old.sha256},
+            "new": None if self.new is None else {"url": self.new.url, "sha256": self.new.sha256},
+            "stale": self.stale,
+            "error": self.error,
+        }
 
 
 async def ask(backends: Backends, names: Sequence[str]) -> list[Refresh]:
@@ -70,7 +76,8 @@ async def ask(backends: Backends, names: Sequence[str]) -> list[Refresh]:
     at now, on every platform it is pinned for, asked of its publisher through its
     plugin's refresher. Changes nothing; one publisher failing is that pin's ``error``."""
     wanted = [backends.lookup(n) for n in names] or [
-        (r, b) for r in backends.plugins.registry.recipes.values() for b in r.backends]
+        (r, b) for r in backends.plugins.registry.recipes.values() for b in r.backends
+    ]
     found = []
     for recipe, backend in wanted:
         name = f"{recipe.name}:{backend.name}"
@@ -78,9 +85,13 @@ async def ask(backends: Backends, names: Sequence[str]) -> list[Refresh]:
         asked = 0
         for key in entry.platforms if entry else {}:  # every platform, not this host's
             pin = backends.lock.backend_pin(recipe.name, backend.name, key)
-            refresher = None if pin is None or not pin.artifacts else \
-                backends.plugins.refresher(recipe, backend,
-                                           backends.install_config(recipe, backend), pin)
+            refresher = (
+                None
+                if pin is None or not pin.artifacts
+                else backends.plugins.refresher(
+                    recipe, backend, backends.install_config(recipe, backend), pin
+                )
+            )
             if pin is None or refresher is None:
                 continue
             asked += 1
@@ -105,11 +116,15 @@ def save(path: Path, accepted: Iterable[Refresh]) -> None:
         recipe, _, backend = refresh.name.partition(":")
         before = backends.setdefault(recipe, {}).get(backend)
         pinned = LockedArtifact(
-            url=refresh.new.url, sha256=refresh.new.sha256, extract=refresh.new.extract,
+            url=refresh.new.url,
+            sha256=refresh.new.sha256,
+            extract=refresh.new.extract,
             provenance=f"refreshed on {today}: {refresh.new.provenance} (was "
-                       f"{refresh.old.sha256 or 'unpinned'})")
-        backends[recipe][backend] = LockEntry(version=refresh.version, platforms={
-            **(before.platforms if before else {}), refresh.platform: (pinned,)})
+            f"{refresh.old.sha256 or 'unpinned'})",
+        )
+        backends[recipe][backend] = LockEntry(
+            version=refresh.version,
+            platforms={**(before.platforms if before else {}), refresh.platform: (pinned,)},
+        )
     saved = LockData(backends=backends, runtimes=data.runtimes)
-    write_json(path, saved.model_dump(mode="json", exclude=None if data.runtimes else {
-        "runtimes"}))
+    write_json(path, saved.model_dump(mode="json", exclude=None if data.runtimes else {"runtimes"}))

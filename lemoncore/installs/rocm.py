@@ -39,11 +39,16 @@ class RuntimeDecision:
     def env(self, os_name: str, inherited: Mapping[str, str]) -> dict[str, str]:
         """Environment additions that make a child load this runtime."""
         if os_name == "windows":
-            return {"PATH": path_list(os_name, str(self.root / "bin"), inherited.get("PATH", "")),
-                    "HIP_PATH": str(self.root)}
-        return {"LD_LIBRARY_PATH": path_list(os_name, str(self.root / "lib"),
-                                             inherited.get("LD_LIBRARY_PATH", "")),
-                "ROCM_PATH": str(self.root)}
+            return {
+                "PATH": path_list(os_name, str(self.root / "bin"), inherited.get("PATH", "")),
+                "HIP_PATH": str(self.root),
+            }
+        return {
+            "LD_LIBRARY_PATH": path_list(
+                os_name, str(self.root / "lib"), inherited.get("LD_LIBRARY_PATH", "")
+            ),
+            "ROCM_PATH": str(self.root),
+        }
 
     def save(self, path: Path) -> None:
         write_json(path, {**asdict(self), "root": str(self.root)})
@@ -67,8 +72,9 @@ def _major_minor(version: str) -> tuple[str, ...]:
     return tuple(version.split(".")[:2])
 
 
-def resolve_rocm(pinned: str, therock_installed: Path | None,
-                 system: Sequence[SystemRocm]) -> RuntimeDecision:
+def resolve_rocm(
+    pinned: str, therock_installed: Path | None, system: Sequence[SystemRocm]
+) -> RuntimeDecision:
     """TheRock when installed; else the first system ROCm matching the pinned major.minor.
 
     A mismatching system ROCm never wins over TheRock, and is never used at all.
@@ -78,12 +84,15 @@ def resolve_rocm(pinned: str, therock_installed: Path | None,
     for candidate in system:
         if candidate.version and _major_minor(candidate.version) == _major_minor(pinned):
             return RuntimeDecision("system", candidate.root, candidate.version)
-    seen = ", ".join(f"{c.root} ({c.version or 'unknown version'}, from {c.origin})"
-                     for c in system) or "none"
+    seen = (
+        ", ".join(f"{c.root} ({c.version or 'unknown version'}, from {c.origin})" for c in system)
+        or "none"
+    )
     raise RocmUnavailable(
         f"no ROCm {'.'.join(_major_minor(pinned))} runtime: system installs found: {seen}. "
         "Install TheRock with 'lemon backends install runtime:therock', or point ROCM_PATH "
-        f"at a ROCm {'.'.join(_major_minor(pinned))} install")
+        f"at a ROCm {'.'.join(_major_minor(pinned))} install"
+    )
 
 
 def probe_system_rocm(os_name: str, env: Mapping[str, str]) -> list[SystemRocm]:

@@ -26,13 +26,21 @@ THEROCK = "runtime:therock"
 
 
 class RocmRuntime:
-    def __init__(self, lock: Lock, platform: str, host: HostInfo, target: Path,
-                 downloads: Path, record: Path, allow_unverified: bool, offline: bool,
-                 on_change: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        lock: Lock,
+        platform: str,
+        host: HostInfo,
+        target: Path,
+        downloads: Path,
+        record: Path,
+        allow_unverified: bool,
+        offline: bool,
+        on_change: Callable[[], None],
+    ) -> None:
         self.lock, self.platform, self.host = lock, platform, host
         self.target, self.downloads, self.record = target, downloads, record
-        self.allow_unverified, self.offline, self.on_change = allow_unverified, offline, \
-            on_change
+        self.allow_unverified, self.offline, self.on_change = allow_unverified, offline, on_change
 
     def decision(self) -> RuntimeDecision | None:
         """The recorded decision; launch uses only this."""
@@ -76,8 +84,10 @@ class RocmRuntime:
         """Install TheRock (``lemon backends install runtime:therock``), then decide."""
         state, plan = self.status()
         if plan is None or state is BackendState.ACTION_REQUIRED:
-            raise InstallError(f"TheRock is not installable here ({state.value}): its pin has "
-                               f"no SHA-256. Fix: {trust_fix(THEROCK)}")
+            raise InstallError(
+                f"TheRock is not installable here ({state.value}): its pin has "
+                f"no SHA-256. Fix: {trust_fix(THEROCK)}"
+            )
         if state is not BackendState.INSTALLED:
             await self._install(plan, on_progress)
         return await self.decide(on_progress)
@@ -90,5 +100,6 @@ class RocmRuntime:
 
     async def _install(self, plan: InstallPlan, on_progress: ProgressCallback | None) -> None:
         check_online(self.offline, THEROCK, f"lemon backends install {THEROCK}")
-        await install_plan(plan, self.target, self.downloads, on_progress,
-                           allow_unverified=self.allow_unverified)
+        await install_plan(
+            plan, self.target, self.downloads, on_progress, allow_unverified=self.allow_unverified
+        )

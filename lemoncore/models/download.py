@@ -25,8 +25,9 @@ class _Counter:
     total: int = 0
 
 
-async def download(model: ModelInfo, cp: Checkpoint,
-                   on_progress: ProgressCallback | None = None) -> str:
+async def download(
+    model: ModelInfo, cp: Checkpoint, on_progress: ProgressCallback | None = None
+) -> str:
     """The path of ``model``'s checkpoint (``cp``, a Hugging Face one) in the cache, its
     files fetched where missing; (bytes done, total) reported four times a second and once
     at the end. A file that differs from its published size or hash is removed and a
@@ -37,20 +38,29 @@ async def download(model: ModelInfo, cp: Checkpoint,
     def fetch(name: str, revision: str | None) -> str:
         """One file, from the cache or downloaded (then checked against its published
         SHA-256); its path in the snapshot."""
-        cached = huggingface_hub.try_to_load_from_cache(cp.location, name,
-                                                        revision=revision)
+        cached = huggingface_hub.try_to_load_from_cache(cp.location, name, revision=revision)
         if isinstance(cached, str):
             return cached
-        got = str(huggingface_hub.hf_hub_download(
-            cp.location, name, revision=revision, tqdm_class=_progress_tqdm(progress)))
+        got = str(
+            huggingface_hub.hf_hub_download(
+                cp.location, name, revision=revision, tqdm_class=_progress_tqdm(progress)
+            )
+        )
         size, want = model.sizes.get(name), model.sha256.get(name)
-        wrong = f"size {size}" if size and Path(got).stat().st_size != size else \
-            f"SHA-256 {want}" if want and _sha256(Path(got)) != want else ""
+        wrong = (
+            f"size {size}"
+            if size and Path(got).stat().st_size != size
+            else f"SHA-256 {want}"
+            if want and _sha256(Path(got)) != want
+            else ""
+        )
         if wrong:
             Path(got).resolve().unlink(missing_ok=True)
             Path(got).unlink(missing_ok=True)
-            raise ModelError(f"{cp.location}/{name} does not have the published "
-                             f"{wrong}; it was removed", status=502)
+            raise ModelError(
+                f"{cp.location}/{name} does not have the published {wrong}; it was removed",
+                status=502,
+            )
         return got
 
     def download_all() -> str:
@@ -76,13 +86,13 @@ async def download(model: ModelInfo, cp: Checkpoint,
     if isinstance(failure, ModelError):
         raise failure
     if failure is not None:
-        raise ModelError(f"download of {model.checkpoint!r} failed: {failure}",
-                         status=502) from failure
+        raise ModelError(
+            f"download of {model.checkpoint!r} failed: {failure}", status=502
+        ) from failure
     return path_text
 
 
-async def _report(progress: _Counter, done: threading.Event,
-                  on_progress: ProgressCallback) -> None:
+async def _report(progress: _Counter, done: threading.Event, on_progress: ProgressCallback) -> None:
     """Report from the event loop what the download thread counts, once the first file's
     size is known, and a last time when it ends."""
     while True:

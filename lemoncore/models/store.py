@@ -36,9 +36,14 @@ log = structlog.get_logger("lemoncore.models")
 class ModelStore:
     """Catalogue plus user models; resolves a name to its model and its local file."""
 
-    def __init__(self, catalogue: Mapping[str, ModelInfo], cache_dir: Path,
-                 offline: bool = False, model_dirs: Sequence[Path] = (),
-                 declared: Callable[[], Mapping[str, ModelInfo]] = dict) -> None:
+    def __init__(
+        self,
+        catalogue: Mapping[str, ModelInfo],
+        cache_dir: Path,
+        offline: bool = False,
+        model_dirs: Sequence[Path] = (),
+        declared: Callable[[], Mapping[str, ModelInfo]] = dict,
+    ) -> None:
         self.catalogue = dict(catalogue)
         self.declared = declared  # models installed backends declare (below the rest)
         self.cache_dir = cache_dir
@@ -97,20 +102,24 @@ class ModelStore:
         try:
             real.exists()
         except OSError as exc:  # ENAMETOOLONG; exists() swallows only "not found" errors
-            raise ModelError(f"{short(str(path))}: {exc.strerror}", param="checkpoint") \
-                from None
+            raise ModelError(f"{short(str(path))}: {exc.strerror}", param="checkpoint") from None
         if any(real.is_relative_to(root.resolve()) for root in self.roots()):
             return real
-        raise ModelError(f"{path} is not in a directory models may come from "
-                         f"({', '.join(str(r) for r in self.roots())}). Move it into "
-                         f"{self.store}, or have an administrator add its directory to the "
-                         "setting model_dirs (LEMON_MODEL_DIRS)", status=403)
+        raise ModelError(
+            f"{path} is not in a directory models may come from "
+            f"({', '.join(str(r) for r in self.roots())}). Move it into "
+            f"{self.store}, or have an administrator add its directory to the "
+            "setting model_dirs (LEMON_MODEL_DIRS)",
+            status=403,
+        )
 
     def owns(self, path: Path) -> bool:
         """Whether a resolved model file lies where lemoncore puts models (its cache, the
         Hugging Face cache it downloads into), not in an administrator's ``model_dirs``."""
-        return any(path.is_relative_to(root.resolve()) for root in (
-            self.cache_dir, Path(hf_constants.HF_HUB_CACHE)))
+        return any(
+            path.is_relative_to(root.resolve())
+            for root in (self.cache_dir, Path(hf_constants.HF_HUB_CACHE))
+        )
 
     def local_path(self, model: ModelInfo) -> Path | None:
         """The model's file, resolved, if it and every file it needs beside it are present
@@ -120,10 +129,15 @@ class ModelStore:
         if cp.kind == "hf":
             found = huggingface_hub.try_to_load_from_cache(cp.location, cp.filename)
             path = self.confined(Path(found)) if isinstance(found, str) else None
-            if isinstance(found, str) and not all(isinstance(
+            if isinstance(found, str) and not all(
+                isinstance(
                     huggingface_hub.try_to_load_from_cache(
-                        cp.location, f, revision=snapshot_revision(found, cp.filename)), str)
-                    for f in model.files):
+                        cp.location, f, revision=snapshot_revision(found, cp.filename)
+                    ),
+                    str,
+                )
+                for f in model.files
+            ):
                 return None
         elif cp.kind == "pkg":
             path = pkg_path(cp.location)
@@ -147,36 +161,52 @@ class ModelStore:
             return (None, roots) if path is None else (path.parent, (*roots, path.parent))
         return Path(cp.location).parent, roots
 
-    async def pull(self, model: ModelInfo,
-                   on_progress: ProgressCallback | None = None) -> Path:
+    async def pull(self, model: ModelInfo, on_progress: ProgressCallback | None = None) -> Path:
         """Make the model's file present; report (bytes done, total) four times a second
         and once at the end."""
         if (path := self.local_path(model)) is not None:
             return path
         cp = Checkpoint.parse(model.checkpoint)
         if cp.kind != "hf":
-            raise ModelError(f"model {model.name!r}: {model.checkpoint!r} does not exist; "
-                             "install the package or fix the path", status=404)
+            raise ModelError(
+                f"model {model.name!r}: {model.checkpoint!r} does not exist; "
+                "install the package or fix the path",
+                status=404,
+            )
         if self.offline:
-            raise ModelError(f"model {model.name!r} is not downloaded and lemoncore is "
-                             "offline; pull it with network access first")
+            raise ModelError(
+                f"model {model.name!r} is not downloaded and lemoncore is "
+                "offline; pull it with network access first"
+            )
         return self.confined(Path(await download(model, cp, on_progress)))
 
     def delete(self, model: ModelInfo) -> None:
         """Remove the model's downloaded file and forget a user model."""
         cp = Checkpoint.parse(model.checkpoint)
-        first = huggingface_hub.try_to_load_from_cache(cp.location, cp.filename) \
-            if cp.kind == "hf" else None
+        first = (
+            huggingface_hub.try_to_load_from_cache(cp.location, cp.filename)
+            if cp.kind == "hf"
+            else None
+        )
         revision = snapshot_revision(first, cp.filename) if isinstance(first, str) else None
-        found = [first, *(huggingface_hub.try_to_load_from_cache(
-            cp.location, name, revision=revision) for name in model.files)] \
-            if isinstance(first, str) else []
+        found = (
+            [
+                first,
+                *(
+                    huggingface_hub.try_to_load_from_cache(cp.location, name, revision=revision)
+                    for name in model.files
+                ),
+            ]
+            if isinstance(first, str)
+            else []
+        )
         for path in (f for f in found if isinstance(f, str)):
             self.confined(Path(path)).unlink(missing_ok=True)  # the blob
             Path(path).unlink(missing_ok=True)  # the snapshot's link to it
         if not isinstance(next(iter(found), None), str) and model.name not in self._user:
-            raise ModelError(f"model {model.name!r} is not a download; nothing to delete",
-                             status=422)
+            raise ModelError(
+                f"model {model.name!r} is not a download; nothing to delete", status=422
+            )
         if self._user.pop(model.name, None) is not None:
             self._write_user()
 
@@ -189,8 +219,9 @@ def _user_models(entries: list[Any]) -> dict[str, ModelInfo]:
         try:
             model = ModelInfo.model_validate(entry)
         except ValidationError as exc:
-            log.warning("ignoring an invalid registered model", entry=repr(entry)[:300],
-                        error=str(exc))
+            log.warning(
+                "ignoring an invalid registered model", entry=repr(entry)[:300], error=str(exc)
+            )
             continue
         models[model.name] = model
     return models

@@ -12,5 +12,12 @@ from lemoncore.errors import PluginError as PluginError  # re-exported
 from lemoncore.plugins.host import ENTRY_POINT_GROUP, PluginHost, load_plugins
 from lemoncore.plugins.registry import PluginRecord, PluginRecordJson, Registry
 
-__all__ = ["ENTRY_POINT_GROUP", "PluginError", "PluginHost", "PluginRecord",
-           "PluginRecordJson", "Registry", "load_plugins"]
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "PluginError",
+    "PluginHost",
+    "PluginRecord",
+    "PluginRecordJson",
+    "Registry",
+    "load_plugins",
+]

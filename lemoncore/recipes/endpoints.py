@@ -22,21 +22,34 @@ class Endpoint(Frozen):
     summary: str
     model_type: ModelType = ModelType.LLM
     body: Literal["json", "multipart"] = Field(
-        "json", description="A JSON object, or ``multipart/form-data`` (an upload), which "
-        "reaches the engine byte for byte")
+        "json",
+        description="A JSON object, or ``multipart/form-data`` (an upload), which "
+        "reaches the engine byte for byte",
+    )
     model_field: str = Field("model", description="The body field naming the model")
     required: str | None = Field(None, description="A body field a request must have")
-    streams: bool = Field(True, description="A ``stream: true`` body (form field "
-                          "``stream=true``) is answered as SSE")
-    media_type: str = Field("application/json", description="What a non-streamed answer "
-                            "is (the engine's ``Content-Type`` is passed through)")
-    max_body_bytes: int | None = Field(None, ge=1, description="This endpoint's body "
-                                       "limit; the administrator's ``max_body_bytes`` "
-                                       "caps every endpoint")
-    retried: bool = Field(True, description="Sent once more, to a fresh server, when the "
-                          "backend died before answering")
+    streams: bool = Field(
+        True, description="A ``stream: true`` body (form field ``stream=true``) is answered as SSE"
+    )
+    media_type: str = Field(
+        "application/json",
+        description="What a non-streamed answer "
+        "is (the engine's ``Content-Type`` is passed through)",
+    )
+    max_body_bytes: int | None = Field(
+        None,
+        ge=1,
+        description="This endpoint's body "
+        "limit; the administrator's ``max_body_bytes`` "
+        "caps every endpoint",
+    )
+    retried: bool = Field(
+        True,
+        description="Sent once more, to a fresh server, when the backend died before answering",
+    )
     errors: Literal["openai", "anthropic"] = Field(
-        "openai", description="The shape of lemoncore's own errors there")
+        "openai", description="The shape of lemoncore's own errors there"
+    )
 
 
 @functools.cache
@@ -46,16 +59,34 @@ def core_endpoints() -> tuple[Endpoint, ...]:
     return (
         Endpoint(path="/v1/chat/completions", summary="Chat completion", required="messages"),
         Endpoint(path="/v1/completions", summary="Completion", required="prompt"),
-        Endpoint(path="/v1/embeddings", summary="Embeddings", model_type=ModelType.EMBEDDING,
-                 required="input", streams=False),
-        Endpoint(path="/v1/messages", summary="Anthropic Messages", required="messages",
-                 errors="anthropic"),
-        Endpoint(path="/v1/messages/count_tokens", summary="Anthropic token count",
-                 required="messages", streams=False, errors="anthropic"),
+        Endpoint(
+            path="/v1/embeddings",
+            summary="Embeddings",
+            model_type=ModelType.EMBEDDING,
+            required="input",
+            streams=False,
+        ),
+        Endpoint(
+            path="/v1/messages",
+            summary="Anthropic Messages",
+            required="messages",
+            errors="anthropic",
+        ),
+        Endpoint(
+            path="/v1/messages/count_tokens",
+            summary="Anthropic token count",
+            required="messages",
+            streams=False,
+            errors="anthropic",
+        ),
         Endpoint(path="/v1/responses", summary="OpenAI Responses", required="input"),
-        Endpoint(path="/v1/rerank", summary="Rerank documents", model_type=ModelType.RERANKING,
-                 required="documents", streams=False),
+        Endpoint(
+            path="/v1/rerank",
+            summary="Rerank documents",
+            model_type=ModelType.RERANKING,
+            required="documents",
+            streams=False,
+        ),
         Endpoint(path="/tokenize", summary="Text to tokens", required="content", streams=False),
-        Endpoint(path="/detokenize", summary="Tokens to text", required="tokens",
-                 streams=False),
+        Endpoint(path="/detokenize", summary="Tokens to text", required="tokens", streams=False),
     )

@@ -18,8 +18,10 @@ class DeviceKind(StrEnum):
 
     @property
     def device(self) -> Device:
-        return Device.CPU if self is DeviceKind.CPU else (
-            Device.NPU if self is DeviceKind.AMD_NPU else Device.GPU
+        return (
+            Device.CPU
+            if self is DeviceKind.CPU
+            else (Device.NPU if self is DeviceKind.AMD_NPU else Device.GPU)
         )
 
 

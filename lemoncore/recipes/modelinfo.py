@@ -68,8 +68,10 @@ class ModelInfo(Frozen):
             plain_text(name)
             parts = name.replace("\\", "/").split("/")
             if not name or name.startswith("/") or ".." in parts or "" in parts:
-                raise ValueError(f"file {name!r} must be a relative path inside the "
-                                 "checkpoint's repository, without '..'")
+                raise ValueError(
+                    f"file {name!r} must be a relative path inside the "
+                    "checkpoint's repository, without '..'"
+                )
         return files
 
     @field_validator("sha256")
@@ -97,6 +99,10 @@ class ModelInfo(Frozen):
         return ModelType.LLM
 
 
-_TYPE_LABELS = (("embeddings", ModelType.EMBEDDING), ("embedding", ModelType.EMBEDDING),
-                ("reranking", ModelType.RERANKING), ("transcription", ModelType.TRANSCRIPTION),
-                ("image", ModelType.IMAGE))
+_TYPE_LABELS = (
+    ("embeddings", ModelType.EMBEDDING),
+    ("embedding", ModelType.EMBEDDING),
+    ("reranking", ModelType.RERANKING),
+    ("transcription", ModelType.TRANSCRIPTION),
+    ("image", ModelType.IMAGE),
+)

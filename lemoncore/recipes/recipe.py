@@ -47,12 +47,17 @@ class Backend(Frozen):
     slot_policy: SlotPolicy | None = None  # None: the recipe's
     rpc_workers: bool = False  # its engine can place layers on llama.cpp RPC workers
     max_concurrency: int | None = Field(
-        None, ge=1, description="Requests one server handles at once; the core queues the "
-                                "rest (None: no limit).")
+        None,
+        ge=1,
+        description="Requests one server handles at once; the core queues the "
+        "rest (None: no limit).",
+    )
     options: tuple[OptionSpec, ...] = Field(
-        (), description="Options of this backend only, beside its recipe's.")
+        (), description="Options of this backend only, beside its recipe's."
+    )
     endpoints: frozenset[str] = Field(
-        OPENAI_ENDPOINTS, description="The endpoint paths its engine serves itself.")
+        OPENAI_ENDPOINTS, description="The endpoint paths its engine serves itself."
+    )
 
     @field_validator("options")
     @classmethod
@@ -115,24 +120,33 @@ class OptionSpec(Frozen):
     def _infer_type(cls, data: Any) -> Any:
         if isinstance(data, dict) and "type" not in data:
             default = data.get("default")
-            inferred = next((name for kind, name in _DEFAULT_TYPES
-                             if isinstance(default, kind)), "str")
+            inferred = next(
+                (name for kind, name in _DEFAULT_TYPES if isinstance(default, kind)), "str"
+            )
             data = {**data, "type": inferred}
         return data
 
 
 _DEFAULT_TYPES: tuple[tuple[type, OptionType], ...] = (
-    (bool, "bool"), (int, "int"), (float, "float"), (list, "list"), (tuple, "list"))
+    (bool, "bool"),
+    (int, "int"),
+    (float, "float"),
+    (list, "list"),
+    (tuple, "list"),
+)
 # Names that select or steer a load rather than configure the engine.
-RESERVED_OPTION_NAMES = frozenset({"backend", "model", "model_name", "pinned", "dry_run",
-                                   "save_options", "stream", "keep_alive"})
+RESERVED_OPTION_NAMES = frozenset(
+    {"backend", "model", "model_name", "pinned", "dry_run", "save_options", "stream", "keep_alive"}
+)
 
 
 def _unreserved(options: tuple[OptionSpec, ...]) -> tuple[OptionSpec, ...]:
     taken = sorted({o.name for o in options} & RESERVED_OPTION_NAMES)
     if taken:
-        raise ValueError(f"option names {taken} are reserved by lemoncore ('backend' is a "
-                         "selector every recipe has)")
+        raise ValueError(
+            f"option names {taken} are reserved by lemoncore ('backend' is a "
+            "selector every recipe has)"
+        )
     return options
 
 

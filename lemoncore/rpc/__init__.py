@@ -50,17 +50,43 @@ if TYPE_CHECKING:
     )
 
 __all__ = [
-    "CGNAT", "DEFAULT_PORT", "HELLO_REPLY_SIZE", "HELLO_REQUEST", "PRIVATE_NETWORKS",
-    "PROTOCOL", "RPC_SERVER_NAMES", "TUNNEL_INTERFACES", "AddressError", "ProbeStatus",
-    "WorkerAddress", "WorkerProbe", "bind_refusal", "find_rpc_server", "hello_outcome",
-    "is_private", "parse_worker_address", "parse_workers", "probe_worker", "rpc_argument",
+    "CGNAT",
+    "DEFAULT_PORT",
+    "HELLO_REPLY_SIZE",
+    "HELLO_REQUEST",
+    "PRIVATE_NETWORKS",
+    "PROTOCOL",
+    "RPC_SERVER_NAMES",
+    "TUNNEL_INTERFACES",
+    "AddressError",
+    "ProbeStatus",
+    "WorkerAddress",
+    "WorkerProbe",
+    "bind_refusal",
+    "find_rpc_server",
+    "hello_outcome",
+    "is_private",
+    "parse_worker_address",
+    "parse_workers",
+    "probe_worker",
+    "rpc_argument",
     "tunnel_addresses",
 ]
 
 _ADDRESS = (
-    "CGNAT", "PRIVATE_NETWORKS", "RPC_SERVER_NAMES", "TUNNEL_INTERFACES", "AddressError",
-    "WorkerAddress", "bind_refusal", "find_rpc_server", "is_private",
-    "parse_worker_address", "parse_workers", "rpc_argument", "tunnel_addresses",
+    "CGNAT",
+    "PRIVATE_NETWORKS",
+    "RPC_SERVER_NAMES",
+    "TUNNEL_INTERFACES",
+    "AddressError",
+    "WorkerAddress",
+    "bind_refusal",
+    "find_rpc_server",
+    "is_private",
+    "parse_worker_address",
+    "parse_workers",
+    "rpc_argument",
+    "tunnel_addresses",
 )
 
 

@@ -25,9 +25,17 @@ RPC_SERVER_NAMES = ("rpc-server", "ggml-rpc-server")
 #: (169.254/16, fe80::/10: never routed off the link, so no more exposed than RFC 1918 on
 #: that link, and what a direct cable between two boxes, USB4/Thunderbolt networking,
 #: gets). Loopback is always fine.
-PRIVATE_NETWORKS = tuple(ipaddress.ip_network(n) for n in (
-    "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "169.254.0.0/16", "fc00::/7",
-    "fe80::/10"))
+PRIVATE_NETWORKS = tuple(
+    ipaddress.ip_network(n)
+    for n in (
+        "10.0.0.0/8",
+        "172.16.0.0/12",
+        "192.168.0.0/16",
+        "169.254.0.0/16",
+        "fc00::/7",
+        "fe80::/10",
+    )
+)
 #: Carrier-grade NAT (RFC 6598): Tailscale gives its tailnet addresses from it, but ISPs
 #: put it on WAN links too, where their other customers reach it. Private only on a tunnel
 #: interface (:data:`TUNNEL_INTERFACES`).
@@ -60,31 +68,34 @@ def parse_worker_address(text: str, default_port: int | None = None) -> WorkerAd
     if not value:
         raise AddressError("empty RPC worker address; write host:port, e.g. 10.0.0.2:50052")
     if value.startswith("[") or value.count(":") > 1:
-        host = value[1:value.index("]")] if value.startswith("[") and "]" in value else value
+        host = value[1 : value.index("]")] if value.startswith("[") and "]" in value else value
         raise AddressError(
             f"RPC worker {text!r}: IPv6 addresses are not supported: llama.cpp's RPC "
             "transport is IPv4-only (ggml-rpc parse_endpoint splits at the first ':', "
-            f"sockets are AF_INET); use the worker's IPv4 address{_v6_hint(host)}")
+            f"sockets are AF_INET); use the worker's IPv4 address{_v6_hint(host)}"
+        )
     host, sep, port_text = value.partition(":")
     if not host:
-        raise AddressError(f"RPC worker {text!r} has no host; write host:port, "
-                           "e.g. 10.0.0.2:50052")
+        raise AddressError(f"RPC worker {text!r} has no host; write host:port, e.g. 10.0.0.2:50052")
     if not sep:
         if default_port is None:
-            raise AddressError(f"RPC worker {text!r} has no port; write "
-                               f"{host}:{DEFAULT_PORT} (rpc-server's default port)")
+            raise AddressError(
+                f"RPC worker {text!r} has no port; write "
+                f"{host}:{DEFAULT_PORT} (rpc-server's default port)"
+            )
         return WorkerAddress(_checked_host(host, text), default_port)
     if not port_text.isdigit() or not 0 < int(port_text) < 65536:
-        raise AddressError(f"RPC worker {text!r}: the port must be a number from 1 to "
-                           f"65535, e.g. {host}:{DEFAULT_PORT}")
+        raise AddressError(
+            f"RPC worker {text!r}: the port must be a number from 1 to "
+            f"65535, e.g. {host}:{DEFAULT_PORT}"
+        )
     return WorkerAddress(_checked_host(host, text), int(port_text))
 
 
 def _checked_host(host: str, text: str) -> str:
     allowed = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-")
     if not set(host) <= allowed or host.startswith(("-", ".")):
-        raise AddressError(f"RPC worker {text!r}: {host!r} is not an IPv4 address or a "
-                           "host name")
+        raise AddressError(f"RPC worker {text!r}: {host!r} is not an IPv4 address or a host name")
     return host
 
 
@@ -113,8 +124,9 @@ def rpc_argument(workers: Iterable[WorkerAddress]) -> str:
     return ",".join(str(w) for w in workers)
 
 
-def is_private(ip: ipaddress.IPv4Address | ipaddress.IPv6Address,
-               tunnels: Iterable[str] = ()) -> bool:
+def is_private(
+    ip: ipaddress.IPv4Address | ipaddress.IPv6Address, tunnels: Iterable[str] = ()
+) -> bool:
     """Loopback, in :data:`PRIVATE_NETWORKS`, or a :data:`CGNAT` address among
     ``tunnels`` (the addresses of this machine's tunnel interfaces); IPv4-mapped IPv6
     counts as its IPv4."""
@@ -122,8 +134,7 @@ def is_private(ip: ipaddress.IPv4Address | ipaddress.IPv6Address,
         ip = ip.ipv4_mapped
     if ip.version == 4 and ip in CGNAT:
         return str(ip) in set(tunnels)
-    return ip.is_loopback or any(ip in net for net in PRIVATE_NETWORKS
-                                 if net.version == ip.version)
+    return ip.is_loopback or any(ip in net for net in PRIVATE_NETWORKS if net.version == ip.version)
 
 
 def tunnel_addresses() -> frozenset[str]:
@@ -131,8 +142,12 @@ def tunnel_addresses() -> frozenset[str]:
     (:data:`TUNNEL_INTERFACES`)."""
     import psutil
 
-    return frozenset(a.address for name, addresses in psutil.net_if_addrs().items()
-                     if name.startswith(TUNNEL_INTERFACES) for a in addresses)
+    return frozenset(
+        a.address
+        for name, addresses in psutil.net_if_addrs().items()
+        if name.startswith(TUNNEL_INTERFACES)
+        for a in addresses
+    )
 
 
 def bind_refusal(host: str, allow_public: bool, tunnels: Iterable[str] = ()) -> str | None:
@@ -154,18 +169,23 @@ def bind_refusal(host: str, allow_public: bool, tunnels: Iterable[str] = ()) -> 
     else:
         if is_private(ip, tunnels) and not ip.is_unspecified:
             return None
-        what = (f"{host} listens on every interface, public ones included"
-                if ip.is_unspecified else
-                f"{host} is a carrier-grade NAT address (100.64.0.0/10) that is not on a "
-                "Tailscale or WireGuard interface here, so an ISP's other customers may "
-                "reach it" if ip.version == 4 and ip in CGNAT else
-                f"{host} is not a loopback or private address")
-    return (f"refusing to bind rpc-server to {host}: {what}. rpc-server has no "
-            "authentication and no encryption: anyone who can reach its port can use this "
-            "machine's memory and compute. Bind it to a private address (10.x, 172.16-31.x, "
-            "192.168.x, this machine's Tailscale or WireGuard address) or to "
-            "127.0.0.1 behind an SSH tunnel; pass --allow-public only if a firewall "
-            "already limits who can connect.")
+        what = (
+            f"{host} listens on every interface, public ones included"
+            if ip.is_unspecified
+            else f"{host} is a carrier-grade NAT address (100.64.0.0/10) that is not on a "
+            "Tailscale or WireGuard interface here, so an ISP's other customers may "
+            "reach it"
+            if ip.version == 4 and ip in CGNAT
+            else f"{host} is not a loopback or private address"
+        )
+    return (
+        f"refusing to bind rpc-server to {host}: {what}. rpc-server has no "
+        "authentication and no encryption: anyone who can reach its port can use this "
+        "machine's memory and compute. Bind it to a private address (10.x, 172.16-31.x, "
+        "192.168.x, this machine's Tailscale or WireGuard address) or to "
+        "127.0.0.1 behind an SSH tunnel; pass --allow-public only if a firewall "
+        "already limits who can connect."
+    )
 
 
 def find_rpc_server(directory: Path) -> Path | None:

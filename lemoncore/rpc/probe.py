@@ -80,7 +80,12 @@ ProbeStatus = Literal["ok", "unreachable", "no_answer", "not_rpc", "incompatible
 
 #: :attr:`WorkerProbe.status` values.
 OK, UNREACHABLE, NO_ANSWER, NOT_RPC, INCOMPATIBLE = (
-    "ok", "unreachable", "no_answer", "not_rpc", "incompatible")
+    "ok",
+    "unreachable",
+    "no_answer",
+    "not_rpc",
+    "incompatible",
+)
 
 
 @dataclass(frozen=True)
@@ -118,34 +123,52 @@ def _reason(exc: BaseException) -> str:
     return str(exc).lower()
 
 
-def hello_outcome(address: str, reply: bytes, client: tuple[int, int] = PROTOCOL
-                  ) -> WorkerProbe:
+def hello_outcome(address: str, reply: bytes, client: tuple[int, int] = PROTOCOL) -> WorkerProbe:
     """Judge the bytes a peer sent back to :data:`HELLO_REQUEST` (all it sent before it
     closed, or before the deadline): the rule is ``negotiate_hello``'s."""
     if not reply:
-        return WorkerProbe(address, "not_rpc", error=(
-            f"RPC worker {address} closed the connection during the handshake: it is not "
-            f"an rpc-server, or one of another protocol version (lemoncore's llama.cpp "
-            f"speaks v{client[0]}.{client[1]}); run the same llama.cpp build on both "
-            "machines (lemon worker)"))
+        return WorkerProbe(
+            address,
+            "not_rpc",
+            error=(
+                f"RPC worker {address} closed the connection during the handshake: it is not "
+                f"an rpc-server, or one of another protocol version (lemoncore's llama.cpp "
+                f"speaks v{client[0]}.{client[1]}); run the same llama.cpp build on both "
+                "machines (lemon worker)"
+            ),
+        )
     size = struct.unpack("<Q", reply[:8])[0] if len(reply) >= 8 else -1
     if size != HELLO_REPLY_SIZE or len(reply) < 8 + HELLO_REPLY_SIZE:
         shown = reply[:24].decode("ascii", "replace").strip() or reply[:24].hex()
-        return WorkerProbe(address, "not_rpc", error=(
-            f"RPC worker {address} is not an rpc-server: it answered the RPC handshake "
-            f"with {shown!r}; check the address and port (rpc-server's default port is "
-            f"{DEFAULT_PORT})"))
+        return WorkerProbe(
+            address,
+            "not_rpc",
+            error=(
+                f"RPC worker {address} is not an rpc-server: it answered the RPC handshake "
+                f"with {shown!r}; check the address and port (rpc-server's default port is "
+                f"{DEFAULT_PORT})"
+            ),
+        )
     major, minor, patch = reply[8], reply[9], reply[10]
     if major != client[0] or minor > client[1]:
-        return WorkerProbe(address, "incompatible", (major, minor, patch), error=(
-            f"RPC worker {address} speaks RPC protocol v{major}.{minor}.{patch}, which "
-            f"lemoncore's llama.cpp (v{client[0]}.{client[1]}) cannot use; run the same "
-            "llama.cpp build on both machines"))
+        return WorkerProbe(
+            address,
+            "incompatible",
+            (major, minor, patch),
+            error=(
+                f"RPC worker {address} speaks RPC protocol v{major}.{minor}.{patch}, which "
+                f"lemoncore's llama.cpp (v{client[0]}.{client[1]}) cannot use; run the same "
+                "llama.cpp build on both machines"
+            ),
+        )
     return WorkerProbe(address, "ok", (major, minor, patch))
 
 
-async def probe_worker(address: str | WorkerAddress, timeout: float = 2.0,  # noqa: ASYNC109
-                       client: tuple[int, int] = PROTOCOL) -> WorkerProbe:
+async def probe_worker(
+    address: str | WorkerAddress,
+    timeout: float = 2.0,  # noqa: ASYNC109
+    client: tuple[int, int] = PROTOCOL,
+) -> WorkerProbe:
     """Connect to the worker and do the RPC HELLO handshake, all within ``timeout``
     seconds. Raises :class:`AddressError` for an address that does not parse; reports
     everything about the worker itself in the returned :class:`WorkerProbe`.
@@ -164,10 +187,15 @@ async def probe_worker(address: str | WorkerAddress, timeout: float = 2.0,  # no
         try:
             stream = await anyio.connect_tcp(worker.host, worker.port)
         except OSError as exc:
-            return WorkerProbe(name, "unreachable", error=(
-                f"RPC worker {name} is unreachable: {_reason(exc)}; start it there "
-                "with 'lemon worker --host <its private address>' and check the network "
-                "and firewall"))
+            return WorkerProbe(
+                name,
+                "unreachable",
+                error=(
+                    f"RPC worker {name} is unreachable: {_reason(exc)}; start it there "
+                    "with 'lemon worker --host <its private address>' and check the network "
+                    "and firewall"
+                ),
+            )
         connected = True
         try:
             raw = stream.extra(SocketAttribute.raw_socket)  # noqa: S610 - anyio, not Django
@@ -181,12 +209,22 @@ async def probe_worker(address: str | WorkerAddress, timeout: float = 2.0,  # no
             with anyio.CancelScope(shield=True):
                 await stream.aclose()
     if not connected:
-        return WorkerProbe(name, "unreachable", error=(
-            f"RPC worker {name} is unreachable: no TCP connection within {timeout:g} s; "
-            "check that it runs ('lemon worker' there), the network and the firewall"))
+        return WorkerProbe(
+            name,
+            "unreachable",
+            error=(
+                f"RPC worker {name} is unreachable: no TCP connection within {timeout:g} s; "
+                "check that it runs ('lemon worker' there), the network and the firewall"
+            ),
+        )
     if not ended and len(reply) < 8 + HELLO_REPLY_SIZE:  # nothing, or cut by the deadline
-        return WorkerProbe(name, "no_answer", error=(
-            f"RPC worker {name} accepted a connection but did not answer the RPC handshake "
-            f"within {timeout:g} s: rpc-server serves one client at a time and another "
-            "head may be using it, or this is not an rpc-server"))
+        return WorkerProbe(
+            name,
+            "no_answer",
+            error=(
+                f"RPC worker {name} accepted a connection but did not answer the RPC handshake "
+                f"within {timeout:g} s: rpc-server serves one client at a time and another "
+                "head may be using it, or this is not an rpc-server"
+            ),
+        )
     return hello_outcome(name, reply, client)

@@ -78,9 +78,11 @@ def describe(state: WorkerState) -> str:
     """One line for a worker record, e.g. ``worker 10.0.0.2:50052 ready (rpc-server
     v7.0.0, pid 123, 0 restarts)``."""
     text = f"worker {state.get('endpoint')} {state.get('state')}"
-    facts = [f"rpc-server v{state['version']}" if state.get("version") else "",
-             f"pid {state['rpc_server_pid']}" if state.get("rpc_server_pid") else "",
-             f"{state.get('restarts', 0)} restarts"]
+    facts = [
+        f"rpc-server v{state['version']}" if state.get("version") else "",
+        f"pid {state['rpc_server_pid']}" if state.get("rpc_server_pid") else "",
+        f"{state.get('restarts', 0)} restarts",
+    ]
     if state.get("state") == "restarting" and state.get("backoff_s") is not None:
         facts.append(f"next start in {state['backoff_s']:g} s")
     return f"{text} ({', '.join(f for f in facts if f)})"

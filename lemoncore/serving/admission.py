@@ -77,13 +77,21 @@ class Admission:
         self.closing, self.drain_deadline = True, anyio.current_time() + self.settings.stop_grace
         for scope in self._cuttable:
             scope.deadline = self.drain_deadline
-        log.info("shutting down: draining in-flight requests", in_flight=len(self._cuttable),
-                 deadline_s=self.settings.stop_grace)
+        log.info(
+            "shutting down: draining in-flight requests",
+            in_flight=len(self._cuttable),
+            deadline_s=self.settings.stop_grace,
+        )
 
     def refuse_if_closing(self) -> None:
         if self.closing:
-            raise NotAdmitted("the server is shutting down; retry once it is back", 503,
-                          "server_error", "shutting_down", retry_after=self.settings.stop_grace)
+            raise NotAdmitted(
+                "the server is shutting down; retry once it is back",
+                503,
+                "server_error",
+                "shutting_down",
+                retry_after=self.settings.stop_grace,
+            )
 
     @contextmanager
     def cut_at_drain_deadline(self) -> Iterator[anyio.CancelScope]:
@@ -120,9 +128,12 @@ class Admission:
             yield
             return
         if server.gate.value == 0 and server.queued >= self.settings.max_queue:
-            raise NotAdmitted(f"{server.model.name} is busy: {server.queued} requests already "
-                          "wait for a free slot; retry shortly", code="queue_full",
-                          retry_after=1)
+            raise NotAdmitted(
+                f"{server.model.name} is busy: {server.queued} requests already "
+                "wait for a free slot; retry shortly",
+                code="queue_full",
+                retry_after=1,
+            )
         server.queued += 1
         try:
             await server.gate.acquire()
@@ -153,8 +164,12 @@ class Admission:
                 f"{name} failed to start {_times(failures.count)}; lemoncore holds it off "
                 f"for {wait:.0f} s more instead of respawning it per request (an explicit "
                 f"load retries now: lemon load {name}, or POST /api/v1/load). The last "
-                f"failure: {failures.error}", 503, "model_load_error", "backend_cooldown",
-                retry_after=wait)
+                f"failure: {failures.error}",
+                503,
+                "model_load_error",
+                "backend_cooldown",
+                retry_after=wait,
+            )
             if failures.hopeless:  # the clients' automatic retries cannot help either
                 refused.should_retry = False
             raise refused
@@ -169,13 +184,22 @@ class Admission:
         hopeless = failures.hopeless = exc.failure is StartFailure.HOPELESS
         if failures.count < CRASH_LOOP_FAILURES and not hopeless:
             return exc
-        hold = COOLDOWN_MAX_S if hopeless else min(
-            COOLDOWN_MAX_S, COOLDOWN_S * 2 ** (failures.count - CRASH_LOOP_FAILURES))
+        hold = (
+            COOLDOWN_MAX_S
+            if hopeless
+            else min(COOLDOWN_MAX_S, COOLDOWN_S * 2 ** (failures.count - CRASH_LOOP_FAILURES))
+        )
         failures.held_until = time.monotonic() + hold
-        why = "starting it again cannot help" if hopeless else \
-            f"{name} failed to start {_times(failures.count)}"
-        return StartError(f"{exc}\n({why}: held off for {hold:.0f} s; an explicit load "
-                          "retries now)", exc.exit, exc.failure)
+        why = (
+            "starting it again cannot help"
+            if hopeless
+            else f"{name} failed to start {_times(failures.count)}"
+        )
+        return StartError(
+            f"{exc}\n({why}: held off for {hold:.0f} s; an explicit load retries now)",
+            exc.exit,
+            exc.failure,
+        )
 
     def started(self, name: str) -> None:
         self._failed_starts.pop(name, None)
@@ -183,8 +207,11 @@ class Admission:
     def held_off(self) -> list[HeldOff]:
         """The models held off now, and why."""
         now = time.monotonic()
-        return [HeldOff(name, f.reason, f.count, round(f.held_until - now, 1))
-                for name, f in sorted(self._failed_starts.items()) if f.held_until > now]
+        return [
+            HeldOff(name, f.reason, f.count, round(f.held_until - now, 1))
+            for name, f in sorted(self._failed_starts.items())
+            if f.held_until > now
+        ]
 
 
 def _times(count: int) -> str:

@@ -23,9 +23,11 @@ class AnswerTooLarge(LemonError):
     status, type, code = 502, "backend_error", "answer_too_large"
 
     def __init__(self, what: str, limit: int) -> None:
-        super().__init__(f"the backend's {what} exceeds {limit} bytes, the most lemoncore "
-                         "holds of one answer (setting max_answer_bytes); ask for less (a "
-                         "stream, fewer inputs) or raise the setting")
+        super().__init__(
+            f"the backend's {what} exceeds {limit} bytes, the most lemoncore "
+            "holds of one answer (setting max_answer_bytes); ask for less (a "
+            "stream, fewer inputs) or raise the setting"
+        )
 
 
 async def read_whole(response: httpx.Response, limit: int) -> httpx.Response:
@@ -51,7 +53,10 @@ async def read_whole(response: httpx.Response, limit: int) -> httpx.Response:
                 break
     finally:
         await response.aclose()
-    headers = [(k, v) for k, v in response.headers.multi_items()
-               if k.lower() not in _WIRE_HEADERS]
-    return httpx.Response(response.status_code, headers=headers,
-                          content=b"".join(parts)[:cap], request=response.request)
+    headers = [(k, v) for k, v in response.headers.multi_items() if k.lower() not in _WIRE_HEADERS]
+    return httpx.Response(
+        response.status_code,
+        headers=headers,
+        content=b"".join(parts)[:cap],
+        request=response.request,
+    )

@@ -24,40 +24,61 @@ from lemoncore.serving.planner import CurrentLoad, Facts, LoadPlan, plan
 from lemoncore.settings import Settings
 
 
-async def preflight(plugins: PluginHost, host: HostInfo, found: LoadPlan,
-                    model_path: Path) -> str:
+async def preflight(plugins: PluginHost, host: HostInfo, found: LoadPlan, model_path: Path) -> str:
     """Why the owner of ``found``'s backend refuses it with the model at ``model_path``
     ("" when it does not); run in a thread."""
     return await anyio.to_thread.run_sync(
-        plugins.preflight, found.recipe, found.backend.backend, found.model, model_path,
-        found.config, host, found.options)
+        plugins.preflight,
+        found.recipe,
+        found.backend.backend,
+        found.model,
+        model_path,
+        found.config,
+        host,
+        found.options,
+    )
 
 
 class Survey:
     """Plans loads from what ``settings``, ``backends``, ``models`` and ``fleet`` hold now."""
 
-    def __init__(self, settings: Settings, plugins: PluginHost, backends: Backends,
-                 models: ModelStore, host: HostInfo, fleet: Fleet) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        plugins: PluginHost,
+        backends: Backends,
+        models: ModelStore,
+        host: HostInfo,
+        fleet: Fleet,
+    ) -> None:
         self.settings, self.plugins, self.backends = settings, plugins, backends
         self.models, self.host, self.fleet = models, host, fleet
 
-    async def plan(self, model: ModelInfo, request: Mapping[str, Any] | None,
-                   explicit: bool) -> LoadPlan:
+    async def plan(
+        self, model: ModelInfo, request: Mapping[str, Any] | None, explicit: bool
+    ) -> LoadPlan:
         """The plan for loading ``model`` with ``request``'s options (see
         :func:`~lemoncore.serving.planner.plan`), its ``refusal`` set by the owner's
         preflight when the model's file is present and the plan would start a server."""
         recipe = self.plugins.registry.recipes[model.recipe]
         await self.backends.refresh_statuses()
         current = self.fleet.running(model.name)
-        facts = Facts(model, recipe, self.backends.configuration(recipe),
-                      self.models.saved_options(model.name), str(self.models.options_file),
-                      self.backends.cached_statuses(recipe), self.fleet.residents(),
-                      None if current is None else CurrentLoad(current.backend.name,
-                                                               current.options),
-                      await anyio.to_thread.run_sync(self.models.local_path, model),
-                      self.settings.max_loaded_models, self.settings.workers_for(model))
+        facts = Facts(
+            model,
+            recipe,
+            self.backends.configuration(recipe),
+            self.models.saved_options(model.name),
+            str(self.models.options_file),
+            self.backends.cached_statuses(recipe),
+            self.fleet.residents(),
+            None if current is None else CurrentLoad(current.backend.name, current.options),
+            await anyio.to_thread.run_sync(self.models.local_path, model),
+            self.settings.max_loaded_models,
+            self.settings.workers_for(model),
+        )
         found = plan(facts, request, self.plugins, self.host, explicit)
         if found.model_path is None or found.already_loaded or found.refusal:
             return found
-        return replace(found, refusal=await preflight(self.plugins, self.host, found,
-                                                      found.model_path))
+        return replace(
+            found, refusal=await preflight(self.plugins, self.host, found, found.model_path)
+        )

@@ -63,8 +63,13 @@ class Fleet:
         return server if server is not None and server.process.alive else None
 
     def metrics(self) -> Metrics:
-        return Metrics(self.loads, len(self.servers), dict(self.evictions), dict(self.tokens),
-                       dict(self.answers))
+        return Metrics(
+            self.loads,
+            len(self.servers),
+            dict(self.evictions),
+            dict(self.tokens),
+            dict(self.answers),
+        )
 
     def residents(self) -> list[Resident]:
         """The loaded servers as the eviction policy sees them."""
@@ -75,14 +80,20 @@ class Fleet:
             if (victim := self.servers.get(eviction.name)) is not None:
                 await self.evict(victim, eviction)
 
-    async def evict(self, server: LoadedServer, why: EvictionOrder,
-                    drain_timeout: float | None = None) -> None:
+    async def evict(
+        self, server: LoadedServer, why: EvictionOrder, drain_timeout: float | None = None
+    ) -> None:
         """Remove from service, wait for in-flight requests to finish, then stop."""
         if self.servers.get(server.model.name) is server:
             del self.servers[server.model.name]
         self.evictions[why.kind] += 1
-        log.info("evicting", model=server.model.name, kind=why.kind.value, reason=why.reason,
-                 in_flight=server.in_flight)
+        log.info(
+            "evicting",
+            model=server.model.name,
+            kind=why.kind.value,
+            reason=why.reason,
+            in_flight=server.in_flight,
+        )
         with anyio.move_on_after(drain_timeout):
             await server.drained.wait()
         await server.process.stop(self.stop_grace)
@@ -94,8 +105,12 @@ class Fleet:
         task is cancelled: the stop must not be)."""
         async with anyio.create_task_group() as tg:
             for server in list(self.servers.values()):
-                tg.start_soon(self.evict, server, EvictionOrder(
-                    server.model.name, EvictionKind.UNLOAD, why), drain_timeout)
+                tg.start_soon(
+                    self.evict,
+                    server,
+                    EvictionOrder(server.model.name, EvictionKind.UNLOAD, why),
+                    drain_timeout,
+                )
             for server in list(self._restarting):
                 tg.start_soon(server.process.stop, self.stop_grace)
 
@@ -109,10 +124,13 @@ class Fleet:
     def record_outcome(self, server: LoadedServer, failed: bool) -> None:
         """Feed wedge detection; a wedged server is restarted (the next request gets a
         fresh process)."""
-        if self.admission.wedged_after(server, failed) and \
-                self.servers.get(server.model.name) is server:
-            log.warning("backend wedged: restarting it", model=server.model.name,
-                        failures=server.failures)
+        if (
+            self.admission.wedged_after(server, failed)
+            and self.servers.get(server.model.name) is server
+        ):
+            log.warning(
+                "backend wedged: restarting it", model=server.model.name, failures=server.failures
+            )
             del self.servers[server.model.name]
             [why] = wedged(server.resident(), server.failures).evict
             self._restarting.append(server)
@@ -124,8 +142,7 @@ class Fleet:
         finally:
             self._restarting = [s for s in self._restarting if s is not server]
 
-    async def death(self, server: LoadedServer, within: float = DEATH_WAIT_S
-                    ) -> EngineExit | None:
+    async def death(self, server: LoadedServer, within: float = DEATH_WAIT_S) -> EngineExit | None:
         """After a transport error: how the backend died, waiting up to ``within``
         seconds for its end (it is forgotten, so a retry reloads it); ``None`` when it
         still runs (the connection broke on its own)."""
@@ -141,9 +158,13 @@ class Fleet:
             del self.servers[server.model.name]
             self._background().start_soon(server.client.aclose)
             ended = exit_of(server.process)
-            log.warning("model unloaded: backend crashed; the next request reloads it",
-                        model=server.model.name, code=server.process.returncode,
-                        signal=ended.signal, reason=ended.headline)
+            log.warning(
+                "model unloaded: backend crashed; the next request reloads it",
+                model=server.model.name,
+                code=server.process.returncode,
+                signal=ended.signal,
+                reason=ended.headline,
+            )
 
     def _background(self) -> anyio.abc.TaskGroup:
         assert self.task_group is not None, "the router starts the fleet's task group"

@@ -33,9 +33,15 @@ from lemoncore.supervisor import StartError
 BUSY_RETRY_S, BUSY_RETRY_MAX_S = 0.05, 1.0
 
 
-async def exchange(router: Router, model: ModelInfo, path: str, body: Body,
-                   stream: bool, retry: bool = True, keep_alive: float | None = None
-                   ) -> Answer:
+async def exchange(
+    router: Router,
+    model: ModelInfo,
+    path: str,
+    body: Body,
+    stream: bool,
+    retry: bool = True,
+    keep_alive: float | None = None,
+) -> Answer:
     """Send ``body`` to ``model``'s server; with ``retry``, once more to a fresh server
     when the backend died before answering. A ``keep_alive`` (seconds) replaces the
     server's (:meth:`Router.acquire`). The answer must be closed (``async with``); a
@@ -45,8 +51,7 @@ async def exchange(router: Router, model: ModelInfo, path: str, body: Body,
     for attempt in (1, 2) if retry else (2,):  # only a first attempt is retried
         resources = AsyncExitStack()
         try:
-            server = await resources.enter_async_context(
-                router.acquire(model.name, keep_alive))
+            server = await resources.enter_async_context(router.acquire(model.name, keep_alive))
             if path not in server.backend.endpoints:
                 raise not_served(server.recipe, server.backend, path)
             if isinstance(body, dict):
@@ -74,8 +79,9 @@ async def exchange(router: Router, model: ModelInfo, path: str, body: Body,
             await resources.aclose()
             raise
         router.fleet.answers[model.name, path, upstream.status_code] += 1
-        answer = Answer(server, upstream, resources, router.fleet,
-                        router.admission.cut_at_drain_deadline)
+        answer = Answer(
+            server, upstream, resources, router.fleet, router.admission.cut_at_drain_deadline
+        )
         if not stream or upstream.status_code != 200:
             answer.end(failed(upstream.status_code))
         if not stream and upstream.status_code == 200:
@@ -86,13 +92,19 @@ async def exchange(router: Router, model: ModelInfo, path: str, body: Body,
 
 
 def not_served(recipe: Recipe, backend: Backend, path: str) -> LemonError:
-    return LemonError(f"{recipe.name}:{backend.name} does not serve {path} (it serves "
-                      f"{', '.join(sorted(backend.endpoints))}); load the model on a backend "
-                      "that does", 400, code="endpoint_not_served", param="model")
+    return LemonError(
+        f"{recipe.name}:{backend.name} does not serve {path} (it serves "
+        f"{', '.join(sorted(backend.endpoints))}); load the model on a backend "
+        "that does",
+        400,
+        code="endpoint_not_served",
+        param="model",
+    )
 
 
-async def send_when_free(router: Router, server: LoadedServer, path: str,
-                         body: Body, stream: bool) -> httpx.Response:
+async def send_when_free(
+    router: Router, server: LoadedServer, path: str, body: Body, stream: bool
+) -> httpx.Response:
     """Send the request. A single-slot engine may still be finishing a request whose client
     left (VTE notices a disconnect only at its next token, and never on a non-streaming
     request) and answer 429: lemoncore holds the slot, so it retries with back-off for up
@@ -101,14 +113,19 @@ async def send_when_free(router: Router, server: LoadedServer, path: str,
     delay = BUSY_RETRY_S
     deadline = anyio.current_time() + router.settings.load_timeout
     while True:
-        upstream = await send_request(server.client, path, body, stream,
-                                      router.settings.max_answer_bytes)
+        upstream = await send_request(
+            server.client, path, body, stream, router.settings.max_answer_bytes
+        )
         if upstream.status_code != 429 or server.backend.max_concurrency != 1:
             return upstream
         await upstream.aclose()
         if anyio.current_time() + delay > deadline:
-            raise LemonError(f"{server.model.name} is still finishing an earlier request; "
-                             "retry shortly", 503, "server_busy", "backend_busy",
-                             retry_after=1)
+            raise LemonError(
+                f"{server.model.name} is still finishing an earlier request; retry shortly",
+                503,
+                "server_busy",
+                "backend_busy",
+                retry_after=1,
+            )
         await anyio.sleep(delay)
         delay = min(delay * 2, BUSY_RETRY_MAX_S)

@@ -46,6 +46,7 @@ class IdleUnloader:
                             log.exception("idle unload failed", model=server.model.name)
                 continue
             until = next_idle(residents)
-            with anyio.move_on_after(math.inf if until is None
-                                     else max(0.0, until - time.monotonic())):
+            with anyio.move_on_after(
+                math.inf if until is None else max(0.0, until - time.monotonic())
+            ):
                 await self._changed.wait()

@@ -44,20 +44,29 @@ BACKEND_HOST = "127.0.0.1"
 BACKEND_TIMEOUT = httpx.Timeout(connect=10.0, read=None, write=60.0, pool=None)
 # Idle connections are dropped well before servers close them (llama-server's HTTP
 # library closes after 5 s), so a request never lands on a connection being closed.
-BACKEND_LIMITS = httpx.Limits(max_connections=None, max_keepalive_connections=64,
-                              keepalive_expiry=2.0)
+BACKEND_LIMITS = httpx.Limits(
+    max_connections=None, max_keepalive_connections=64, keepalive_expiry=2.0
+)
 
 
 class Launcher:
     """Starts servers for plans; makes room through ``fleet``."""
 
-    def __init__(self, settings: Settings, plugins: PluginHost, backends: Backends,
-                 models: ModelStore, host: HostInfo, fleet: Fleet) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        plugins: PluginHost,
+        backends: Backends,
+        models: ModelStore,
+        host: HostInfo,
+        fleet: Fleet,
+    ) -> None:
         self.settings, self.plugins, self.backends = settings, plugins, backends
         self.models, self.host, self.fleet = models, host, fleet
 
-    async def execute(self, plan: LoadPlan, pinned: bool, task_group: anyio.abc.TaskGroup
-                      ) -> LoadedServer:
+    async def execute(
+        self, plan: LoadPlan, pinned: bool, task_group: anyio.abc.TaskGroup
+    ) -> LoadedServer:
         """Carry out ``plan`` (under the router's load lock): :meth:`prepare`, probe the
         RPC workers no loaded server holds before any eviction and those the evictions
         free after them (:func:`~lemoncore.serving.workers.require_workers`), evict what
@@ -69,17 +78,20 @@ class Launcher:
         await require_workers(plan.model.name, free)
         await self.fleet.carry_out(plan.decision)
         await require_workers(plan.model.name, held)
-        start = functools.partial(self.start, plan, install_dir, model_path, pinned,
-                                  task_group)
+        start = functools.partial(self.start, plan, install_dir, model_path, pinned, task_group)
         try:
             return await start()
         except StartError as exc:
-            retry = after_failed_start(self.fleet.residents(), plan.incoming(),
-                                       exc.failure is StartFailure.OUT_OF_MEMORY)
+            retry = after_failed_start(
+                self.fleet.residents(), plan.incoming(), exc.failure is StartFailure.OUT_OF_MEMORY
+            )
             if not retry.evict:
                 raise
-            log.warning("load failed; evicting every other model and retrying once",
-                        model=plan.model.name, error=str(exc).splitlines()[0])
+            log.warning(
+                "load failed; evicting every other model and retrying once",
+                model=plan.model.name,
+                error=str(exc).splitlines()[0],
+            )
             await self.fleet.carry_out(retry)
             return await start()
 
@@ -89,20 +101,28 @@ class Launcher:
         :class:`~lemoncore.serving.refusals.RouterError`). A model that just arrived is
         checked by its owner's preflight again (:class:`~lemoncore.errors.LaunchRefused`),
         so nothing is evicted for a load that would be refused."""
-        status = await self.backends.ensure_installed(await anyio.to_thread.run_sync(
-            self.backends.status, plan.recipe, plan.backend.backend))
+        status = await self.backends.ensure_installed(
+            await anyio.to_thread.run_sync(self.backends.status, plan.recipe, plan.backend.backend)
+        )
         try:
             model_path = await self.models.pull(plan.model)
         except ModelError as exc:
             raise RouterError(str(exc), exc.status, "model_load_error") from exc
         if plan.model_path is None and (
-                refusal := await preflight(self.plugins, self.host, plan, model_path)):
+            refusal := await preflight(self.plugins, self.host, plan, model_path)
+        ):
             raise LaunchRefused(refusal)
         assert status.install_dir is not None
         return status.install_dir, model_path
 
-    async def start(self, plan: LoadPlan, install_dir: Path, model_path: Path, pinned: bool,
-                    task_group: anyio.abc.TaskGroup) -> LoadedServer:
+    async def start(
+        self,
+        plan: LoadPlan,
+        install_dir: Path,
+        model_path: Path,
+        pinned: bool,
+        task_group: anyio.abc.TaskGroup,
+    ) -> LoadedServer:
         """Start ``plan``'s server and return it once it answers its health check; a
         ``StartError`` (with the server's last output) when it does not."""
         model, recipe, backend = plan.model, plan.recipe, plan.backend.backend
@@ -110,34 +130,64 @@ class Launcher:
         key = secrets.token_urlsafe(24)
         model_dir, model_roots = self.models.checkpoint_dir(model)
         record = read_record(install_dir)
-        context = LaunchContext(model_path, plan.options, install_dir, BACKEND_HOST, port,
-                                os.getpid(), self._runtime_env(plan),
-                                {} if record is None else record.as_json(),
-                                self.backends.instance,
-                                config=plan.config,
-                                model_owned=self.models.owns(model_path),
-                                backend_key=key, model_dir=model_dir,
-                                model_roots=model_roots, rpc_workers=plan.workers)
+        context = LaunchContext(
+            model_path,
+            plan.options,
+            install_dir,
+            BACKEND_HOST,
+            port,
+            os.getpid(),
+            self._runtime_env(plan),
+            {} if record is None else record.as_json(),
+            self.backends.instance,
+            config=plan.config,
+            model_owned=self.models.owns(model_path),
+            backend_key=key,
+            model_dir=model_dir,
+            model_roots=model_roots,
+            rpc_workers=plan.workers,
+        )
         spec = self.plugins.launch_spec(recipe, backend, model, context, self.host)
         if spec is None:
-            raise LemonError(f"no plugin launches {recipe.name}:{backend.name}",
-                             code="no_launcher")
-        process: Runner = BackendProcess(model.name, spec, BACKEND_HOST, port) \
-            if isinstance(spec, LaunchSpec) else spec
+            raise LemonError(f"no plugin launches {recipe.name}:{backend.name}", code="no_launcher")
+        process: Runner = (
+            BackendProcess(model.name, spec, BACKEND_HOST, port)
+            if isinstance(spec, LaunchSpec)
+            else spec
+        )
         started = time.monotonic()
         await process.start(task_group, self.settings.load_timeout)
-        log.info("model loaded", model=model.name, backend=f"{recipe.name}:{backend.name}",
-                 device=plan.device.value, amd_gpu=plan.is_amd_gpu, policy=plan.policy.value,
-                 seconds=round(time.monotonic() - started, 3))
-        client = httpx.AsyncClient(base_url=process.base_url,
-                                   transport=process.transport or backend_transport(
-                                       BACKEND_LIMITS, uds=getattr(process, "uds", None)),
-                                   timeout=BACKEND_TIMEOUT, limits=BACKEND_LIMITS,
-                                   headers={"Authorization": f"Bearer {key}"})
-        server = LoadedServer(model, recipe, backend, plan.options, plan.device,
-                              plan.is_amd_gpu, plan.policy, process, client, pinned,
-                              keep_alive=self.settings.keep_alive_for(model),
-                              workers=plan.workers)
+        log.info(
+            "model loaded",
+            model=model.name,
+            backend=f"{recipe.name}:{backend.name}",
+            device=plan.device.value,
+            amd_gpu=plan.is_amd_gpu,
+            policy=plan.policy.value,
+            seconds=round(time.monotonic() - started, 3),
+        )
+        client = httpx.AsyncClient(
+            base_url=process.base_url,
+            transport=process.transport
+            or backend_transport(BACKEND_LIMITS, uds=getattr(process, "uds", None)),
+            timeout=BACKEND_TIMEOUT,
+            limits=BACKEND_LIMITS,
+            headers={"Authorization": f"Bearer {key}"},
+        )
+        server = LoadedServer(
+            model,
+            recipe,
+            backend,
+            plan.options,
+            plan.device,
+            plan.is_amd_gpu,
+            plan.policy,
+            process,
+            client,
+            pinned,
+            keep_alive=self.settings.keep_alive_for(model),
+            workers=plan.workers,
+        )
         server.drained.set()
         limits = [n for n in (backend.max_concurrency, self.settings.max_concurrency) if n]
         if limits:
@@ -150,7 +200,10 @@ class Launcher:
             return {}
         decision = self.backends.rocm.decision()
         if decision is None:
-            raise LemonError(f"{plan.backend.name} needs a ROCm runtime and none is "
-                             f"recorded; run 'lemon backends install {plan.backend.name}'",
-                             503, "backend_error")
+            raise LemonError(
+                f"{plan.backend.name} needs a ROCm runtime and none is "
+                f"recorded; run 'lemon backends install {plan.backend.name}'",
+                503,
+                "backend_error",
+            )
         return decision.env(self.host.os, os.environ)

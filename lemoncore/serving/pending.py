@@ -56,7 +56,10 @@ class PendingLoad:
         if self.error is not None:
             raise self.error
         if self.server is None:
-            raise NotAdmitted(f"{self.name} is still loading after {load_timeout:.0f} s (a large "
-                              "download or a slow start); the load goes on, retry shortly",
-                              code="model_loading", retry_after=5)
+            raise NotAdmitted(
+                f"{self.name} is still loading after {load_timeout:.0f} s (a large "
+                "download or a slow start); the load goes on, retry shortly",
+                code="model_loading",
+                retry_after=5,
+            )
         return self.server

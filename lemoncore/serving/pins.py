@@ -28,16 +28,25 @@ class Pins:
     def clear(self) -> None:
         self._names.clear()
 
-    def for_load(self, found: LoadPlan, running: bool, pinned: bool | None,
-                 request: Mapping[str, Any] | None, manage: bool) -> bool:
+    def for_load(
+        self,
+        found: LoadPlan,
+        running: bool,
+        pinned: bool | None,
+        request: Mapping[str, Any] | None,
+        manage: bool,
+    ) -> bool:
         """Whether a server ``found`` starts is pinned: ``pinned``, else as the model is
         now (a reload, or a start after a crash, keeps its pin). Without ``manage``, a
         pinned model is neither reloaded with other options, unpinned (``pinned`` False),
         nor started (not ``running``: after a crash) with the request's options:
         :class:`~lemoncore.serving.refusals.PinnedModel`."""
         name = found.model.name
-        if not manage and name in self._names and (
-                found.reload or pinned is False or (not running and request)):
+        if (
+            not manage
+            and name in self._names
+            and (found.reload or pinned is False or (not running and request))
+        ):
             raise PinnedModel(name, "reload with other options or unpin")
         return name in self._names if pinned is None else pinned
 

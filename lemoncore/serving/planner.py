@@ -24,14 +24,17 @@ from lemoncore.serving.eviction import Decision, Incoming, Resident, decide
 class DecisionHooks(Protocol):
     """The plugins' fast, pure answers about a backend with options (``PluginHost``)."""
 
-    def effective_device(self, recipe: Recipe, backend: Backend, options: Mapping[str, Any],
-                         host: HostInfo) -> Device: ...
+    def effective_device(
+        self, recipe: Recipe, backend: Backend, options: Mapping[str, Any], host: HostInfo
+    ) -> Device: ...
 
-    def effective_is_amd_gpu(self, recipe: Recipe, backend: Backend,
-                             options: Mapping[str, Any], host: HostInfo) -> bool: ...
+    def effective_is_amd_gpu(
+        self, recipe: Recipe, backend: Backend, options: Mapping[str, Any], host: HostInfo
+    ) -> bool: ...
 
-    def slot_policy(self, recipe: Recipe, backend: Backend, options: Mapping[str, Any],
-                    host: HostInfo) -> SlotPolicy: ...
+    def slot_policy(
+        self, recipe: Recipe, backend: Backend, options: Mapping[str, Any], host: HostInfo
+    ) -> SlotPolicy: ...
 
 
 @dataclass(frozen=True)
@@ -80,39 +83,75 @@ class LoadPlan:
 
     def incoming(self) -> Incoming:
         """The load as the eviction policy sees it."""
-        return Incoming(self.model.name, self.model.model_type, self.device, self.is_amd_gpu,
-                        self.policy, self.reload, self.workers)
+        return Incoming(
+            self.model.name,
+            self.model.model_type,
+            self.device,
+            self.is_amd_gpu,
+            self.policy,
+            self.reload,
+            self.workers,
+        )
 
 
-def plan(facts: Facts, request: Mapping[str, Any] | None, hooks: DecisionHooks,
-         host: HostInfo, explicit: bool = True) -> LoadPlan:
+def plan(
+    facts: Facts,
+    request: Mapping[str, Any] | None,
+    hooks: DecisionHooks,
+    host: HostInfo,
+    explicit: bool = True,
+) -> LoadPlan:
     """The load of ``facts.model`` with ``request``'s options: its options (model
     defaults < saved < request, checked), backend, the plugins' device, AMD-ness and slot
     policy answers, and the evictions :func:`lemoncore.serving.eviction.decide` asks for. An
     ``explicit`` load (``/load``) of a model running otherwise reloads it; an implicit one
     (a request) uses it as it is."""
     model, recipe = facts.model, facts.recipe
-    layers = (Layer(f"in model {model.name}'s recipe_options", model.recipe_options),
-              Layer(f"in the options saved for {model.name} (remove them from "
-                    f"{facts.saved_source} to reset)", facts.saved),
-              Layer("in the request", request or {}))
+    layers = (
+        Layer(f"in model {model.name}'s recipe_options", model.recipe_options),
+        Layer(
+            f"in the options saved for {model.name} (remove them from "
+            f"{facts.saved_source} to reset)",
+            facts.saved,
+        ),
+        Layer("in the request", request or {}),
+    )
     status = choose(recipe, facts.statuses, selector((Layer("", facts.config), *layers)))
     backend = status.backend
-    options, admin = resolve(declared(recipe, backend), facts.config, layers,
-                             f"recipes.{recipe.name}")
+    options, admin = resolve(
+        declared(recipe, backend), facts.config, layers, f"recipes.{recipe.name}"
+    )
     device = hooks.effective_device(recipe, backend, options, host)
     is_amd = hooks.effective_is_amd_gpu(recipe, backend, options, host)
     policy = hooks.slot_policy(recipe, backend, options, host)
     loaded = facts.loaded
-    already = loaded is not None and loaded.backend == backend.name and \
-        dict(loaded.options) == options
+    already = (
+        loaded is not None and loaded.backend == backend.name and dict(loaded.options) == options
+    )
     reload = explicit and loaded is not None and not already
-    incoming = Incoming(model.name, model.model_type, device, is_amd, policy, reload,
-                        facts.workers)
-    refusal = "" if backend.rpc_workers or not facts.workers else (
-        f"{recipe.name}:{backend.name} cannot use RPC workers, and rpc_workers names "
-        f"{', '.join(facts.workers)} for {model.name}: remove that entry, or load it on a "
-        "llama.cpp backend")
-    return LoadPlan(model, recipe, status, options, admin, device, is_amd, policy,
-                    decide(facts.residents, incoming, facts.max_loaded), facts.model_path,
-                    already, reload, refusal, facts.workers)
+    incoming = Incoming(model.name, model.model_type, device, is_amd, policy, reload, facts.workers)
+    refusal = (
+        ""
+        if backend.rpc_workers or not facts.workers
+        else (
+            f"{recipe.name}:{backend.name} cannot use RPC workers, and rpc_workers names "
+            f"{', '.join(facts.workers)} for {model.name}: remove that entry, or load it on a "
+            "llama.cpp backend"
+        )
+    )
+    return LoadPlan(
+        model,
+        recipe,
+        status,
+        options,
+        admin,
+        device,
+        is_amd,
+        policy,
+        decide(facts.residents, incoming, facts.max_loaded),
+        facts.model_path,
+        already,
+        reload,
+        refusal,
+        facts.workers,
+    )

@@ -27,8 +27,7 @@ from lemoncore.serving.transport import relay_stream
 PING = b": ping\n\n"
 DONE = b"data: [DONE]\n\n"
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
-CUT_AT_SHUTDOWN = ("the server is shutting down and its drain deadline passed; retry once "
-                   "it is back")
+CUT_AT_SHUTDOWN = "the server is shutting down and its drain deadline passed; retry once it is back"
 
 
 class BackendFailure(LemonError):
@@ -40,8 +39,9 @@ class BackendFailure(LemonError):
 DEATH_TAIL_LINES = 10  # the engine's last lines an error about its death repeats
 
 
-def broken(what: str, cause: BaseException | None, death: EngineExit | None,
-           suspects: str = "") -> str:
+def broken(
+    what: str, cause: BaseException | None, death: EngineExit | None, suspects: str = ""
+) -> str:
     """The message of a broken backend connection or stream: ``what``, then how the
     backend died (its signal, what that means, the fix, its last lines of output) when it
     did, else the transport error; ``suspects`` (what else may have failed) before the
@@ -54,8 +54,9 @@ def broken(what: str, cause: BaseException | None, death: EngineExit | None,
     return f"{what}: {said}{death.output(DEATH_TAIL_LINES)}"
 
 
-def sse_error(message: str, status: int = 502, type_: str = "backend_error",
-              code: str = "backend_error") -> bytes:
+def sse_error(
+    message: str, status: int = 502, type_: str = "backend_error", code: str = "backend_error"
+) -> bytes:
     body = error_body(message, type_, code, status_code=status)
     return b"data: " + json.dumps(body).encode() + b"\n\n"
 
@@ -71,8 +72,9 @@ class Raw:
 Body = dict[str, Any] | Raw
 
 
-async def send_request(client: httpx.AsyncClient, path: str, body: Body,
-                       stream: bool, limit: int) -> httpx.Response:
+async def send_request(
+    client: httpx.AsyncClient, path: str, body: Body, stream: bool, limit: int
+) -> httpx.Response:
     """POST to the backend; transport failures become :class:`BackendFailure`. The
     answer is read whole (:func:`~lemoncore.serving.bounded.read_whole`, at most ``limit``
     bytes) unless it is a ``stream`` that started (status 200).
@@ -82,10 +84,16 @@ async def send_request(client: httpx.AsyncClient, path: str, body: Body,
     """
     # identity: a compressed answer would be decoded past max_answer_bytes in one read
     identity = {"accept-encoding": "identity"}
-    request = client.build_request("POST", path, json=body, headers=identity) \
-        if isinstance(body, dict) else \
-        client.build_request("POST", path, content=body.content,
-                             headers={**identity, "content-type": body.content_type})
+    request = (
+        client.build_request("POST", path, json=body, headers=identity)
+        if isinstance(body, dict)
+        else client.build_request(
+            "POST",
+            path,
+            content=body.content,
+            headers={**identity, "content-type": body.content_type},
+        )
+    )
     for attempt in (1, 2):
         try:
             response = await client.send(request, stream=True)
@@ -113,8 +121,13 @@ class Framing(Protocol):
 
     def chunk(self, data: bytes) -> bytes: ...
     def end(self) -> bytes: ...
-    def fail(self, message: str, status: int = 502, type_: str = "backend_error",
-             code: str = "backend_error") -> bytes: ...
+    def fail(
+        self,
+        message: str,
+        status: int = 502,
+        type_: str = "backend_error",
+        code: str = "backend_error",
+    ) -> bytes: ...
 
 
 # An error event as llama-server sends one mid-stream and then ends the stream
@@ -141,8 +154,13 @@ class Passthrough:
     def end(self) -> bytes:
         return b"" if DONE.strip() in self.tail else DONE
 
-    def fail(self, message: str, status: int = 502, type_: str = "backend_error",
-             code: str = "backend_error") -> bytes:
+    def fail(
+        self,
+        message: str,
+        status: int = 502,
+        type_: str = "backend_error",
+        code: str = "backend_error",
+    ) -> bytes:
         # a blank line first ends an event the backend had only half sent
         gap = b"" if self.tail.endswith(b"\n\n") or not self.tail else b"\n\n"
         return gap + sse_error(message, status, type_, code)
@@ -168,20 +186,22 @@ class SSERelay(Response):
     itself), after how the backend died, if it did (the signal, what it means, the fix).
     """
 
-    def __init__(self, answer: Answer, heartbeat: float, framing: Framing | None = None,
-                 suspects: str = "") -> None:
+    def __init__(
+        self, answer: Answer, heartbeat: float, framing: Framing | None = None, suspects: str = ""
+    ) -> None:
         # No Response.__init__: it would add "content-length: 0" for an empty body.
         self.status_code, self.background = 200, None
-        self.raw_headers = [(b"content-type", b"text/event-stream; charset=utf-8"),
-                            *((k.lower().encode(), v.encode()) for k, v in SSE_HEADERS.items())]
+        self.raw_headers = [
+            (b"content-type", b"text/event-stream; charset=utf-8"),
+            *((k.lower().encode(), v.encode()) for k, v in SSE_HEADERS.items()),
+        ]
         self.answer, self.upstream, self.heartbeat = answer, answer.upstream, heartbeat
         self.cut_scope, self.framing = answer.cut_scope, framing or Passthrough()
         self.suspects = suspects
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
-            await send({"type": "http.response.start", "status": 200,
-                        "headers": self.raw_headers})
+            await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
             await self._relay(receive, send)
             await send({"type": "http.response.body", "body": b"", "more_body": False})
         except OSError:
@@ -208,8 +228,7 @@ class SSERelay(Response):
                 if anyio.current_time() - last_sent >= self.heartbeat:
                     ping = anyio.Event()
                     try:
-                        await send({"type": "http.response.body", "body": PING,
-                                    "more_body": True})
+                        await send({"type": "http.response.body", "body": PING, "more_body": True})
                         last_sent = anyio.current_time()
                     finally:
                         ping.set()
@@ -257,8 +276,9 @@ class SSERelay(Response):
                 except httpx.TransportError as exc:
                     broke = True
                     died = await self.answer.death()
-                    pending.append(framing.fail(broken("backend stream broke", exc, died,
-                                                       self.suspects)))
+                    pending.append(
+                        framing.fail(broken("backend stream broke", exc, died, self.suspects))
+                    )
                 except AnswerTooLarge as exc:  # a translated stream's event: not a failure
                     pending.append(framing.fail(str(exc), exc.status, exc.type, exc.code or ""))
                 finally:
@@ -272,8 +292,7 @@ class SSERelay(Response):
             self.answer.end(failed(200, broke, framing.error))
         if deadline.cancelled_caught:  # a cancelled send has handed its bytes over already
             pending.append(framing.fail(CUT_AT_SHUTDOWN, 503, "server_error", "shutting_down"))
-            await send({"type": "http.response.body", "body": b"".join(pending),
-                        "more_body": True})
+            await send({"type": "http.response.body", "body": b"".join(pending), "more_body": True})
 
 
 def _usage(events: bytes) -> Any:

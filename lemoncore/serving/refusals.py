@@ -22,9 +22,11 @@ class PinnedModel(RouterError):
     status, code = 403, "model_pinned"
 
     def __init__(self, name: str, change: str) -> None:
-        super().__init__(f"{name} is pinned: only a request that may use management routes "
-                         "(with the admin key, or from this machine while no admin key is "
-                         f"set) may {change} it")
+        super().__init__(
+            f"{name} is pinned: only a request that may use management routes "
+            "(with the admin key, or from this machine while no admin key is "
+            f"set) may {change} it"
+        )
 
 
 def check_plan(found: LoadPlan) -> None:
@@ -34,8 +36,12 @@ def check_plan(found: LoadPlan) -> None:
     if found.refusal:
         raise LaunchRefused(found.refusal)
     if found.decision.refused:
-        raise RouterError(f"cannot load {found.model.name!r}: {found.decision.refused}", 409,
-                          "slots_pinned_error", "slots_pinned")
+        raise RouterError(
+            f"cannot load {found.model.name!r}: {found.decision.refused}",
+            409,
+            "slots_pinned_error",
+            "slots_pinned",
+        )
 
 
 def check_model(name: str, model: ModelInfo | None, recipes: Container[str]) -> ModelInfo:
@@ -43,11 +49,17 @@ def check_model(name: str, model: ModelInfo | None, recipes: Container[str]) -> 
     plugin has its recipe (``recipes``); else 404 ``model_not_found`` or 400
     ``recipe_not_installed``."""
     if model is None:
-        raise RouterError(f"model {name!r} not found; list models with GET /v1/models", 404,
-                          code="model_not_found")
+        raise RouterError(
+            f"model {name!r} not found; list models with GET /v1/models",
+            404,
+            code="model_not_found",
+        )
     if model.recipe not in recipes:
-        raise RouterError(f"model {name!r} needs recipe {model.recipe!r}; install its "
-                          "plugin", 400, code="recipe_not_installed")
+        raise RouterError(
+            f"model {name!r} needs recipe {model.recipe!r}; install its plugin",
+            400,
+            code="recipe_not_installed",
+        )
     return model
 
 

@@ -45,8 +45,14 @@ from lemoncore.supervisor import StartError
 class Router:
     """Use as ``async with Router(...) as router``; leaving stops every backend."""
 
-    def __init__(self, settings: Settings, plugins: PluginHost, backends: Backends,
-                 models: ModelStore, host: HostInfo) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        plugins: PluginHost,
+        backends: Backends,
+        models: ModelStore,
+        host: HostInfo,
+    ) -> None:
         self.settings, self.plugins, self.backends = settings, plugins, backends
         self.models, self.host = models, host
         self.admission = Admission(settings)
@@ -65,13 +71,18 @@ class Router:
         self._tg.start_soon(self.idle.run)
         return self
 
-    async def __aexit__(self, exc_type: type[BaseException] | None,
-                        exc: BaseException | None, tb: TracebackType | None) -> None:
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         self.begin_shutdown()
         with anyio.CancelScope(shield=True):
             async with self._lock:
-                await self.fleet.evict_all("shutdown", max(
-                    0.0, self.admission.drain_deadline - anyio.current_time()))
+                await self.fleet.evict_all(
+                    "shutdown", max(0.0, self.admission.drain_deadline - anyio.current_time())
+                )
         assert self._tg is not None
         self._tg.cancel_scope.cancel()
         await self._tg.__aexit__(exc_type, exc, tb)
@@ -102,8 +113,9 @@ class Router:
         model = self.models.get(name)
         return self.fleet.running(model.name) if model else None
 
-    async def plan(self, name: str, request: Mapping[str, Any] | None = None,
-                   explicit: bool = True) -> LoadPlan:
+    async def plan(
+        self, name: str, request: Mapping[str, Any] | None = None, explicit: bool = True
+    ) -> LoadPlan:
         """What a load of ``name`` would do, changing nothing
         (:meth:`~lemoncore.serving.facts.Survey.plan`)."""
         return await self.survey.plan(self.model(name), request, explicit)
@@ -118,8 +130,9 @@ class Router:
         return found.recipe, found.backend.backend
 
     @asynccontextmanager
-    async def acquire(self, name: str, keep_alive: float | None = None
-                      ) -> AsyncIterator[LoadedServer]:
+    async def acquire(
+        self, name: str, keep_alive: float | None = None
+    ) -> AsyncIterator[LoadedServer]:
         """Yield a ready server for ``name``, loading it if needed, counted busy meanwhile
         and within its concurrency limit (:meth:`Admission.turn`). A ``keep_alive``
         (seconds) replaces the server's from now on."""
@@ -139,10 +152,16 @@ class Router:
             self.admission.release(server)
             self.idle.wake()
 
-    async def load(self, name: str, request: Mapping[str, Any] | None = None,
-                   pinned: bool | None = None, explicit: bool = True,
-                   hold: bool = False, keep_alive: float | None = None,
-                   manage: bool = True) -> LoadedServer:
+    async def load(
+        self,
+        name: str,
+        request: Mapping[str, Any] | None = None,
+        pinned: bool | None = None,
+        explicit: bool = True,
+        hold: bool = False,
+        keep_alive: float | None = None,
+        manage: bool = True,
+    ) -> LoadedServer:
         """Load ``name`` (or return it when loaded); an explicit load with new options
         reloads it, pinned as it was (a pin outlives a crash: :attr:`pins`) unless
         ``pinned`` says. Without ``manage`` (a caller who may not use management routes) a
@@ -156,16 +175,23 @@ class Router:
         self.model(name)  # an unknown name fails now, without waiting for other loads
         pending = PendingLoad(name, hold)
         assert self._tg is not None, "use the router as an async context manager"
-        self._tg.start_soon(pending.run, functools.partial(
-            self._load, name, request, pinned, explicit, manage))
+        self._tg.start_soon(
+            pending.run, functools.partial(self._load, name, request, pinned, explicit, manage)
+        )
         server = await pending.wait(self.settings.load_timeout)
         if keep_alive is not None:
             server.keep_alive = keep_alive
         self.idle.wake()
         return server
 
-    async def _load(self, name: str, request: Mapping[str, Any] | None,
-                    pinned: bool | None, explicit: bool, manage: bool) -> LoadedServer:
+    async def _load(
+        self,
+        name: str,
+        request: Mapping[str, Any] | None,
+        pinned: bool | None,
+        explicit: bool,
+        manage: bool,
+    ) -> LoadedServer:
         async with self._lock:
             found = await self.plan(name, request, explicit)
             current, name = self.loaded(found.model.name), found.model.name
@@ -199,8 +225,9 @@ class Router:
             if server is None:
                 raise refusals.not_loaded(name)
             self.pins.unload(server.model.name, manage)
-            await self.fleet.evict(server, EvictionOrder(server.model.name, EvictionKind.UNLOAD,
-                                                         "unload requested"))
+            await self.fleet.evict(
+                server, EvictionOrder(server.model.name, EvictionKind.UNLOAD, "unload requested")
+            )
 
     async def unload_all(self) -> None:
         async with self._lock:

@@ -44,6 +44,16 @@ class LoadedServer:
     gate: anyio.Semaphore | None = None  # the backend's max_concurrency, when it has one
 
     def resident(self) -> Resident:
-        return Resident(self.model.name, self.model.model_type, self.device, self.is_amd_gpu,
-                        self.policy, self.pinned, self.in_flight > 0, self.last_used,
-                        self.keep_alive, self.workers, self.answered)
+        return Resident(
+            self.model.name,
+            self.model.model_type,
+            self.device,
+            self.is_amd_gpu,
+            self.policy,
+            self.pinned,
+            self.in_flight > 0,
+            self.last_used,
+            self.keep_alive,
+            self.workers,
+            self.answered,
+        )

@@ -36,7 +36,7 @@ class DataLines:
             return []
         lines = b"".join([*self._partial, chunk[:end]]).split(b"\n")
         self._partial, self._size = [], 0
-        self._keep(chunk[end + 1:])
+        self._keep(chunk[end + 1 :])
         found: list[Any] = []
         for line in lines:
             if len(line) > self.max_line:

@@ -27,23 +27,32 @@ class RelayStream(httpcore.AsyncNetworkStream):
         self.before_read: Callable[[], Awaitable[None]] | None = None
 
     # httpcore's interface takes timeouts as arguments
-    async def read(self, max_bytes: int, timeout: float | None = None  # noqa: ASYNC109
-                   ) -> bytes:
+    async def read(
+        self,
+        max_bytes: int,
+        timeout: float | None = None,  # noqa: ASYNC109
+    ) -> bytes:
         if self.before_read is not None:
             await self.before_read()
         return await self._inner.read(max_bytes, timeout)
 
-    async def write(self, buffer: bytes, timeout: float | None = None  # noqa: ASYNC109
-                    ) -> None:
+    async def write(
+        self,
+        buffer: bytes,
+        timeout: float | None = None,  # noqa: ASYNC109
+    ) -> None:
         await self._inner.write(buffer, timeout)
 
     async def aclose(self) -> None:
         self.before_read = None
         await self._inner.aclose()
 
-    async def start_tls(self, ssl_context: ssl.SSLContext, server_hostname: str | None = None,
-                        timeout: float | None = None  # noqa: ASYNC109
-                        ) -> httpcore.AsyncNetworkStream:
+    async def start_tls(
+        self,
+        ssl_context: ssl.SSLContext,
+        server_hostname: str | None = None,
+        timeout: float | None = None,  # noqa: ASYNC109
+    ) -> httpcore.AsyncNetworkStream:
         return await self._inner.start_tls(ssl_context, server_hostname, timeout)
 
     def get_extra_info(self, info: str) -> Any:
@@ -56,27 +65,31 @@ class RelayBackend(httpcore.AsyncNetworkBackend):
     def __init__(self) -> None:
         self._inner = httpcore.AnyIOBackend()
 
-    async def connect_tcp(self, host: str, port: int,
-                          timeout: float | None = None,  # noqa: ASYNC109
-                          local_address: str | None = None,
-                          socket_options: Iterable[Any] | None = None
-                          ) -> httpcore.AsyncNetworkStream:
-        return RelayStream(await self._inner.connect_tcp(host, port, timeout, local_address,
-                                                         socket_options))
+    async def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,  # noqa: ASYNC109
+        local_address: str | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore.AsyncNetworkStream:
+        return RelayStream(
+            await self._inner.connect_tcp(host, port, timeout, local_address, socket_options)
+        )
 
-    async def connect_unix_socket(self, path: str,
-                                  timeout: float | None = None,  # noqa: ASYNC109
-                                  socket_options: Iterable[Any] | None = None
-                                  ) -> httpcore.AsyncNetworkStream:
-        return RelayStream(await self._inner.connect_unix_socket(path, timeout,
-                                                                 socket_options))
+    async def connect_unix_socket(
+        self,
+        path: str,
+        timeout: float | None = None,  # noqa: ASYNC109
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore.AsyncNetworkStream:
+        return RelayStream(await self._inner.connect_unix_socket(path, timeout, socket_options))
 
     async def sleep(self, seconds: float) -> None:
         await self._inner.sleep(seconds)
 
 
-def backend_transport(limits: httpx.Limits, uds: str | None = None
-                      ) -> httpx.AsyncHTTPTransport:
+def backend_transport(limits: httpx.Limits, uds: str | None = None) -> httpx.AsyncHTTPTransport:
     """httpx's transport (its request and error mapping) over a pool of
     :class:`RelayStream` connections; to ``uds`` when given (the URL's host is then only
     the ``Host`` header)."""
@@ -85,7 +98,10 @@ def backend_transport(limits: httpx.Limits, uds: str | None = None
     transport._pool = httpcore.AsyncConnectionPool(
         max_connections=limits.max_connections,
         max_keepalive_connections=limits.max_keepalive_connections,
-        keepalive_expiry=limits.keepalive_expiry, uds=uds, network_backend=RelayBackend())
+        keepalive_expiry=limits.keepalive_expiry,
+        uds=uds,
+        network_backend=RelayBackend(),
+    )
     return transport
 
 

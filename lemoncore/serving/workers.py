@@ -14,8 +14,9 @@ from lemoncore.serving.server import LoadedServer
 WORKER_PROBE_TIMEOUT = 2.0  # seconds for an RPC worker's TCP connect and handshake
 
 
-def split_held(workers: Sequence[str], servers: Iterable[LoadedServer]
-               ) -> tuple[list[str], list[str]]:
+def split_held(
+    workers: Sequence[str], servers: Iterable[LoadedServer]
+) -> tuple[list[str], list[str]]:
     """``workers`` as (free, held by a loaded server), each in order."""
     held = {w for s in servers for w in s.workers}
     return [w for w in workers if w not in held], [w for w in workers if w in held]
@@ -36,5 +37,10 @@ async def require_workers(model: str, workers: Sequence[str]) -> None:
         for worker in workers:
             tg.start_soon(probe, worker)
     if failed := [p.error for p in probes if not p.ok]:
-        raise RouterError(f"cannot load {model!r}: {'; '.join(map(str, failed))}", 503,
-                          "server_error", "worker_unavailable", retry_after=5)
+        raise RouterError(
+            f"cannot load {model!r}: {'; '.join(map(str, failed))}",
+            503,
+            "server_error",
+            "worker_unavailable",
+            retry_after=5,
+        )

@@ -19,16 +19,20 @@ from starlette.routing import BaseRoute, Route
 STATIC = Path(__file__).parent / "static"
 SECURITY_HEADERS = {
     "Content-Security-Policy": "default-src 'self'; style-src 'self'; script-src 'self'; "
-                               "connect-src 'self'; img-src 'self' data:; "
-                               "frame-ancestors 'none'; base-uri 'none'; form-action 'self'",
+    "connect-src 'self'; img-src 'self' data:; "
+    "frame-ancestors 'none'; base-uri 'none'; form-action 'self'",
     "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "no-referrer",
     "X-Frame-Options": "DENY",
     "Cache-Control": "no-cache",
 }
-MEDIA_TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8",
-               ".css": "text/css; charset=utf-8", ".png": "image/png",
-               ".svg": "image/svg+xml"}
+MEDIA_TYPES = {
+    ".html": "text/html; charset=utf-8",
+    ".js": "text/javascript; charset=utf-8",
+    ".css": "text/css; charset=utf-8",
+    ".png": "image/png",
+    ".svg": "image/svg+xml",
+}
 
 
 def _files() -> dict[str, Path]:
@@ -53,7 +57,9 @@ def routes() -> list[BaseRoute]:
     """The UI's routes. ``/ui…`` is served before any plugin route (none may take it);
     ``GET /`` after the plugins' (one that answers ``/`` itself, such as the Ollama
     API, keeps it)."""
-    return [Route("/", _to_ui, methods=["GET", "HEAD"]),
-            Route("/ui", _to_ui, methods=["GET", "HEAD"]),
-            Route("/ui/", _file, methods=["GET", "HEAD"]),
-            Route("/ui/{name}", _file, methods=["GET", "HEAD"])]
+    return [
+        Route("/", _to_ui, methods=["GET", "HEAD"]),
+        Route("/ui", _to_ui, methods=["GET", "HEAD"]),
+        Route("/ui/", _file, methods=["GET", "HEAD"]),
+        Route("/ui/{name}", _file, methods=["GET", "HEAD"]),
+    ]

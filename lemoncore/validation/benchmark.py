@@ -40,6 +40,8 @@ def measure(client: httpx.Client, url: str, target: Target, quick: bool) -> Benc
 
 
 def summary(samples: list[Sample]) -> ScenarioNumbers:
-    return {"ttft_ms": spread([s.ttft_s * 1000 for s in samples]),
-            "decode_tps": spread([s.decode_tps for s in samples]),
-            "prompt_tps": spread([s.prompt_tps for s in samples])}
+    return {
+        "ttft_ms": spread([s.ttft_s * 1000 for s in samples]),
+        "decode_tps": spread([s.decode_tps for s in samples]),
+        "prompt_tps": spread([s.prompt_tps for s in samples]),
+    }

@@ -18,7 +18,10 @@ from lemoncore.validation.facts import BackendFacts, InstallRecord, LockPin, Ver
 from lemoncore.validation.options import Options, Run
 
 _RECORDED: tuple[Literal["version", "artifacts", "result"], ...] = (
-    "version", "artifacts", "result")
+    "version",
+    "artifacts",
+    "result",
+)
 
 
 def install_record(cache_dir: Path, backend: str) -> InstallRecord | None:
@@ -42,19 +45,34 @@ def versions(info: Mapping[str, object]) -> Versions:
     import platform
 
     served = SystemInfo.model_validate(info)
-    return {"lemoncore": __version__, "server": served.version,
-            "python": platform.python_version(),
-            "plugins": {p.name: {"version": p.version, "distribution": p.distribution,
-                                 "status": p.status} for p in served.plugins}}
+    return {
+        "lemoncore": __version__,
+        "server": served.version,
+        "python": platform.python_version(),
+        "plugins": {
+            p.name: {"version": p.version, "distribution": p.distribution, "status": p.status}
+            for p in served.plugins
+        },
+    }
 
 
-def backend_info(options: Options, state: BackendInfo, owner: str, pin: LockPin | None,
-                 record: InstallRecord | None) -> BackendFacts:
-    return {"name": options.backend, "owner plugin": owner, "tier": state.tier.value,
-            "format": state.format.value, "state": state.state.value,
-            "version": state.version, "pin": pin or "none pinned",
-            "installed": record or "no install record (installed outside lemoncore's "
-                                   "cache)"}
+def backend_info(
+    options: Options,
+    state: BackendInfo,
+    owner: str,
+    pin: LockPin | None,
+    record: InstallRecord | None,
+) -> BackendFacts:
+    return {
+        "name": options.backend,
+        "owner plugin": owner,
+        "tier": state.tier.value,
+        "format": state.format.value,
+        "state": state.state.value,
+        "version": state.version,
+        "pin": pin or "none pinned",
+        "installed": record or "no install record (installed outside lemoncore's cache)",
+    }
 
 
 @dataclass
@@ -78,9 +96,20 @@ def plugin_side(options: Options, run: Run) -> PluginSide:
     if recipe is None or backend is None:
         return PluginSide()
     pin = core.backends.lock.backend_pin(recipe_name, name, core.backends.platform)
-    pinned: LockPin | None = None if pin is None else {"version": pin.version, "artifacts": [
-        {"url": a.url, "sha256": a.sha256 or "UNVERIFIED", "provenance": a.provenance}
-        for a in pin.artifacts]}
-    return PluginSide(core.plugins.field_checks(recipe, backend),
-                      core.plugins.owner(recipe, backend) or "", pinned,
-                      frozenset(backend.endpoints))
+    pinned: LockPin | None = (
+        None
+        if pin is None
+        else {
+            "version": pin.version,
+            "artifacts": [
+                {"url": a.url, "sha256": a.sha256 or "UNVERIFIED", "provenance": a.provenance}
+                for a in pin.artifacts
+            ],
+        }
+    )
+    return PluginSide(
+        core.plugins.field_checks(recipe, backend),
+        core.plugins.owner(recipe, backend) or "",
+        pinned,
+        frozenset(backend.endpoints),
+    )

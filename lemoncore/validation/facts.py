@@ -66,9 +66,20 @@ class InstallRecord(TypedDict, total=False):
     result: str
 
 
-BackendFacts = TypedDict("BackendFacts", {
-    "name": str, "owner plugin": str, "tier": str, "format": str, "state": str,
-    "version": str, "pin": LockPin | str, "installed": InstallRecord | str}, total=False)
+BackendFacts = TypedDict(
+    "BackendFacts",
+    {
+        "name": str,
+        "owner plugin": str,
+        "tier": str,
+        "format": str,
+        "state": str,
+        "version": str,
+        "pin": LockPin | str,
+        "installed": InstallRecord | str,
+    },
+    total=False,
+)
 """The backend under test; ``pin`` and ``installed`` say why when there is none."""
 
 

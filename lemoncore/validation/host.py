@@ -15,12 +15,16 @@ from lemoncore.hosts import HostDevice, HostInfo
 from lemoncore.validation.facts import DeviceFacts, HostFacts
 
 
-def describe(host: HostInfo, sysfs: Path = Path("/sys"), proc: Path = Path("/proc")
-             ) -> HostFacts:
+def describe(host: HostInfo, sysfs: Path = Path("/sys"), proc: Path = Path("/proc")) -> HostFacts:
     """OS, kernel, drivers and devices of ``host`` (this machine, detected)."""
-    return {"os": host.os, "platform": platform.platform(), "kernel": platform.release(),
-            "machine": platform.machine(), "drivers": drivers(sysfs, proc),
-            "devices": [device(d) for d in host.devices]}
+    return {
+        "os": host.os,
+        "platform": platform.platform(),
+        "kernel": platform.release(),
+        "machine": platform.machine(),
+        "drivers": drivers(sysfs, proc),
+        "devices": [device(d) for d in host.devices],
+    }
 
 
 def device(d: HostDevice) -> DeviceFacts:
@@ -45,7 +49,7 @@ def drivers(sysfs: Path = Path("/sys"), proc: Path = Path("/proc")) -> dict[str,
     nvidia = proc / "driver/nvidia/version"
     if nvidia.is_file():
         found["nvidia"] = nvidia.read_text().splitlines()[0].strip()
-    elif (smi := _run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"])):
+    elif smi := _run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"]):
         found["nvidia"] = smi.splitlines()[0]
     return found
 
@@ -62,11 +66,16 @@ def simulated(here: HostInfo, served: Mapping[str, Any]) -> str:
     """Why the server's host (``/api/v1/system-info``'s ``os`` and ``devices``) is not
     this machine, or "" when it is: a server given another host is a stand-in."""
     gpus = sorted(d.name for d in here.devices if d.kind.value != "cpu")
-    theirs = sorted(str(d.get("name")) for kind, devices in (served.get("devices") or {}
-                                                              ).items()
-                    if kind != "cpu" for d in devices)
+    theirs = sorted(
+        str(d.get("name"))
+        for kind, devices in (served.get("devices") or {}).items()
+        if kind != "cpu"
+        for d in devices
+    )
     if served.get("os") == here.os and theirs == gpus:
         return ""
-    return (f"the server describes another machine ({served.get('os')}: "
-            f"{', '.join(theirs) or 'no GPU'}) than this one ({here.os}: "
-            f"{', '.join(gpus) or 'no GPU'})")
+    return (
+        f"the server describes another machine ({served.get('os')}: "
+        f"{', '.join(theirs) or 'no GPU'}) than this one ({here.os}: "
+        f"{', '.join(gpus) or 'no GPU'})"
+    )

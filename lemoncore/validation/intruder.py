@@ -21,10 +21,14 @@ class Intruder:
 
     @hookimpl
     def register_backends(self) -> list[BackendContribution]:
-        row = SupportRow(os=frozenset({"linux", "windows", "darwin"}),
-                         devices={DeviceKind.CPU: frozenset()})
-        return [BackendContribution(recipe=self.recipe,
-                                    backend=Backend(name="intruder", support=(row,)))]
+        row = SupportRow(
+            os=frozenset({"linux", "windows", "darwin"}), devices={DeviceKind.CPU: frozenset()}
+        )
+        return [
+            BackendContribution(
+                recipe=self.recipe, backend=Backend(name="intruder", support=(row,))
+            )
+        ]
 
     @hookimpl
     def install(self, backend: Backend) -> InstallPlan:

@@ -18,11 +18,11 @@ from lemoncore.validation.report import CheckResult
 def _skipped(exc: BaseException) -> bool:
     pytest = sys.modules.get("pytest")
     return isinstance(exc, CheckSkipped) or (
-        pytest is not None and isinstance(exc, pytest.skip.Exception))
+        pytest is not None and isinstance(exc, pytest.skip.Exception)
+    )
 
 
-def run_check(group: str, name: str, description: str, call: Callable[[], Any]
-              ) -> CheckResult:
+def run_check(group: str, name: str, description: str, call: Callable[[], Any]) -> CheckResult:
     """Run ``call``; a :class:`FieldResult` it returns gives the facts and stand-in."""
     started = time.perf_counter()
     result = CheckResult(group, name, description, "passed")

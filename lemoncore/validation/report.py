@@ -19,10 +19,14 @@ FORMAT = "lemoncore-validation/1"
 GROUPS = ("install", "conformance", "field", "benchmark", "cleanup")
 # Secrets that may appear in output: keys given on a command line or in an environment,
 # bearer tokens, Hugging Face tokens.
-_SECRETS = (re.compile(r"(?i)((?:api[_-]?key|token|secret|password)[\"']?\s*[=:]\s*[\"']?)"
-                       r"[^\s\"',]+"),
-            re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._~+/-]+=*"),
-            re.compile(r"()\bhf_[A-Za-z0-9]{20,}"))
+_SECRETS = (
+    re.compile(
+        r"(?i)((?:api[_-]?key|token|secret|password)[\"']?\s*[=:]\s*[\"']?)"
+        r"[^\s\"',]+"
+    ),
+    re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._~+/-]+=*"),
+    re.compile(r"()\bhf_[A-Za-z0-9]{20,}"),
+)
 
 
 @dataclass
@@ -131,22 +135,41 @@ class Report:
     def as_dict(self) -> ReportData:
         data = asdict(self)  # a deep copy
         counts = self.counts
-        return {"format": FORMAT, "result": "passed" if self.passed else "failed",
-                "hardware_evidence": self.hardware_evidence,
-                "summary": {"passed": counts["passed"], "failed": counts["failed"],
-                            "skipped": counts["skipped"]},
-                "backend": self.backend, "model": self.model, "created": self.created,
-                "quick": self.quick, "host": data["host"], "versions": data["versions"],
-                "backend_info": data["backend_info"], "checks": data["checks"],
-                "benchmark": data["benchmark"], "standin": self.standins}
+        return {
+            "format": FORMAT,
+            "result": "passed" if self.passed else "failed",
+            "hardware_evidence": self.hardware_evidence,
+            "summary": {
+                "passed": counts["passed"],
+                "failed": counts["failed"],
+                "skipped": counts["skipped"],
+            },
+            "backend": self.backend,
+            "model": self.model,
+            "created": self.created,
+            "quick": self.quick,
+            "host": data["host"],
+            "versions": data["versions"],
+            "backend_info": data["backend_info"],
+            "checks": data["checks"],
+            "benchmark": data["benchmark"],
+            "standin": self.standins,
+        }
 
     def summary(self, path: str = "") -> Summary:
         """The one ``--json`` line for scripts."""
         counts = self.counts
-        return {"result": "passed" if self.passed else "failed", "backend": self.backend,
-                "model": self.model, "passed": counts["passed"], "failed": counts["failed"],
-                "skipped": counts["skipped"], "standin": bool(self.standins),
-                "hardware_evidence": self.hardware_evidence, "report": path}
+        return {
+            "result": "passed" if self.passed else "failed",
+            "backend": self.backend,
+            "model": self.model,
+            "passed": counts["passed"],
+            "failed": counts["failed"],
+            "skipped": counts["skipped"],
+            "standin": bool(self.standins),
+            "hardware_evidence": self.hardware_evidence,
+            "report": path,
+        }
 
 
 def redact(text: str, home: str, secrets: Iterable[str] = ()) -> str:
@@ -184,23 +207,46 @@ def to_markdown(report: Report, home: str, secrets: Iterable[str] = ()) -> str:
     by group (with its output when it failed or was skipped) and the benchmark."""
     data = report.as_dict()
     verdict = "PASSED" if report.passed else "FAILED"
-    lines = [f"# lemon validate {report.backend}: {verdict}", "",
-             f"Model `{report.model}`, {report.created}"
-             f"{' (quick)' if report.quick else ''}: {_counts(report.counts)}.", ""]
+    lines = [
+        f"# lemon validate {report.backend}: {verdict}",
+        "",
+        f"Model `{report.model}`, {report.created}"
+        f"{' (quick)' if report.quick else ''}: {_counts(report.counts)}.",
+        "",
+    ]
     if report.standins:
-        lines += ["**Ran against a stand-in: not hardware evidence.**", "",
-                  *(f"- {why}" for why in report.standins), ""]
+        lines += [
+            "**Ran against a stand-in: not hardware evidence.**",
+            "",
+            *(f"- {why}" for why in report.standins),
+            "",
+        ]
     elif report.passed:
         lines += ["Every check passed on real hardware: this report is hardware evidence.", ""]
-    lines += ["## Host", "", *_table(_flat(data["host"])), "",
-              "## Versions", "", *_table(_flat(data["versions"])), "",
-              "## Backend", "", *_table(_flat(data["backend_info"])), ""]
+    lines += [
+        "## Host",
+        "",
+        *_table(_flat(data["host"])),
+        "",
+        "## Versions",
+        "",
+        *_table(_flat(data["versions"])),
+        "",
+        "## Backend",
+        "",
+        *_table(_flat(data["backend_info"])),
+        "",
+    ]
     for group in GROUPS:
         checks = [c for c in report.checks if c.group == group]
         if not checks:
             continue
-        lines += [f"## Checks: {group}", "", "| check | result | seconds | facts |",
-                  "|---|---|---|---|"]
+        lines += [
+            f"## Checks: {group}",
+            "",
+            "| check | result | seconds | facts |",
+            "|---|---|---|---|",
+        ]
         for c in checks:
             facts = "; ".join(f"{k}: {v}" for k, v in c.facts.items())
             mark = c.status.upper() if c.status == "failed" else c.status

@@ -43,16 +43,24 @@ __all__ = ["Options", "Refused", "Run", "choose_model", "secrets", "validate"]
 NON_CHAT = {"embeddings", "embedding", "reranking", "transcription", "image", "tts"}
 
 
-def choose_model(models: Iterable[Mapping[str, Any]], recipe: str, backend: str
-                 ) -> Mapping[str, Any] | None:
+def choose_model(
+    models: Iterable[Mapping[str, Any]], recipe: str, backend: str
+) -> Mapping[str, Any] | None:
     """The smallest chat model of ``recipe`` that ``backend`` serves (``/v1/models``
     cards): by published size, then already downloaded first, then by name."""
-    fits = [m for m in models if m.get("recipe") == recipe
-            and backend in {b.get("name") for b in m.get("backends", [])}
-            and (m.get("recipe_options") or {}).get("backend") in {None, backend}
-            and not NON_CHAT & set(m.get("labels") or ())]
-    return min(fits, key=lambda m: (m.get("size_bytes") or float("inf"),
-                                    not m.get("downloaded"), str(m["id"])), default=None)
+    fits = [
+        m
+        for m in models
+        if m.get("recipe") == recipe
+        and backend in {b.get("name") for b in m.get("backends", [])}
+        and (m.get("recipe_options") or {}).get("backend") in {None, backend}
+        and not NON_CHAT & set(m.get("labels") or ())
+    ]
+    return min(
+        fits,
+        key=lambda m: (m.get("size_bytes") or float("inf"), not m.get("downloaded"), str(m["id"])),
+        default=None,
+    )
 
 
 def _gone(pids: Iterable[int]) -> dict[str, str]:
@@ -64,8 +72,12 @@ def _gone(pids: Iterable[int]) -> dict[str, str]:
 def _no_containers(containers: Iterable[tuple[str, str]]) -> dict[str, str]:
     left = []
     for tool, name in sorted(containers):
-        out = subprocess.run([tool, "ps", "-a", "--filter", f"name=^{name}$", "--format",
-                              "{{.ID}}"], capture_output=True, text=True, check=False)
+        out = subprocess.run(
+            [tool, "ps", "-a", "--filter", f"name=^{name}$", "--format", "{{.ID}}"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         if out.stdout.strip():
             left.append(name)
     assert not left, f"containers left after the server stopped: {left}"
@@ -76,18 +88,25 @@ def validate(options: Options, run: Run, log_file: Path) -> Report:
     """Validate ``options.backend`` on this machine; the report (never raises for a
     failing check: :class:`Refused` only when validation cannot start)."""
     if ":" not in options.backend:
-        raise Refused(f"name the backend as RECIPE:BACKEND (e.g. llamacpp:vulkan), not "
-                      f"{options.backend!r}")
+        raise Refused(
+            f"name the backend as RECIPE:BACKEND (e.g. llamacpp:vulkan), not {options.backend!r}"
+        )
     if other := running_elsewhere(run.settings.cache_dir):
-        raise Refused(f"a lemon server runs from this cache ({other}); stop it first "
-                      "('lemon stop'): validation starts its own server on the same "
-                      "installs, and two servers on one cache remove each other's "
-                      "containers")
+        raise Refused(
+            f"a lemon server runs from this cache ({other}); stop it first "
+            "('lemon stop'): validation starts its own server on the same "
+            "installs, and two servers on one cache remove each other's "
+            "containers"
+        )
     here = run.host or detect_host()
     side = plugin_side(options, run)
-    report = Report(options.backend, options.model or "",
-                    datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-                    options.quick, host_facts.describe(here))
+    report = Report(
+        options.backend,
+        options.model or "",
+        datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        options.quick,
+        host_facts.describe(here),
+    )
     with serving(log_file, run.command) as server:
         v = Validation(options, run, server)
         try:
@@ -95,16 +114,31 @@ def validate(options: Options, run: Run, log_file: Path) -> Report:
         finally:
             v.client.close()
             code = stop(server)
-    report.checks.append(run_check(
-        "cleanup", "server stops cleanly", "the server exits 0 on SIGTERM, in time",
-        lambda: _exit_status(code)))
-    report.checks.append(run_check("cleanup", "no engine process left",
-                                   "every engine process ended with the server",
-                                   lambda: _gone(v.pids)))
+    report.checks.append(
+        run_check(
+            "cleanup",
+            "server stops cleanly",
+            "the server exits 0 on SIGTERM, in time",
+            lambda: _exit_status(code),
+        )
+    )
+    report.checks.append(
+        run_check(
+            "cleanup",
+            "no engine process left",
+            "every engine process ended with the server",
+            lambda: _gone(v.pids),
+        )
+    )
     if v.containers:
-        report.checks.append(run_check("cleanup", "no container left",
-                                       "every container was removed with the server",
-                                       lambda: _no_containers(v.containers)))
+        report.checks.append(
+            run_check(
+                "cleanup",
+                "no container left",
+                "every container was removed with the server",
+                lambda: _no_containers(v.containers),
+            )
+        )
     return report
 
 
@@ -120,46 +154,81 @@ def _steps(v: Validation, report: Report, here: HostInfo, side: PluginSide) -> N
     if why := host_facts.simulated(here, info):
         report.standin.append(why)
     state = v.backend_state()
-    if not v.check(report, "install", "backend installed", "the backend is installed "
-                   "(installed now, with consent, if it was not)", v.install):
+    if not v.check(
+        report,
+        "install",
+        "backend installed",
+        "the backend is installed (installed now, with consent, if it was not)",
+        v.install,
+    ):
         report.backend_info = backend_info(v.options, state, side.owner, side.pin, None)
         return
-    report.backend_info = backend_info(v.options, v.backend_state(), side.owner, side.pin,
-                                       install_record(v.run.settings.cache_dir,
-                                                      v.options.backend))
+    report.backend_info = backend_info(
+        v.options,
+        v.backend_state(),
+        side.owner,
+        side.pin,
+        install_record(v.run.settings.cache_dir, v.options.backend),
+    )
     if not v.options.model:
         models = v.client.get(v.server.url + "/v1/models", params={"show_all": "true"})
         chosen = choose_model(models.json()["data"], v.recipe, v.name)
         if chosen is None:
-            raise Refused(f"no catalogue chat model runs on {v.options.backend}; name one "
-                          "with --model")
+            raise Refused(
+                f"no catalogue chat model runs on {v.options.backend}; name one with --model"
+            )
         v.options.model = report.model = str(chosen["id"])
-    if not (v.check(report, "install", "model available", "the model is downloaded "
-                    "(now, with consent, if it was not)", v.model)
-            and v.check(report, "install", "model loads", "the model loads on this backend",
-                        v.load)):
+    if not (
+        v.check(
+            report,
+            "install",
+            "model available",
+            "the model is downloaded (now, with consent, if it was not)",
+            v.model,
+        )
+        and v.check(report, "install", "model loads", "the model loads on this backend", v.load)
+    ):
         return
     entry = v.loaded()
-    context = FieldContext(v.server.url, v.client, str(v.options.model), v.options.backend,
-                           entry, {"os": info.get("os"), "devices": info.get("devices")},
-                           v.server.log_file)
+    context = FieldContext(
+        v.server.url,
+        v.client,
+        str(v.options.model),
+        v.options.backend,
+        entry,
+        {"os": info.get("os"), "devices": info.get("devices")},
+        v.server.log_file,
+    )
     for check in side.checks:
         report.checks.append(run_field_check(check, context))
         v.run.say(f"{report.checks[-1].status:>7}  field: {check.name}")
-    target = ConformanceTarget(v.server, str(v.options.model), v.options.backend,
-                               stop_grace=v.run.settings.stop_grace,
-                               plugins=dict(v.run.plugins or {}),
-                               plugins_allow=v.run.settings.allowed_plugins)
+    target = ConformanceTarget(
+        v.server,
+        str(v.options.model),
+        v.options.backend,
+        stop_grace=v.run.settings.stop_grace,
+        plugins=dict(v.run.plugins or {}),
+        plugins_allow=v.run.settings.allowed_plugins,
+    )
     target.completions = "/v1/completions" in side.endpoints
     kit = BackendConformance()
     for name, description, method in field_checks():
-        v.check(report, "conformance", name, description,
-                lambda m=method: m(kit, target))  # type: ignore[misc]
-    v.check(report, "benchmark", "benchmark", "TTFT, prompt and decode tokens/s, peak "
-            "memory (lemoncore.bench)", lambda: v.benchmark(report))
+        v.check(report, "conformance", name, description, lambda m=method: m(kit, target))  # type: ignore[misc]
+    v.check(
+        report,
+        "benchmark",
+        "benchmark",
+        "TTFT, prompt and decode tokens/s, peak memory (lemoncore.bench)",
+        lambda: v.benchmark(report),
+    )
     with_loaded = v.client.get(v.server.url + "/api/v1/health").json()["all_models_loaded"]
     for m in with_loaded:
         if m.get("pid"):
             v.pids.add(int(m["pid"]))
-    v.check(report, "install", "uninstall", "uninstalling removes what validation "
-            "installed", v.uninstall)
+    v.check(
+        report,
+        "install",
+        "uninstall",
+        "uninstalling removes what validation installed",
+        v.uninstall,
+    )

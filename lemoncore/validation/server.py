@@ -62,18 +62,25 @@ def running_elsewhere(cache_dir: Path) -> str:
 
 
 @contextmanager
-def serving(log_file: Path, command: tuple[str, ...] = SERVE,
-            env: Mapping[str, str] | None = None, ready_within: float = 60.0,
-            args: tuple[str, ...] = ()) -> Iterator[ServerProcess]:
+def serving(
+    log_file: Path,
+    command: tuple[str, ...] = SERVE,
+    env: Mapping[str, str] | None = None,
+    ready_within: float = 60.0,
+    args: tuple[str, ...] = (),
+) -> Iterator[ServerProcess]:
     """Run the server (``python COMMAND --port N ARGS``) on loopback until the block ends
     (leaving stops it with SIGTERM and waits); ``RuntimeError`` with its log when it never
     answers ``/live``."""
     port = free_port()
     log_file.parent.mkdir(parents=True, exist_ok=True)
     with log_file.open("wb") as out:
-        process = subprocess.Popen([sys.executable, *command, "--port", str(port), *args],
-                                   env={**os.environ, "LEMON_HOST": "127.0.0.1", **(env or {})},
-                                   stdout=out, stderr=subprocess.STDOUT)
+        process = subprocess.Popen(
+            [sys.executable, *command, "--port", str(port), *args],
+            env={**os.environ, "LEMON_HOST": "127.0.0.1", **(env or {})},
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
     server = ServerProcess(f"http://127.0.0.1:{port}", process, log_file)
     try:
         deadline = time.monotonic() + ready_within

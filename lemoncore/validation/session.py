@@ -45,8 +45,9 @@ def secrets(settings: Settings) -> list[str]:
     return [k.get_secret_value() for k in (settings.api_key, settings.admin_api_key) if k]
 
 
-def _events(response: httpx.Response, progress: Callable[[int, int], None] | None,
-            result: type[Result]) -> Result:
+def _events(
+    response: httpx.Response, progress: Callable[[int, int], None] | None, result: type[Result]
+) -> Result:
     """Read an install or pull SSE stream; the ``complete`` data as ``result``, or raise
     with the ``error``."""
     event = ""
@@ -84,27 +85,31 @@ class Validation:
         self.containers: set[tuple[str, str]] = set()  # (tool, name)
         self.installed_here = False
 
-    def check(self, report: Report, group: str, name: str, description: str,
-              call: Callable[[], Any]) -> bool:
+    def check(
+        self, report: Report, group: str, name: str, description: str, call: Callable[[], Any]
+    ) -> bool:
         result = run_check(group, name, description, call)
         report.checks.append(result)
-        self.run.say(f"{result.status:>7}  {group}: {name}"
-                     + (f"\n{result.output}" if result.status == "failed" else ""))
+        self.run.say(
+            f"{result.status:>7}  {group}: {name}"
+            + (f"\n{result.output}" if result.status == "failed" else "")
+        )
         return result.status != "failed"
 
     def info(self) -> dict[str, object]:
         """``/api/v1/system-info``'s reply as JSON, for :func:`~.evidence.versions`,
         :func:`~.host.simulated` and a field check's ``host``."""
-        info: dict[str, object] = self.client.get(self.server.url + "/api/v1/system-info"
-                                                  ).json()
+        info: dict[str, object] = self.client.get(self.server.url + "/api/v1/system-info").json()
         return info
 
     def backend_state(self) -> BackendInfo:
         recipe = SystemInfo.model_validate(self.info()).recipes.get(self.recipe)
         state = recipe.backends.get(self.name) if recipe is not None else None
         if state is None:
-            raise Refused(f"{self.options.backend} is not a backend of the installed plugins "
-                          "(lemon backends lists them)")
+            raise Refused(
+                f"{self.options.backend} is not a backend of the installed plugins "
+                "(lemon backends lists them)"
+            )
         return state
 
     # Steps -------------------------------------------------------------------------
@@ -115,25 +120,27 @@ class Validation:
             return {"state": "installed before validation", "version": state.version}
         if state.state != "installable":
             fix = f" (fix: {state.action})" if state.action else ""
-            raise AssertionError(f"{self.options.backend} is {state.state}: "
-                                 f"{state.message}{fix}")
-        question = (f"{self.options.backend} is not installed; install it "
-                    f"({state.tier} tier)?")
+            raise AssertionError(f"{self.options.backend} is {state.state}: {state.message}{fix}")
+        question = f"{self.options.backend} is not installed; install it ({state.tier} tier)?"
         if not (self.options.yes or self.run.ask(question)):
-            raise AssertionError(f"not installed, and no consent to install it: run "
-                                 f"'lemon backends install {self.options.backend}' or "
-                                 "validate with --yes")
+            raise AssertionError(
+                f"not installed, and no consent to install it: run "
+                f"'lemon backends install {self.options.backend}' or "
+                "validate with --yes"
+            )
         progress = self.run.progress(self.options.backend) if self.run.progress else None
-        with self.client.stream("POST", self.server.url + "/api/v1/install", json={
-                "backend": self.options.backend, "consent": True, "stream": True}) as answer:
+        with self.client.stream(
+            "POST",
+            self.server.url + "/api/v1/install",
+            json={"backend": self.options.backend, "consent": True, "stream": True},
+        ) as answer:
             if answer.status_code != 200:
                 answer.read()
                 raise AssertionError(_error(answer))
             done = _events(answer, progress, BackendInstallResult)
         self.installed_here = True
         state = self.backend_state()
-        assert state.state == "installed", f"after the install it is {state.state}: " \
-                                           f"{state.message}"
+        assert state.state == "installed", f"after the install it is {state.state}: {state.message}"
         return {"state": "installed by validation", "version": done.version}
 
     def model(self) -> dict[str, str]:
@@ -145,12 +152,17 @@ class Validation:
         size = card.size_bytes
         about = f" ({size / 1e9:.2f} GB)" if size else ""
         if not (self.options.yes or self.run.ask(f"Download {self.options.model}{about}?")):
-            raise AssertionError(f"{self.options.model} is not downloaded, and no consent to "
-                                 f"download it: run 'lemon pull {self.options.model}' or "
-                                 "validate with --yes")
+            raise AssertionError(
+                f"{self.options.model} is not downloaded, and no consent to "
+                f"download it: run 'lemon pull {self.options.model}' or "
+                "validate with --yes"
+            )
         progress = self.run.progress(str(self.options.model)) if self.run.progress else None
-        with self.client.stream("POST", self.server.url + "/api/v1/pull", json={
-                "model_name": self.options.model, "stream": True}) as answer:
+        with self.client.stream(
+            "POST",
+            self.server.url + "/api/v1/pull",
+            json={"model_name": self.options.model, "stream": True},
+        ) as answer:
             if answer.status_code != 200:
                 answer.read()
                 raise AssertionError(_error(answer))
@@ -161,9 +173,11 @@ class Validation:
         """The model's ``/api/v1/health`` entry; its engine pid and container are noted
         for the cleanup checks."""
         health = Health.model_validate_json(
-            self.client.get(self.server.url + "/api/v1/health").content)
-        entry = next((m for m in health.all_models_loaded
-                      if m.model_name == self.options.model), None)
+            self.client.get(self.server.url + "/api/v1/health").content
+        )
+        entry = next(
+            (m for m in health.all_models_loaded if m.model_name == self.options.model), None
+        )
         assert entry is not None, f"{self.options.model} is not loaded"
         if entry.pid:
             self.pids.add(entry.pid)
@@ -177,8 +191,10 @@ class Validation:
         return self.entry().model_dump(mode="json")
 
     def load(self) -> dict[str, str]:
-        answer = self.client.post(self.server.url + "/api/v1/load", json={
-            "model_name": self.options.model, "backend": self.name})
+        answer = self.client.post(
+            self.server.url + "/api/v1/load",
+            json={"model_name": self.options.model, "backend": self.name},
+        )
         if answer.status_code != 200:
             tail = "\n".join(self.engine_log()[-30:])
             raise AssertionError(f"{_error(answer)}\n-- the engine's last lines --\n{tail}")
@@ -187,32 +203,48 @@ class Validation:
 
     def engine_log(self) -> list[str]:
         try:
-            return FieldContext(self.server.url, self.client, str(self.options.model),
-                                self.options.backend, {}, {},
-                                self.server.log_file).engine_log()
+            return FieldContext(
+                self.server.url,
+                self.client,
+                str(self.options.model),
+                self.options.backend,
+                {},
+                {},
+                self.server.log_file,
+            ).engine_log()
         except (httpx.HTTPError, KeyError, ValueError):
             return []
 
     def benchmark(self, report: Report) -> dict[str, str]:
         """Warm runs of the short prompt (and, unless quick, the long one and a cold
         start), through :mod:`lemoncore.bench`'s measurements."""
-        numbers = measure(self.client, self.server.url, Target(str(self.options.model),
-                                                               self.name), self.options.quick)
+        numbers = measure(
+            self.client,
+            self.server.url,
+            Target(str(self.options.model), self.name),
+            self.options.quick,
+        )
         report.benchmark = numbers
         short = numbers["short"]
-        return {"ttft_ms": str(short["ttft_ms"]["p50"]),
-                "decode_tps": str(short["decode_tps"]["p50"]),
-                "prompt_tps": str(numbers.get("long", short)["prompt_tps"]["p50"])}
+        return {
+            "ttft_ms": str(short["ttft_ms"]["p50"]),
+            "decode_tps": str(short["decode_tps"]["p50"]),
+            "prompt_tps": str(numbers.get("long", short)["prompt_tps"]["p50"]),
+        }
 
     def uninstall(self) -> dict[str, str]:
         if not self.installed_here:
-            raise CheckSkipped("the backend was installed before validation and is kept; "
-                           f"to check install and uninstall, run 'lemon backends uninstall "
-                           f"{self.options.backend}' and validate again")
-        self.client.post(self.server.url + "/api/v1/unload",
-                         json={"model_name": self.options.model})
-        answer = self.client.post(self.server.url + "/api/v1/uninstall",
-                                  json={"backend": self.options.backend})
+            raise CheckSkipped(
+                "the backend was installed before validation and is kept; "
+                f"to check install and uninstall, run 'lemon backends uninstall "
+                f"{self.options.backend}' and validate again"
+            )
+        self.client.post(
+            self.server.url + "/api/v1/unload", json={"model_name": self.options.model}
+        )
+        answer = self.client.post(
+            self.server.url + "/api/v1/uninstall", json={"backend": self.options.backend}
+        )
         assert answer.status_code == 200, _error(answer)
         state = self.backend_state().state
         assert state != "installed", "the backend is still installed after uninstall"

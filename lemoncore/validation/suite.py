@@ -53,27 +53,38 @@ def _error_shaped(response: httpx.Response, status: int) -> None:
     assert isinstance(error["type"], str) and error["type"]
 
 
-
 class BackendConformance:
     """Subclass this (its name must start with ``Test``) and provide the target fixture."""
 
     MESSAGES: ClassVar[list[dict[str, str]]] = [
-        {"role": "user", "content": "Count from one to five."}]
+        {"role": "user", "content": "Count from one to five."}
+    ]
 
     def _chat(self, target: ConformanceTarget, **extra: Any) -> httpx.Response:
-        return httpx.post(target.server.api + "/chat/completions", timeout=120, json={
-            "model": target.model, "messages": self.MESSAGES, "max_tokens": 8, **extra})
+        return httpx.post(
+            target.server.api + "/chat/completions",
+            timeout=120,
+            json={"model": target.model, "messages": self.MESSAGES, "max_tokens": 8, **extra},
+        )
 
     def _stream(self, target: ConformanceTarget, **extra: Any) -> list[str]:
-        with httpx.stream("POST", target.server.api + "/chat/completions", timeout=120, json={
-                "model": target.model, "messages": self.MESSAGES, "max_tokens": 8,
-                "stream": True, **extra}) as response:
+        with httpx.stream(
+            "POST",
+            target.server.api + "/chat/completions",
+            timeout=120,
+            json={
+                "model": target.model,
+                "messages": self.MESSAGES,
+                "max_tokens": 8,
+                "stream": True,
+                **extra,
+            },
+        ) as response:
             assert response.status_code == 200
             assert response.headers["content-type"].startswith("text/event-stream")
             return [line[6:] for line in response.iter_lines() if line.startswith("data: ")]
 
-    def test_chat_completion_shape_and_usage(self, conformance_target: ConformanceTarget
-                                             ) -> None:
+    def test_chat_completion_shape_and_usage(self, conformance_target: ConformanceTarget) -> None:
         body = self._chat(conformance_target).json()
         assert body["object"] == "chat.completion"
         choice = body["choices"][0]
@@ -82,33 +93,33 @@ class BackendConformance:
         assert choice["finish_reason"] in {"stop", "length"}
         _usage_adds_up(body["usage"])
 
-    def test_streaming_chunks_end_with_done(self, conformance_target: ConformanceTarget
-                                            ) -> None:
+    def test_streaming_chunks_end_with_done(self, conformance_target: ConformanceTarget) -> None:
         data = self._stream(conformance_target)
         assert data[-1] == "[DONE]"
         chunks = [json.loads(d) for d in data[:-1]]
         assert all(c["object"] == "chat.completion.chunk" for c in chunks)
-        text = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks
-                       if c["choices"])
+        text = "".join(
+            c["choices"][0]["delta"].get("content") or "" for c in chunks if c["choices"]
+        )
         assert text
         assert not any("total_tokens" in (c.get("usage") or {}) for c in chunks)
         assert any(c["choices"] and c["choices"][0].get("finish_reason") for c in chunks)
 
-    def test_include_usage_adds_a_usage_chunk(self, conformance_target: ConformanceTarget
-                                              ) -> None:
+    def test_include_usage_adds_a_usage_chunk(self, conformance_target: ConformanceTarget) -> None:
         data = self._stream(conformance_target, stream_options={"include_usage": True})
         last = json.loads(data[-2])
         assert last["choices"] == []
         _usage_adds_up(last["usage"])
 
-    def test_answers_name_the_served_model(self, conformance_target: ConformanceTarget
-                                           ) -> None:
+    def test_answers_name_the_served_model(self, conformance_target: ConformanceTarget) -> None:
         """lemoncore passes the engine's answers through: their ``model`` must be the
         name the client asked for, which the launch must give the engine (llama-server:
         ``--alias <model.name>``)."""
         name = conformance_target.model
-        fix = ("the engine reports model {!r}, not the served name {!r}: make the launch "
-               "give the engine the model's name (llama-server: --alias model.name)")
+        fix = (
+            "the engine reports model {!r}, not the served name {!r}: make the launch "
+            "give the engine the model's name (llama-server: --alias model.name)"
+        )
         answered = self._chat(conformance_target).json()["model"]
         assert answered == name, fix.format(answered, name)
         data = self._stream(conformance_target, stream_options={"include_usage": True})
@@ -118,27 +129,37 @@ class BackendConformance:
     def test_completions_shape(self, conformance_target: ConformanceTarget) -> None:
         if not conformance_target.completions:
             _skip("the backend declares no /v1/completions")
-        body = httpx.post(conformance_target.server.api + "/completions", timeout=120, json={
-            "model": conformance_target.model, "prompt": "One, two,",
-            "max_tokens": 8}).json()
+        body = httpx.post(
+            conformance_target.server.api + "/completions",
+            timeout=120,
+            json={"model": conformance_target.model, "prompt": "One, two,", "max_tokens": 8},
+        ).json()
         assert body["object"] == "text_completion"
         assert isinstance(body["choices"][0]["text"], str)
         _usage_adds_up(body["usage"])
 
     def test_errors_are_openai_shaped(self, conformance_target: ConformanceTarget) -> None:
         api = conformance_target.server.api
-        _error_shaped(httpx.post(api + "/chat/completions", json={
-            "model": "no-such-model", "messages": self.MESSAGES}), 404)
-        _error_shaped(httpx.post(api + "/chat/completions", json={
-            "model": conformance_target.model}), 400)
+        _error_shaped(
+            httpx.post(
+                api + "/chat/completions",
+                json={"model": "no-such-model", "messages": self.MESSAGES},
+            ),
+            404,
+        )
+        _error_shaped(
+            httpx.post(api + "/chat/completions", json={"model": conformance_target.model}), 400
+        )
 
-    def test_ready_means_the_engine_answers(self, conformance_target: ConformanceTarget
-                                            ) -> None:
+    def test_ready_means_the_engine_answers(self, conformance_target: ConformanceTarget) -> None:
         url = conformance_target.server.url
-        httpx.post(url + "/api/v1/load", json={"model_name": conformance_target.model},
-                   timeout=120).raise_for_status()
-        loaded = {m["model_name"]: m for m in
-                  httpx.get(url + "/api/v1/health").json()["all_models_loaded"]}
+        httpx.post(
+            url + "/api/v1/load", json={"model_name": conformance_target.model}, timeout=120
+        ).raise_for_status()
+        loaded = {
+            m["model_name"]: m
+            for m in httpx.get(url + "/api/v1/health").json()["all_models_loaded"]
+        }
         server = loaded[conformance_target.model]
         assert server["status"] in {"ready", "busy"}
         assert f"{server['recipe']}:{server['backend']}" == conformance_target.backend
@@ -151,14 +172,22 @@ class BackendConformance:
         recipe_name, backend_name = conformance_target.backend.split(":")
         info = httpx.get(url + "/api/v1/system-info").json()["recipes"][recipe_name]
         declared = info["backends"][backend_name]
-        rows = tuple(SupportRow(os=frozenset(r["os"]), devices={
-            DeviceKind(k): frozenset(v) for k, v in r["devices"].items()})
-            for r in declared["support"])
+        rows = tuple(
+            SupportRow(
+                os=frozenset(r["os"]),
+                devices={DeviceKind(k): frozenset(v) for k, v in r["devices"].items()},
+            )
+            for r in declared["support"]
+        )
         kinds = backend_device_kinds(Backend(name=backend_name, support=rows), detect_host())
-        httpx.post(url + "/api/v1/load", json={"model_name": conformance_target.model},
-                   timeout=120).raise_for_status()
-        server = next(m for m in httpx.get(url + "/api/v1/health").json()["all_models_loaded"]
-                      if m["model_name"] == conformance_target.model)
+        httpx.post(
+            url + "/api/v1/load", json={"model_name": conformance_target.model}, timeout=120
+        ).raise_for_status()
+        server = next(
+            m
+            for m in httpx.get(url + "/api/v1/health").json()["all_models_loaded"]
+            if m["model_name"] == conformance_target.model
+        )
         assert server["device"] in {k.device.value for k in kinds}
         assert server["is_amd_gpu"] == (kinds == {DeviceKind.AMD_GPU})
 
@@ -194,12 +223,17 @@ class BackendConformance:
         registry = load_plugins(target.plugins_allow, (), target.plugins).registry
         backend = registry.recipes[recipe_name].backend(backend_name)
         assert backend is not None
-        httpx.post(url + "/api/v1/load", json={"model_name": target.model},
-                   timeout=120).raise_for_status()
-        kind = next(m["type"] for m in httpx.get(url + "/api/v1/health").json()[
-            "all_models_loaded"] if m["model_name"] == target.model)
+        httpx.post(
+            url + "/api/v1/load", json={"model_name": target.model}, timeout=120
+        ).raise_for_status()
+        kind = next(
+            m["type"]
+            for m in httpx.get(url + "/api/v1/health").json()["all_models_loaded"]
+            if m["model_name"] == target.model
+        )
         served = set(backend.endpoints) | {
-            path for path, t in TRANSLATIONS.items() if t.target in backend.endpoints}
+            path for path, t in TRANSLATIONS.items() if t.target in backend.endpoints
+        }
         failed = []
         for path in sorted(served):
             endpoint = registry.endpoints.get(path)
@@ -223,17 +257,22 @@ class BackendConformance:
         self, conformance_target: ConformanceTarget
     ) -> None:
         url = conformance_target.server.url
-        httpx.post(url + "/api/v1/load", json={"model_name": conformance_target.model},
-                   timeout=120).raise_for_status()
-        pid = next(m["pid"] for m in httpx.get(url + "/api/v1/health").json()[
-            "all_models_loaded"] if m["model_name"] == conformance_target.model)
+        httpx.post(
+            url + "/api/v1/load", json={"model_name": conformance_target.model}, timeout=120
+        ).raise_for_status()
+        pid = next(
+            m["pid"]
+            for m in httpx.get(url + "/api/v1/health").json()["all_models_loaded"]
+            if m["model_name"] == conformance_target.model
+        )
         started = time.monotonic()
-        httpx.post(url + "/api/v1/unload", json={"model_name": conformance_target.model},
-                   timeout=60).raise_for_status()
+        httpx.post(
+            url + "/api/v1/unload", json={"model_name": conformance_target.model}, timeout=60
+        ).raise_for_status()
         assert time.monotonic() - started <= conformance_target.stop_grace + 1
-        assert not (pid and psutil.pid_exists(pid)), \
+        assert not (pid and psutil.pid_exists(pid)), (
             f"the engine (pid {pid}) still runs after the unload"
-
+        )
 
     def test_a_declared_option_out_of_bounds_is_refused(
         self, conformance_target: ConformanceTarget
@@ -244,35 +283,56 @@ class BackendConformance:
         target, url = conformance_target, conformance_target.server.url
         recipe_name, backend_name = target.backend.split(":")
         recipe = load_plugins(target.plugins_allow, (), target.plugins).registry.recipes[
-            recipe_name]
+            recipe_name
+        ]
         backend = recipe.backend(backend_name)
         assert backend is not None
-        option = next((o for o in (*recipe.options, *backend.options)
-                       if o.scope is OptionScope.REQUEST and o.type in {"int", "float"}
-                       and o.maximum is not None), None)
+        option = next(
+            (
+                o
+                for o in (*recipe.options, *backend.options)
+                if o.scope is OptionScope.REQUEST
+                and o.type in {"int", "float"}
+                and o.maximum is not None
+            ),
+            None,
+        )
         if option is None:
             _skip(f"{target.backend} declares no bounded number option")
             return
         too_big = option.maximum + 1 if option.maximum is not None else 0
-        answer = httpx.post(url + "/api/v1/load", timeout=120, json={
-            "model_name": target.model, "backend": backend_name,
-            option.name: int(too_big) if option.type == "int" else too_big})
+        answer = httpx.post(
+            url + "/api/v1/load",
+            timeout=120,
+            json={
+                "model_name": target.model,
+                "backend": backend_name,
+                option.name: int(too_big) if option.type == "int" else too_big,
+            },
+        )
         _error_shaped(answer, 400)
         assert option.name in answer.json()["error"]["message"], (
-            f"the refusal should name the option {option.name!r}: {answer.text}")
+            f"the refusal should name the option {option.name!r}: {answer.text}"
+        )
 
-    def test_a_crashed_engine_is_loaded_again(self, conformance_target: ConformanceTarget
-                                              ) -> None:
+    def test_a_crashed_engine_is_loaded_again(self, conformance_target: ConformanceTarget) -> None:
         """Kill the engine: the model is unloaded, and the next request starts a new
         engine and answers (an engine that cannot start twice, on a port or a file it
         left behind, fails here)."""
         target, url = conformance_target, conformance_target.server.url
-        httpx.post(url + "/api/v1/load", json={"model_name": target.model},
-                   timeout=120).raise_for_status()
+        httpx.post(
+            url + "/api/v1/load", json={"model_name": target.model}, timeout=120
+        ).raise_for_status()
 
         def engine() -> int | None:
-            return next((m["pid"] for m in httpx.get(url + "/api/v1/health").json()[
-                "all_models_loaded"] if m["model_name"] == target.model), None)
+            return next(
+                (
+                    m["pid"]
+                    for m in httpx.get(url + "/api/v1/health").json()["all_models_loaded"]
+                    if m["model_name"] == target.model
+                ),
+                None,
+            )
 
         pid = engine()
         if not pid:
@@ -285,19 +345,26 @@ class BackendConformance:
             time.sleep(0.1)
         answer = self._chat(target)
         assert answer.status_code == 200, (
-            f"after a crash the next request should load the model again: {answer.text}")
+            f"after a crash the next request should load the model again: {answer.text}"
+        )
         assert engine() not in (None, pid)
 
 
 # Checks of the plugin's code rather than of this machine: the plugin's CI runs them.
-NOT_IN_THE_FIELD = {"test_owner_hooks_reach_only_the_backend_owner":
-                    "owner dispatch is a property of the plugin's code, checked by its CI"}
+NOT_IN_THE_FIELD = {
+    "test_owner_hooks_reach_only_the_backend_owner": (
+        "owner dispatch is a property of the plugin's code, checked by its CI"
+    ),
+}
 
 
-def field_checks() -> list[tuple[str, str, Callable[[BackendConformance, ConformanceTarget],
-                                                     None]]]:
+def field_checks() -> list[
+    tuple[str, str, Callable[[BackendConformance, ConformanceTarget], None]]
+]:
     """The kit's checks ``lemon validate`` runs: (name, description, unbound method), in
     the class's order; the description is the method's name in words."""
-    return [(name.removeprefix("test_"), name.removeprefix("test_").replace("_", " "), method)
-            for name, method in vars(BackendConformance).items()
-            if name.startswith("test_") and name not in NOT_IN_THE_FIELD]
+    return [
+        (name.removeprefix("test_"), name.removeprefix("test_").replace("_", " "), method)
+        for name, method in vars(BackendConformance).items()
+        if name.startswith("test_") and name not in NOT_IN_THE_FIELD
+    ]

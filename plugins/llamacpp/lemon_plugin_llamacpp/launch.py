@@ -26,8 +26,7 @@ from lemon_plugin_llamacpp.install import PORTABLE_BUILD, find_executable, prebu
 from lemon_plugin_llamacpp.xparams import PYPI_HINT, UNSUPPORTED, unsupported_flags
 
 # What to do when llama.cpp dies of a signal (shown with lemoncore's explanation of it).
-NO_REPACK = ("on a CPU with AMX, skip llama.cpp's AMX kernels with "
-             "-o llamacpp_args=--no-repack")
+NO_REPACK = "on a CPU with AMX, skip llama.cpp's AMX kernels with -o llamacpp_args=--no-repack"
 # The prebuilt backend's child: -P keeps the working directory off sys.path, so nothing
 # there can shadow the verified xllamacpp package.
 XSERVER = ("-P", "-m", "lemon_plugin_llamacpp.xserver")
@@ -61,20 +60,49 @@ HOPELESS = (
 def crash_advice() -> dict[str, str]:
     """For a llama-server build: the prebuilt backend where this CPU runs it, a portable
     rebuild, and llama.cpp's own switch around its AMX kernels."""
-    prebuilt = "load it with the prebuilt backend (-o backend=prebuilt), " \
-        if prebuilt_runs_here() else ""
-    return {"SIGILL": f"{prebuilt}rebuild llama-server portably (lemoncore's "
-                      f"scripts/llama-server), or, {NO_REPACK}"}
+    prebuilt = (
+        "load it with the prebuilt backend (-o backend=prebuilt), " if prebuilt_runs_here() else ""
+    )
+    return {
+        "SIGILL": f"{prebuilt}rebuild llama-server portably (lemoncore's "
+        f"scripts/llama-server), or, {NO_REPACK}"
+    }
 
 
 # Flags lemoncore sets or that would break routing; users cannot override them.
-RESERVED_FLAGS = frozenset({
-    "-m", "--model", "--port", "--host", "-c", "--ctx-size", "-a", "--alias", "--metrics",
-    "--embedding", "--embeddings", "--reranking", "--rerank", "--jinja", "--no-jinja", "-hf",
-    "-hfr", "--hf-repo",
-    "-mu", "--model-url", "--api-key", "--api-key-file", "--path", "--models-dir",
-    "--models-preset", "--models-max", "--ssl-key-file", "--ssl-cert-file", "--rpc",
-})
+RESERVED_FLAGS = frozenset(
+    {
+        "-m",
+        "--model",
+        "--port",
+        "--host",
+        "-c",
+        "--ctx-size",
+        "-a",
+        "--alias",
+        "--metrics",
+        "--embedding",
+        "--embeddings",
+        "--reranking",
+        "--rerank",
+        "--jinja",
+        "--no-jinja",
+        "-hf",
+        "-hfr",
+        "--hf-repo",
+        "-mu",
+        "--model-url",
+        "--api-key",
+        "--api-key-file",
+        "--path",
+        "--models-dir",
+        "--models-preset",
+        "--models-max",
+        "--ssl-key-file",
+        "--ssl-cert-file",
+        "--rpc",
+    }
+)
 
 
 def user_args(text: str) -> list[str]:
@@ -84,9 +112,11 @@ def user_args(text: str) -> list[str]:
         raise LaunchRefused(f"llamacpp_args cannot be parsed: {exc}") from exc
     reserved = sorted({a.split("=", 1)[0] for a in args} & RESERVED_FLAGS)
     if reserved:
-        raise LaunchRefused(f"llamacpp_args may not contain {', '.join(reserved)}: lemoncore "
-                            "sets these itself (use the ctx_size option for --ctx-size); "
-                            "remove them from recipes.llamacpp.llamacpp_args_allow")
+        raise LaunchRefused(
+            f"llamacpp_args may not contain {', '.join(reserved)}: lemoncore "
+            "sets these itself (use the ctx_size option for --ctx-size); "
+            "remove them from recipes.llamacpp.llamacpp_args_allow"
+        )
     return args
 
 
@@ -94,10 +124,12 @@ def refuse_unapplicable(backend: str, args: list[str]) -> list[str]:
     """``args``, unless ``backend`` cannot apply one of them: LaunchRefused naming each
     and why (the prebuilt backend: flags xllamacpp's parameters cannot express)."""
     if backend == "prebuilt" and (refused := unsupported_flags(args)):
-        why = "; ".join(f"{flag}: {UNSUPPORTED.get(flag, 'not mapped onto xllamacpp')}"
-                        for flag in refused)
-        raise LaunchRefused(f"llamacpp:prebuilt cannot apply {', '.join(refused)} ({why}); "
-                            f"{PYPI_HINT}")
+        why = "; ".join(
+            f"{flag}: {UNSUPPORTED.get(flag, 'not mapped onto xllamacpp')}" for flag in refused
+        )
+        raise LaunchRefused(
+            f"llamacpp:prebuilt cannot apply {', '.join(refused)} ({why}); {PYPI_HINT}"
+        )
     return args
 
 
@@ -105,8 +137,20 @@ def server_args(model: ModelInfo, context: LaunchContext) -> list[str]:
     """llama-server's arguments (after the program) for ``model``: what lemoncore sets,
     then the user's checked ``llamacpp_args``."""
     opts = context.options
-    args = ["-m", str(context.model_path), "--port", str(context.port), "--host", context.host,
-            "--ctx-size", str(opts["ctx_size"]), "--jinja", "--metrics", "--alias", model.name]
+    args = [
+        "-m",
+        str(context.model_path),
+        "--port",
+        str(context.port),
+        "--host",
+        context.host,
+        "--ctx-size",
+        str(opts["ctx_size"]),
+        "--jinja",
+        "--metrics",
+        "--alias",
+        model.name,
+    ]
     if model.model_type is ModelType.EMBEDDING:
         args.append("--embeddings")
     elif model.model_type is ModelType.RERANKING:
@@ -118,12 +162,16 @@ def server_args(model: ModelInfo, context: LaunchContext) -> list[str]:
 
 def build_launch(model: ModelInfo, context: LaunchContext) -> LaunchSpec:
     configured = context.config.get("system_bin")  # the system backend's own binary name
-    exe = Path(str(configured)) if configured and \
-        Path(str(configured)).parent == context.install_dir else \
-        find_executable(context.install_dir)
+    exe = (
+        Path(str(configured))
+        if configured and Path(str(configured)).parent == context.install_dir
+        else find_executable(context.install_dir)
+    )
     if exe is None:
-        raise LaunchRefused(f"llama-server not found in {context.install_dir}; reinstall the "
-                            "backend with 'lemon backends install llamacpp:<backend>'")
+        raise LaunchRefused(
+            f"llama-server not found in {context.install_dir}; reinstall the "
+            "backend with 'lemon backends install llamacpp:<backend>'"
+        )
     argv = [str(exe), *server_args(model, context)]
     # The binary's own directory first, then the runtime lemoncore decided (ROCm), if any.
     lib_var = "PATH" if sys.platform == "win32" else "LD_LIBRARY_PATH"
@@ -131,20 +179,26 @@ def build_launch(model: ModelInfo, context: LaunchContext) -> LaunchSpec:
     search = os.pathsep.join(p for p in (str(exe.parent), inherited) if p)
     # Only lemoncore, which sends the launch's key, may use the engine's port; /health
     # stays open for the readiness probe. The environment, not argv: /health shows argv.
-    return LaunchSpec(argv=tuple(argv), env={**context.runtime_env, lib_var: search,
-                                              "LLAMA_API_KEY": context.backend_key},
-                      crash_advice=crash_advice(), out_of_memory=OUT_OF_MEMORY,
-                      hopeless=HOPELESS)
+    return LaunchSpec(
+        argv=tuple(argv),
+        env={**context.runtime_env, lib_var: search, "LLAMA_API_KEY": context.backend_key},
+        crash_advice=crash_advice(),
+        out_of_memory=OUT_OF_MEMORY,
+        hopeless=HOPELESS,
+    )
 
 
 def prebuilt_launch(model: ModelInfo, context: LaunchContext) -> LaunchSpec:
     """llama.cpp's server from the xllamacpp wheel, in a child Python process
     (:mod:`lemon_plugin_llamacpp.xserver`) given llama-server's own arguments."""
     args = refuse_unapplicable("prebuilt", server_args(model, context))
-    return LaunchSpec(argv=(sys.executable, *XSERVER, *args),
-                      env={"LLAMA_API_KEY": context.backend_key, "PYTHONUNBUFFERED": "1"},
-                      crash_advice=PREBUILT_CRASH_ADVICE, out_of_memory=OUT_OF_MEMORY,
-                      hopeless=HOPELESS)
+    return LaunchSpec(
+        argv=(sys.executable, *XSERVER, *args),
+        env={"LLAMA_API_KEY": context.backend_key, "PYTHONUNBUFFERED": "1"},
+        crash_advice=PREBUILT_CRASH_ADVICE,
+        out_of_memory=OUT_OF_MEMORY,
+        hopeless=HOPELESS,
+    )
 
 
 # A private directory (mode 0700) for this lemoncore process's engine sockets.
@@ -162,15 +216,15 @@ def _serves_unix_sockets(exe: str, mtime: float) -> bool:
     """Whether this llama-server listens on a unix socket given as ``--host x.sock``
     (its ``--help`` says so; older builds do not)."""
     try:
-        text = subprocess.run([exe, "--help"], capture_output=True, timeout=10,
-                              check=False).stdout
+        text = subprocess.run([exe, "--help"], capture_output=True, timeout=10, check=False).stdout
     except (OSError, subprocess.SubprocessError):
         return False
     return b"UNIX socket" in text
 
 
-def on_unix_socket(model: ModelInfo, spec: LaunchSpec, context: LaunchContext
-                   ) -> BackendProcess | None:
+def on_unix_socket(
+    model: ModelInfo, spec: LaunchSpec, context: LaunchContext
+) -> BackendProcess | None:
     """``spec`` listening on a unix socket instead of its loopback port (no TCP on the
     hot path: a streamed token costs lemoncore less), when the platform and the binary
     support it; ``None`` (stay on TCP) otherwise."""
@@ -186,5 +240,10 @@ def on_unix_socket(model: ModelInfo, spec: LaunchSpec, context: LaunchContext
     path = str(_socket_dir() / f"{context.port}.sock")
     argv = list(spec.argv)
     argv[argv.index("--host") + 1] = path
-    return BackendProcess(model.name, dataclasses.replace(spec, argv=tuple(argv)),
-                          context.host, context.port, uds=path)
+    return BackendProcess(
+        model.name,
+        dataclasses.replace(spec, argv=tuple(argv)),
+        context.host,
+        context.port,
+        uds=path,
+    )

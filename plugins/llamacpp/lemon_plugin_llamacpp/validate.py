@@ -15,8 +15,9 @@ from lemon_plugin_llamacpp.launch import XSERVER
 def engine_client(backend_url: str) -> httpx.Client:
     """A client for the engine itself: ``unix:/path.sock`` or ``http://host:port``."""
     if backend_url.startswith("unix:"):
-        return httpx.Client(base_url="http://engine", timeout=30,
-                            transport=httpx.HTTPTransport(uds=backend_url[5:]))
+        return httpx.Client(
+            base_url="http://engine", timeout=30, transport=httpx.HTTPTransport(uds=backend_url[5:])
+        )
     return httpx.Client(base_url=backend_url, timeout=30)
 
 
@@ -25,12 +26,14 @@ def served_name(context: FieldContext) -> FieldResult:
     and itself answers ``/health`` (the one route it serves without the launch's key)."""
     argv = [str(a) for a in context.loaded["launch_command"]]
     alias = argv[argv.index("--alias") + 1] if "--alias" in argv else None
-    assert alias == context.model, (f"llama-server was given --alias {alias!r}, not the "
-                                    f"served name {context.model!r}")
+    assert alias == context.model, (
+        f"llama-server was given --alias {alias!r}, not the served name {context.model!r}"
+    )
     with engine_client(str(context.loaded["backend_url"])) as engine:
         answer = engine.get("/health")
-    assert answer.status_code == 200, f"llama-server's /health: {answer.status_code} " \
-                                      f"{answer.text[:300]}"
+    assert answer.status_code == 200, (
+        f"llama-server's /health: {answer.status_code} {answer.text[:300]}"
+    )
     return FieldResult({"alias": alias, "engine": str(context.loaded["backend_url"])})
 
 
@@ -40,19 +43,22 @@ def build_info(context: FieldContext) -> FieldResult:
     argv = [str(a) for a in context.loaded["launch_command"]]
     program = argv[:4] if tuple(argv[1:4]) == XSERVER else argv[:1]
     exe = " ".join(program)
-    done = subprocess.run([*program, "--version"], capture_output=True, text=True,
-                          timeout=30, check=False)
+    done = subprocess.run(
+        [*program, "--version"], capture_output=True, text=True, timeout=30, check=False
+    )
     text = (done.stdout + done.stderr).strip()
-    lines = [line.strip() for line in text.splitlines()
-             if line.startswith(("version:", "built with"))]
-    assert done.returncode == 0 and lines, f"{exe} --version exited {done.returncode}: " \
-                                           f"{text[-500:]}"
+    lines = [
+        line.strip() for line in text.splitlines() if line.startswith(("version:", "built with"))
+    ]
+    assert done.returncode == 0 and lines, (
+        f"{exe} --version exited {done.returncode}: {text[-500:]}"
+    )
     return FieldResult({"build": " ".join(lines)})
 
 
 FIELD_CHECKS = [
-    FieldCheck("served-name", "llama-server lists the model under the served name",
-               served_name),
-    FieldCheck("build-info", "the llama-server that ran reports its version and compiler",
-               build_info),
+    FieldCheck("served-name", "llama-server lists the model under the served name", served_name),
+    FieldCheck(
+        "build-info", "the llama-server that ran reports its version and compiler", build_info
+    ),
 ]

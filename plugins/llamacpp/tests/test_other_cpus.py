@@ -149,8 +149,10 @@ def test_the_prebuilt_backend_answers_on_haswell(emulate: type[Emulated]) -> Non
 def test_the_prebuilt_wheel_dies_of_sigill_on_nehalem(emulate: type[Emulated]) -> None:
     """Why lemoncore must check first: started anyway, the AVX2 wheel dies of SIGILL."""
     pytest.importorskip("xllamacpp")
-    engine = emulate("Nehalem", [sys.executable, "-m", "lemon_plugin_llamacpp.xserver",
-                                 *_engine_args(free_port())])
+    engine = emulate(
+        "Nehalem",
+        [sys.executable, "-m", "lemon_plugin_llamacpp.xserver", *_engine_args(free_port())],
+    )
     assert engine.proc.wait(timeout=READY_WITHIN_S) != 0
     assert "uncaught target signal 4 (Illegal instruction)" in engine.output()  # qemu's words
 

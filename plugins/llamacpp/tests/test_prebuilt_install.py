@@ -56,8 +56,9 @@ def test_the_pinned_wheel_installed_here_is_verified() -> None:
     assert "SHA-256 verified" in plan.message
 
 
-def test_a_changed_file_is_named_and_the_fix_reinstalls(monkeypatch: pytest.MonkeyPatch,
-                                                        tmp_path: Path) -> None:
+def test_a_changed_file_is_named_and_the_fix_reinstalls(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     copy = tmp_path / "xllamacpp"
     shutil.copytree(installed_here(), copy, ignore=shutil.ignore_patterns("__pycache__"))
     (copy / "memory.py").write_text((copy / "memory.py").read_text() + "\n# changed\n")
@@ -69,7 +70,8 @@ def test_a_changed_file_is_named_and_the_fix_reinstalls(monkeypatch: pytest.Monk
 
 
 def test_not_installed_or_another_version_is_action_required(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     package = installed_here()
     use_package(monkeypatch, None)
     missing = prebuilt_plan(ANY_CPU)
@@ -83,8 +85,9 @@ def test_not_installed_or_another_version_is_action_required(
 
 
 def test_a_cpu_without_avx2_or_a_platform_without_a_wheel_is_unsupported() -> None:
-    nehalem = HostInfo("linux", CPU, frozenset({"SSE", "SSE2", "SSE3", "SSSE3", "SSE41",
-                                                "SSE42", "POPCNT"}))
+    nehalem = HostInfo(
+        "linux", CPU, frozenset({"SSE", "SSE2", "SSE3", "SSSE3", "SSE41", "SSE42", "POPCNT"})
+    )
     pin = PREBUILT["platforms"].get(install.platform_key("linux"), {})
     if not pin.get("cpu_features"):
         pytest.skip("the wheel pinned for this architecture needs no extension")
@@ -102,7 +105,8 @@ def test_the_three_pins_agree() -> None:
     wheels = {p["wheel_sha256"] for p in PREBUILT["platforms"].values()}
     assert set(re.findall(r"--hash=sha256:([0-9a-f]{64})", text)) == wheels
     extras = tomllib.loads((PLUGIN / "pyproject.toml").read_text())["project"][
-        "optional-dependencies"]["prebuilt"]
+        "optional-dependencies"
+    ]["prebuilt"]
     assert extras == [f"xllamacpp=={PREBUILT['version']}"]
     for platform, pin in PREBUILT["platforms"].items():
         module = "xllamacpp.pyd" if platform.startswith("windows") else "xllamacpp.abi3.so"

@@ -49,39 +49,61 @@ def mirror(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]
 def pin(cache: Path, url: str, sha256: str, version: str = "test-1") -> None:
     """An administrator lock file pinning llamacpp:cpu to the served archive."""
     cache.mkdir(parents=True, exist_ok=True)
-    lock = {"backends": {"llamacpp": {"cpu": {"version": version, "platforms": {
-        platform_key("linux"): [{"url": url, "sha256": sha256, "provenance": "test"}]}}}}}
+    lock = {
+        "backends": {
+            "llamacpp": {
+                "cpu": {
+                    "version": version,
+                    "platforms": {
+                        platform_key("linux"): [
+                            {"url": url, "sha256": sha256, "provenance": "test"}
+                        ]
+                    },
+                }
+            }
+        }
+    }
     (cache / "admin-lock.json").write_text(json.dumps(lock))
     (cache / "config.toml").write_text(f'lock_files = ["{cache / "admin-lock.json"}"]\n')
 
 
 def load_cpu(server: ServerProcess) -> httpx.Response:
-    return httpx.post(server.url + "/api/v1/load", timeout=120, json={
-        "model_name": "SmolLM2-135M-Instruct-GGUF", "backend": "cpu"})
+    return httpx.post(
+        server.url + "/api/v1/load",
+        timeout=120,
+        json={"model_name": "SmolLM2-135M-Instruct-GGUF", "backend": "cpu"},
+    )
 
 
-def test_pinned_asset_installs_verified_and_serves(tmp_path: Path,
-                                                   mirror: tuple[str, str]) -> None:
+def test_pinned_asset_installs_verified_and_serves(tmp_path: Path, mirror: tuple[str, str]) -> None:
     pin(tmp_path, *mirror)
     with running_server(tmp_path) as server:
         before = httpx.get(server.url + "/api/v1/system-info").json()
         assert before["recipes"]["llamacpp"]["backends"]["cpu"]["state"] == "installable"
         assert load_cpu(server).status_code == 200
-        reply = httpx.post(server.api + "/chat/completions", timeout=60, json={
-            "model": "SmolLM2-135M-Instruct-GGUF", "max_tokens": 4,
-            "messages": [{"role": "user", "content": "Hi"}]}).json()
+        reply = httpx.post(
+            server.api + "/chat/completions",
+            timeout=60,
+            json={
+                "model": "SmolLM2-135M-Instruct-GGUF",
+                "max_tokens": 4,
+                "messages": [{"role": "user", "content": "Hi"}],
+            },
+        ).json()
         assert reply["choices"][0]["message"]["content"]
         health = httpx.get(server.url + "/api/v1/health").json()["all_models_loaded"][0]
         assert health["backend"] == "cpu"
         assert health["launch_command"][0].startswith(str(tmp_path / "bin/llamacpp/cpu"))
         after = httpx.get(server.url + "/api/v1/system-info").json()
         assert after["recipes"]["llamacpp"]["backends"]["cpu"]["state"] == "installed"
-    assert json.loads((tmp_path / "bin/llamacpp/cpu/install.json").read_text())[
-        "version"] == "test-1"
+    assert (
+        json.loads((tmp_path / "bin/llamacpp/cpu/install.json").read_text())["version"] == "test-1"
+    )
 
 
-def test_tampered_asset_is_refused_and_nothing_installed(tmp_path: Path,
-                                                         mirror: tuple[str, str]) -> None:
+def test_tampered_asset_is_refused_and_nothing_installed(
+    tmp_path: Path, mirror: tuple[str, str]
+) -> None:
     pin(tmp_path, mirror[0], "0" * 64)
     with running_server(tmp_path) as server:
         response = load_cpu(server)
@@ -91,23 +113,33 @@ def test_tampered_asset_is_refused_and_nothing_installed(tmp_path: Path,
     assert not (tmp_path / "bin/llamacpp/cpu").exists()
 
 
-def test_cli_install_shows_progress_and_ends_verified(tmp_path: Path,
-                                                      mirror: tuple[str, str]) -> None:
+def test_cli_install_shows_progress_and_ends_verified(
+    tmp_path: Path, mirror: tuple[str, str]
+) -> None:
     pin(tmp_path, *mirror)
-    env = {**os.environ, "LEMON_CACHE_DIR": str(tmp_path),
-           "LEMON_CONFIG_FILE": str(tmp_path / "config.toml")}
+    env = {
+        **os.environ,
+        "LEMON_CACHE_DIR": str(tmp_path),
+        "LEMON_CONFIG_FILE": str(tmp_path / "config.toml"),
+    }
     lemon = [sys.executable, "-m", "lemoncore.cli", "backends"]
-    result = subprocess.run([*lemon, "install", "llamacpp:cpu"], env=env, capture_output=True,
-                            text=True, check=True)
+    result = subprocess.run(
+        [*lemon, "install", "llamacpp:cpu"], env=env, capture_output=True, text=True, check=True
+    )
     assert "llamacpp:cpu" in result.stderr and "100%" in result.stderr  # rich's bar, done
-    assert f"installed test-1 in {tmp_path / 'bin/llamacpp/cpu'}; verified SHA-256 " \
+    assert (
+        f"installed test-1 in {tmp_path / 'bin/llamacpp/cpu'}; verified SHA-256 "
         f"{mirror[1][:12]}" in result.stderr
-    listing = json.loads(subprocess.run([*lemon, "--json"], env=env, capture_output=True,
-                                        text=True, check=True).stdout)
+    )
+    listing = json.loads(
+        subprocess.run(
+            [*lemon, "--json"], env=env, capture_output=True, text=True, check=True
+        ).stdout
+    )
     assert {"backend": "cpu", "state": "installed"}.items() <= next(
-        r for r in listing if r["backend"] == "cpu").items()
-    subprocess.run([*lemon, "uninstall", "llamacpp:cpu"], env=env, check=True,
-                   capture_output=True)
+        r for r in listing if r["backend"] == "cpu"
+    ).items()
+    subprocess.run([*lemon, "uninstall", "llamacpp:cpu"], env=env, check=True, capture_output=True)
     assert not (tmp_path / "bin/llamacpp/cpu").exists()
 
 
@@ -118,27 +150,48 @@ def test_trust_on_first_use_pins_an_unhashed_asset_then_verifies_it(
     trusts the download once, sees its SHA-256, and from then on it is verified."""
     url, sha = mirror
     pin(tmp_path, url, None)  # type: ignore[arg-type]
-    env = {**os.environ, "LEMON_CACHE_DIR": str(tmp_path),
-           "LEMON_CONFIG_FILE": str(tmp_path / "config.toml")}
+    env = {
+        **os.environ,
+        "LEMON_CACHE_DIR": str(tmp_path),
+        "LEMON_CONFIG_FILE": str(tmp_path / "config.toml"),
+    }
     lemon = [sys.executable, "-m", "lemoncore.cli", "backends"]
-    refused = subprocess.run([*lemon, "install", "llamacpp:cpu"], env=env,
-                             capture_output=True, text=True, check=False)
+    refused = subprocess.run(
+        [*lemon, "install", "llamacpp:cpu"], env=env, capture_output=True, text=True, check=False
+    )
     assert refused.returncode == 1
     assert "lemon backends install llamacpp:cpu --trust-download" in refused.stderr
-    trusted = subprocess.run([*lemon, "install", "llamacpp:cpu", "--trust-download"],
-                             env=env, capture_output=True, text=True, check=True)
+    trusted = subprocess.run(
+        [*lemon, "install", "llamacpp:cpu", "--trust-download"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert f"SHA-256 {sha}" in trusted.stderr
     assert f"{Path(url).name}" in trusted.stderr and "bytes" in trusted.stderr
-    assert f"llamacpp:cpu: installed test-1 in {tmp_path / 'bin/llamacpp/cpu'}; verified " \
+    assert (
+        f"llamacpp:cpu: installed test-1 in {tmp_path / 'bin/llamacpp/cpu'}; verified "
         f"SHA-256 {sha[:12]}" in trusted.stderr
+    )
     [entry] = json.loads((tmp_path / "trusted-lock.json").read_text())["trusted"]
     assert (entry["name"], entry["url"], entry["sha256"]) == ("llamacpp:cpu", url, sha)
-    listed = subprocess.run([sys.executable, "-m", "lemoncore.cli", "lock", "--json"], env=env,
-                            capture_output=True, text=True, check=True).stdout
+    listed = subprocess.run(
+        [sys.executable, "-m", "lemoncore.cli", "lock", "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     row = next(r for r in json.loads(listed) if r["name"] == "llamacpp:cpu")
     assert row["sha256"] == sha and row["provenance"].startswith("trusted on first use on")
-    again = subprocess.run([*lemon, "install", "llamacpp:cpu", "--trust-download"],
-                           env=env, capture_output=True, text=True, check=False)
+    again = subprocess.run(
+        [*lemon, "install", "llamacpp:cpu", "--trust-download"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert again.returncode == 1 and "already pinned" in again.stderr  # never re-trusted
     with running_server(tmp_path) as server:  # the pin outlives the command
         assert load_cpu(server).status_code == 200

@@ -65,17 +65,23 @@ def test_chat_reports_usage(client: openai.OpenAI) -> None:
 
 
 def test_chat_streams_chunk_by_chunk_with_usage_on_request(client: openai.OpenAI) -> None:
-    chunks = list(client.chat.completions.create(
-        model=DEFAULT, messages=MESSAGES, max_tokens=12, stream=True,
-        stream_options={"include_usage": True}))
+    chunks = list(
+        client.chat.completions.create(
+            model=DEFAULT,
+            messages=MESSAGES,
+            max_tokens=12,
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+    )
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     assert len([c for c in chunks if c.choices and c.choices[0].delta.content]) > 2
     assert text
     usage = chunks[-1].usage
-    assert usage is not None and usage.total_tokens == usage.prompt_tokens + \
-        usage.completion_tokens
-    plain = list(client.chat.completions.create(model=DEFAULT, messages=MESSAGES,
-                                                max_tokens=4, stream=True))
+    assert usage is not None and usage.total_tokens == usage.prompt_tokens + usage.completion_tokens
+    plain = list(
+        client.chat.completions.create(model=DEFAULT, messages=MESSAGES, max_tokens=4, stream=True)
+    )
     assert all(c.usage is None for c in plain)
 
 
@@ -88,8 +94,9 @@ def test_completions(client: openai.OpenAI) -> None:
 
 def test_alias_latest_suffix_and_max_completion_tokens(client: openai.OpenAI) -> None:
     for name in ("smollm2", f"{DEFAULT}:latest"):
-        reply = client.chat.completions.create(model=name, messages=MESSAGES,
-                                               max_completion_tokens=3)
+        reply = client.chat.completions.create(
+            model=name, messages=MESSAGES, max_completion_tokens=3
+        )
         assert reply.model == DEFAULT
         assert reply.usage is not None and reply.usage.completion_tokens <= 3
 
@@ -100,23 +107,26 @@ def test_models_lists_downloaded_and_show_all_the_catalogue(server: ServerProces
     assert "Qwen3-0.6B-GGUF" not in ids
     every = httpx.get(server.api + "/models", params={"show_all": "true"}).json()["data"]
     assert {"id": "Qwen3-0.6B-GGUF", "downloaded": False}.items() <= next(
-        m for m in every if m["id"] == "Qwen3-0.6B-GGUF").items()
+        m for m in every if m["id"] == "Qwen3-0.6B-GGUF"
+    ).items()
 
 
-def test_lru_eviction_with_two_slots(server: ServerProcess, client: openai.OpenAI,
-                                     empty: None) -> None:
+def test_lru_eviction_with_two_slots(
+    server: ServerProcess, client: openai.OpenAI, empty: None
+) -> None:
     for name in ("m1", "m2", "m1", "m3"):  # touching m1 makes m2 the least recently used
         client.chat.completions.create(model=name, messages=MESSAGES, max_tokens=2)
     assert set(loaded(server)) == {"m1", "m3"}
-    assert all(m["device"] == "cpu" and m["backend"] == "pypi"
-               for m in loaded(server).values())
+    assert all(m["device"] == "cpu" and m["backend"] == "pypi" for m in loaded(server).values())
 
 
-def test_pinned_models_are_not_evicted(server: ServerProcess, client: openai.OpenAI,
-                                       empty: None) -> None:
+def test_pinned_models_are_not_evicted(
+    server: ServerProcess, client: openai.OpenAI, empty: None
+) -> None:
     for name in ("m1", "m2"):
-        httpx.post(server.url + "/api/v1/load", json={"model_name": name, "pinned": True},
-                   timeout=60).raise_for_status()
+        httpx.post(
+            server.url + "/api/v1/load", json={"model_name": name, "pinned": True}, timeout=60
+        ).raise_for_status()
     with pytest.raises(openai.ConflictError) as refused:
         client.chat.completions.create(model="m3", messages=MESSAGES, max_tokens=2)
     assert "pinned" in str(refused.value)
@@ -138,8 +148,11 @@ def test_killed_backend_is_replaced_on_the_next_request(
 def engine_get(backend_url: str, path: str, headers: dict[str, str]) -> httpx.Response:
     """GET from an engine at its ``backend_url``: ``http://host:port`` or ``unix:/path``."""
     uds = backend_url.removeprefix("unix:") if backend_url.startswith("unix:") else None
-    with httpx.Client(base_url="http://localhost" if uds else backend_url, headers=headers,
-                      transport=httpx.HTTPTransport(uds=uds) if uds else None) as engine:
+    with httpx.Client(
+        base_url="http://localhost" if uds else backend_url,
+        headers=headers,
+        transport=httpx.HTTPTransport(uds=uds) if uds else None,
+    ) as engine:
         return engine.get(path)
 
 
@@ -151,10 +164,17 @@ def generating(server: ServerProcess, name: str) -> Callable[[], bool]:
     key = next(v for k, _, v in (e.partition(b"=") for e in environ) if k == b"LLAMA_API_KEY")
 
     def now() -> bool:
-        metrics = engine_get(str(model["backend_url"]), "/metrics",
-                             {"Authorization": f"Bearer {key.decode()}"}).text
-        return next(line for line in metrics.splitlines()
-                    if line.startswith("llamacpp:requests_processing")).split()[1] != "0"
+        metrics = engine_get(
+            str(model["backend_url"]), "/metrics", {"Authorization": f"Bearer {key.decode()}"}
+        ).text
+        return (
+            next(
+                line
+                for line in metrics.splitlines()
+                if line.startswith("llamacpp:requests_processing")
+            ).split()[1]
+            != "0"
+        )
 
     return now
 
@@ -171,8 +191,11 @@ def test_request_hit_by_a_crash_is_retried_once(
 
     def ask() -> openai.types.chat.ChatCompletion:
         return client.chat.completions.create(
-            model="m1", messages=[{"role": "user", "content": "Write a long story."}],
-            max_tokens=200, extra_body={"ignore_eos": True})
+            model="m1",
+            messages=[{"role": "user", "content": "Write a long story."}],
+            max_tokens=200,
+            extra_body={"ignore_eos": True},
+        )
 
     with ThreadPoolExecutor(1) as pool:
         asking = pool.submit(ask)
@@ -187,11 +210,9 @@ def test_request_hit_by_a_crash_is_retried_once(
     assert pid_of(server, "m1") != victim
 
 
-def sse_lines(server: ServerProcess, body: dict[str, object],
-              on_data: object = None) -> list[str]:
+def sse_lines(server: ServerProcess, body: dict[str, object], on_data: object = None) -> list[str]:
     lines: list[str] = []
-    with httpx.stream("POST", server.api + "/chat/completions", json=body,
-                      timeout=30) as response:
+    with httpx.stream("POST", server.api + "/chat/completions", json=body, timeout=30) as response:
         assert response.status_code == 200
         for line in response.iter_lines():
             lines.append(line)
@@ -200,10 +221,14 @@ def sse_lines(server: ServerProcess, body: dict[str, object],
     return lines
 
 
-def test_stream_cut_by_a_crash_ends_with_an_error_frame(server: ServerProcess,
-                                                        empty: None) -> None:
-    body = {"model": "m2", "messages": MESSAGES, "max_tokens": 2000, "stream": True,
-            "ignore_eos": True}
+def test_stream_cut_by_a_crash_ends_with_an_error_frame(server: ServerProcess, empty: None) -> None:
+    body = {
+        "model": "m2",
+        "messages": MESSAGES,
+        "max_tokens": 2000,
+        "stream": True,
+        "ignore_eos": True,
+    }
     killed: list[int] = []
 
     def kill_once() -> None:
@@ -221,8 +246,15 @@ def test_stream_cut_by_a_crash_ends_with_an_error_frame(server: ServerProcess,
 
 def test_heartbeats_while_the_backend_is_silent(server: ServerProcess) -> None:
     prompt = " ".join(f"word{i}" for i in range(700))  # a prefill of about two seconds
-    lines = sse_lines(server, {"model": DEFAULT, "max_tokens": 2, "stream": True,
-                               "messages": [{"role": "user", "content": prompt}]})
+    lines = sse_lines(
+        server,
+        {
+            "model": DEFAULT,
+            "max_tokens": 2,
+            "stream": True,
+            "messages": [{"role": "user", "content": prompt}],
+        },
+    )
     first_data = next(i for i, x in enumerate(lines) if x.startswith("data:"))
     assert ": ping" in lines[:first_data]
     assert lines[-2:] == ["data: [DONE]", ""] or lines[-1] == "data: [DONE]"
@@ -253,22 +285,26 @@ def test_system_info_shows_backend_states(server: ServerProcess) -> None:
 
 def test_sigterm_stops_every_child(tmp_path: Path) -> None:
     with running_server(tmp_path) as server:
-        httpx.post(server.url + "/api/v1/load", json={"model_name": DEFAULT},
-                   timeout=60).raise_for_status()
+        httpx.post(
+            server.url + "/api/v1/load", json={"model_name": DEFAULT}, timeout=60
+        ).raise_for_status()
         child = pid_of(server, DEFAULT)
         server.process.send_signal(signal.SIGTERM)
         assert server.process.wait(timeout=15) == 0
     assert gone(child, within=1)
 
 
-def test_explain_names_the_eviction_and_changes_nothing(server: ServerProcess,
-                                                        client: openai.OpenAI,
-                                                        empty: None) -> None:
+def test_explain_names_the_eviction_and_changes_nothing(
+    server: ServerProcess, client: openai.OpenAI, empty: None
+) -> None:
     for name in ("m1", "m2"):
         client.chat.completions.create(model=name, messages=MESSAGES, max_tokens=2)
-    result = subprocess.run([sys.executable, "-m", "lemoncore.cli", "explain", "m3",
-                             "--server", server.url], capture_output=True, text=True,
-                            check=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "lemoncore.cli", "explain", "m3", "--server", server.url],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert "m3: llamacpp:pypi (installed) on cpu, policy standard" in result.stdout
     assert "evicts m1 [lru]" in result.stdout
     assert "least recently used" in result.stdout

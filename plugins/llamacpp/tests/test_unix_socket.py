@@ -23,10 +23,10 @@ DEFAULT = "SmolLM2-135M-Instruct-GGUF"
 
 
 def spec_for(exe: Path) -> tuple[LaunchSpec, LaunchContext]:
-    context = LaunchContext(Path("m.gguf"), {}, exe.parent, "127.0.0.1", 43210, 1, {}, {},
-                            "")
-    return LaunchSpec(argv=(str(exe), "-m", "m.gguf", "--port", "43210", "--host",
-                            "127.0.0.1")), context
+    context = LaunchContext(Path("m.gguf"), {}, exe.parent, "127.0.0.1", 43210, 1, {}, {}, "")
+    return LaunchSpec(
+        argv=(str(exe), "-m", "m.gguf", "--port", "43210", "--host", "127.0.0.1")
+    ), context
 
 
 def test_a_llama_server_that_serves_unix_sockets_listens_on_one() -> None:
@@ -40,8 +40,9 @@ def test_a_llama_server_that_serves_unix_sockets_listens_on_one() -> None:
     assert stat.S_IMODE(Path(process.uds).parent.stat().st_mode) == 0o700  # ours alone
 
 
-def test_an_older_binary_or_tcp_by_choice_stays_on_tcp(tmp_path: Path,
-                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_older_binary_or_tcp_by_choice_stays_on_tcp(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     old = tmp_path / "llama-server"
     old.write_text("#!/bin/sh\necho '--host HOST   ip address to listen'\n")
     old.chmod(0o755)
@@ -53,9 +54,17 @@ def test_an_older_binary_or_tcp_by_choice_stays_on_tcp(tmp_path: Path,
 
 
 def test_requests_stream_over_the_socket(server: ServerProcess) -> None:
-    with httpx.stream("POST", server.api + "/chat/completions", timeout=120, json={
-            "model": DEFAULT, "max_tokens": 8, "stream": True,
-            "messages": [{"role": "user", "content": "Hi"}]}) as response:
+    with httpx.stream(
+        "POST",
+        server.api + "/chat/completions",
+        timeout=120,
+        json={
+            "model": DEFAULT,
+            "max_tokens": 8,
+            "stream": True,
+            "messages": [{"role": "user", "content": "Hi"}],
+        },
+    ) as response:
         lines = [line for line in response.iter_lines() if line.startswith("data: ")]
     assert lines[-1] == "data: [DONE]" and len(lines) > 2
     [engine] = httpx.get(server.url + "/api/v1/health").json()["all_models_loaded"]
@@ -65,16 +74,25 @@ def test_requests_stream_over_the_socket(server: ServerProcess) -> None:
     assert not Path(socket).exists()  # removed with the process
 
 
-def test_a_client_that_goes_away_stops_generation_over_the_socket(
-        server: ServerProcess) -> None:
+def test_a_client_that_goes_away_stops_generation_over_the_socket(server: ServerProcess) -> None:
     """The relay closes its unix-socket connection when the client leaves, and
     llama-server stops generating, as over TCP (test_faults.py)."""
-    httpx.post(server.url + "/api/v1/load", json={"model_name": DEFAULT},
-               timeout=120).raise_for_status()
+    httpx.post(
+        server.url + "/api/v1/load", json={"model_name": DEFAULT}, timeout=120
+    ).raise_for_status()
     generating = engine_generating(server)
-    with httpx.stream("POST", server.api + "/chat/completions", timeout=60, json={
-            "model": DEFAULT, "max_tokens": 100_000, "ignore_eos": True, "stream": True,
-            "messages": [{"role": "user", "content": "Tell me a long story."}]}) as response:
+    with httpx.stream(
+        "POST",
+        server.api + "/chat/completions",
+        timeout=60,
+        json={
+            "model": DEFAULT,
+            "max_tokens": 100_000,
+            "ignore_eos": True,
+            "stream": True,
+            "messages": [{"role": "user", "content": "Tell me a long story."}],
+        },
+    ) as response:
         lines = response.iter_lines()
         while not generating():
             next(lines)
@@ -93,10 +111,19 @@ def engine_generating(server: ServerProcess) -> Callable[[], bool]:
     key = next(v for k, _, v in (e.partition(b"=") for e in environ) if k == b"LLAMA_API_KEY")
 
     def now() -> bool:
-        with httpx.Client(transport=httpx.HTTPTransport(uds=socket), base_url="http://e",
-                          headers={"Authorization": f"Bearer {key.decode()}"}) as client:
+        with httpx.Client(
+            transport=httpx.HTTPTransport(uds=socket),
+            base_url="http://e",
+            headers={"Authorization": f"Bearer {key.decode()}"},
+        ) as client:
             metrics = client.get("/metrics").text
-        return next(line for line in metrics.splitlines()
-                    if line.startswith("llamacpp:requests_processing")).split()[1] != "0"
+        return (
+            next(
+                line
+                for line in metrics.splitlines()
+                if line.startswith("llamacpp:requests_processing")
+            ).split()[1]
+            != "0"
+        )
 
     return now

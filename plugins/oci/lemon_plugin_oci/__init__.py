@@ -57,14 +57,18 @@ def _default_lock() -> Mapping[str, Any]:
 
 
 class OciPlugin:
-    def __init__(self, recipes: Sequence[Recipe] = RECIPES,
-                 contributions: Sequence[BackendContribution] = CONTRIBUTIONS,
-                 contracts: Mapping[tuple[str, str], LaunchContract] = CONTRACTS,
-                 lock: Mapping[str, Any] | None = None,
-                 models: Sequence[ModelInfo] | None = None,
-                 facts: Callable[[], Facts] = gather,
-                 find_native_ds4: Callable[[], Migration | None] = lambda: migration.native_ds4(
-                     os.environ, Path.home())) -> None:
+    def __init__(
+        self,
+        recipes: Sequence[Recipe] = RECIPES,
+        contributions: Sequence[BackendContribution] = CONTRIBUTIONS,
+        contracts: Mapping[tuple[str, str], LaunchContract] = CONTRACTS,
+        lock: Mapping[str, Any] | None = None,
+        models: Sequence[ModelInfo] | None = None,
+        facts: Callable[[], Facts] = gather,
+        find_native_ds4: Callable[[], Migration | None] = lambda: migration.native_ds4(
+            os.environ, Path.home()
+        ),
+    ) -> None:
         self.recipes, self.contributions, self.contracts = recipes, contributions, contracts
         self.lock, self.models, self.facts = lock, models, facts
         self.find_native_ds4 = find_native_ds4
@@ -90,70 +94,120 @@ class OciPlugin:
         trusted = (*TRUSTED_NAMESPACES, *config.get("trusted_namespaces", ()))
         ref = parse_ref(artifact.url, trusted)
         if ref.digest != f"sha256:{artifact.sha256}":
-            raise LaunchRefused(f"{artifact.url}: the pinned sha256 and the reference's digest "
-                                "differ; fix the lock")
+            raise LaunchRefused(
+                f"{artifact.url}: the pinned sha256 and the reference's digest differ; fix the lock"
+            )
         return ref
 
     @hookimpl
-    def install(self, recipe: Recipe, backend: Backend, config: Mapping[str, Any],
-                pin: Pin | None) -> InstallPlan:
+    def install(
+        self, recipe: Recipe, backend: Backend, config: Mapping[str, Any], pin: Pin | None
+    ) -> InstallPlan:
         contract = self.contracts[recipe.name, backend.name]
         if recipe.name == migration.NAME and (left := self.find_native_ds4()):
-            return InstallPlan("", message=left.message, action=f"lemon backends migrate "
-                               f"{left.name} --yes (removes {left.paths[0]})")
+            return InstallPlan(
+                "",
+                message=left.message,
+                action=f"lemon backends migrate {left.name} --yes (removes {left.paths[0]})",
+            )
         facts = self.facts()
         if (problem := check(facts, contract.devices)) is not None:
             return InstallPlan("", message=problem.message, action=problem.action)
         if pin is None or not pin.artifacts:
-            return InstallPlan("", message="no image is pinned for this platform",
-                               action="pin one in an administrator lock file")
+            return InstallPlan(
+                "",
+                message="no image is pinned for this platform",
+                action="pin one in an administrator lock file",
+            )
         if not pin.artifacts[0].sha256:
             name = f"{recipe.name}:{backend.name}"
-            return InstallPlan("", message=f"no digest is pinned for "
-                               f"{pin.artifacts[0].url.removeprefix('docker://')} (none has "
-                               "been published)", action=f"lemon lock refresh {name} --yes "
-                               f"(asks the registry what the tag names now and pins it); "
-                               f"then lemon backends install {name}")
+            return InstallPlan(
+                "",
+                message=f"no digest is pinned for "
+                f"{pin.artifacts[0].url.removeprefix('docker://')} (none has "
+                "been published)",
+                action=f"lemon lock refresh {name} --yes "
+                f"(asks the registry what the tag names now and pins it); "
+                f"then lemon backends install {name}",
+            )
         try:
             ref = self._ref(pin, config)
         except LaunchRefused as exc:
             return InstallPlan("", message=str(exc), action="fix the pin in the lock file")
         assert facts.engine is not None
-        return InstallPlan(pin.version, artifacts=pin.artifacts,
-                           installer=ImageInstaller(facts.engine, ref, recipe.name, backend.name),
-                           message=f"{facts.engine.kind} image {ref}")
+        return InstallPlan(
+            pin.version,
+            artifacts=pin.artifacts,
+            installer=ImageInstaller(facts.engine, ref, recipe.name, backend.name),
+            message=f"{facts.engine.kind} image {ref}",
+        )
 
     @hookimpl
-    def launch(self, recipe: Recipe, backend: Backend, model: ModelInfo,
-               context: LaunchContext, host: HostInfo) -> ContainerServer:
+    def launch(
+        self,
+        recipe: Recipe,
+        backend: Backend,
+        model: ModelInfo,
+        context: LaunchContext,
+        host: HostInfo,
+    ) -> ContainerServer:
         contract = self.contracts[recipe.name, backend.name]
         facts = self.facts()
         if facts.engine is None:
             raise LaunchRefused("no container tool: install podman")
-        ref = parse_ref(context.installed["artifacts"][0]["url"],  # vetted at every start
-                        (*TRUSTED_NAMESPACES, *context.config.get("trusted_namespaces", ())))
+        ref = parse_ref(
+            context.installed["artifacts"][0]["url"],  # vetted at every start
+            (*TRUSTED_NAMESPACES, *context.config.get("trusted_namespaces", ())),
+        )
         gpu = chosen_gpu(backend, host) if contract.devices else None
-        found = model_files(contract.files, context.model_path, checkpoint_name(model),
-                            context.model_dir, context.model_roots, context.model_owned)
+        found = model_files(
+            contract.files,
+            context.model_path,
+            checkpoint_name(model),
+            context.model_dir,
+            context.model_roots,
+            context.model_owned,
+        )
         who = identity(facts.engine, os.geteuid(), os.getegid(), facts.gpu_group_ids)
         sockets = SocketDirs(runtime_base(context.install_dir.parent), who.uid)
-        values = {"socket": SOCKET, "served": model.name, "port": str(contract.tcp_port or ""),
-                  "ctx_size": str(context.options.get("ctx_size", "")),
-                  "expert_cache": expert_cache(gpu)}
+        values = {
+            "socket": SOCKET,
+            "served": model.name,
+            "port": str(contract.tcp_port or ""),
+            "ctx_size": str(context.options.get("ctx_size", "")),
+            "expert_cache": expert_cache(gpu),
+        }
         inputs = Inputs(
-            name=container_name(context.instance, model.name), image=ref.pinned,
-            socket_dir=str(sockets.engine), files=found, gpu=gpu, values=values,
-            config=context.config, identity=who, memlock_grantable=facts.memlock_grantable,
+            name=container_name(context.instance, model.name),
+            image=ref.pinned,
+            socket_dir=str(sockets.engine),
+            files=found,
+            gpu=gpu,
+            values=values,
+            config=context.config,
+            identity=who,
+            memlock_grantable=facts.memlock_grantable,
             kfd=facts.kfd,
-            labels={OWNER_LABEL: context.instance, "org.lemoncore.model": model.name,
-                    "org.lemoncore.backend": f"{recipe.name}:{backend.name}"})
+            labels={
+                OWNER_LABEL: context.instance,
+                "org.lemoncore.model": model.name,
+                "org.lemoncore.backend": f"{recipe.name}:{backend.name}",
+            },
+        )
         if contract.memlock_unlimited and facts.memlock_advice:
             log.warning("memlock", model=model.name, advice=facts.memlock_advice)
         check_gib = context.config.get("memory_check_gib")
-        return ContainerServer(model.name, facts.engine, ref,
-                               str(context.installed.get("result", "")), contract, inputs,
-                               sockets, facts.present_devices,
-                               None if check_gib is None else float(check_gib))
+        return ContainerServer(
+            model.name,
+            facts.engine,
+            ref,
+            str(context.installed.get("result", "")),
+            contract,
+            inputs,
+            sockets,
+            facts.present_devices,
+            None if check_gib is None else float(check_gib),
+        )
 
     @hookimpl
     def register_field_checks(self) -> Sequence[FieldCheck]:
@@ -165,8 +219,9 @@ class OciPlugin:
         return [found] if found else []
 
     @hookimpl
-    def refresher(self, recipe: Recipe, backend: Backend, config: Mapping[str, Any],
-                  pin: Pin) -> TagRefresher | None:
+    def refresher(
+        self, recipe: Recipe, backend: Backend, config: Mapping[str, Any], pin: Pin
+    ) -> TagRefresher | None:
         trusted = (*TRUSTED_NAMESPACES, *config.get("trusted_namespaces", ()))
         try:
             return TagRefresher(*parse_tagged(pin.artifacts[0].url, trusted))
@@ -177,8 +232,11 @@ class OciPlugin:
     def startup_tasks(self, instance: str) -> Sequence[StartupTask]:
         async def sweep_and_notice() -> None:
             if left := self.find_native_ds4():
-                log.warning("migration available", message=left.message,
-                            action=f"lemon backends migrate {left.name}")
+                log.warning(
+                    "migration available",
+                    message=left.message,
+                    action=f"lemon backends migrate {left.name}",
+                )
             if (engine := self.facts().engine) is not None:
                 await sweep(engine, instance)
 
@@ -187,8 +245,9 @@ class OciPlugin:
 
 def chosen_gpu(backend: Backend, host: HostInfo) -> HostDevice:
     """The first AMD GPU of a family the backend supports, in ROCm's order."""
-    families = {f for row in backend.support
-                for f in row.devices.get(DeviceKind.AMD_GPU, frozenset())}
+    families = {
+        f for row in backend.support for f in row.devices.get(DeviceKind.AMD_GPU, frozenset())
+    }
     for device in host.devices:
         if device.kind is DeviceKind.AMD_GPU and (not families or device.family in families):
             return device

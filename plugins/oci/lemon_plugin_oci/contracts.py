@@ -87,109 +87,181 @@ class LaunchContract:
     @property
     def env_keys(self) -> frozenset[str]:
         """Every key this contract sets: fixed, settable and model-file keys."""
-        return frozenset({*self.env, *(s.key for s in self.settings),
-                          *(f.env for f in self.files if f.env)})
+        return frozenset(
+            {*self.env, *(s.key for s in self.settings), *(f.env for f in self.files if f.env)}
+        )
 
 
 def ctx_size(default: int, maximum: int = 2**20) -> OptionSpec:
-    return OptionSpec(name="ctx_size", default=default, minimum=256, maximum=maximum,
-                      help="Context size in tokens")
+    return OptionSpec(
+        name="ctx_size",
+        default=default,
+        minimum=256,
+        maximum=maximum,
+        help="Context size in tokens",
+    )
 
 
-def _admin_int(name: str, default: int | None, minimum: int, maximum: int,
-               help: str) -> OptionSpec:
-    return OptionSpec(name=name, type="int", default=default, minimum=minimum,
-                      maximum=maximum, scope=OptionScope.ADMIN, help=help)
+def _admin_int(name: str, default: int | None, minimum: int, maximum: int, help: str) -> OptionSpec:
+    return OptionSpec(
+        name=name,
+        type="int",
+        default=default,
+        minimum=minimum,
+        maximum=maximum,
+        scope=OptionScope.ADMIN,
+        help=help,
+    )
 
 
 LLAMA_SOURCES = {
     "transport": "llama-server --host ending in .sock listens on AF_UNIX: RF "
-                 "tools/server/server-http.cpp L349-355 (upstream llama.cpp PR #12613)",
+    "tools/server/server-http.cpp L349-355 (upstream llama.cpp PR #12613)",
     "health_path": "GET /health: 503 while loading, 200 when ready (RF server-http.cpp)",
 }
 
 NATHANW = LaunchContract(
-    command=("llama-server", "-m", "{model}", "--alias", "{served}", "--host", "{socket}",
-             "--ctx-size", "{ctx_size}", "--jinja", "-ngl", "999", "-fa", "on",
-             "--load-mode", "none"),
+    command=(
+        "llama-server",
+        "-m",
+        "{model}",
+        "--alias",
+        "{served}",
+        "--host",
+        "{socket}",
+        "--ctx-size",
+        "{ctx_size}",
+        "--jinja",
+        "-ngl",
+        "999",
+        "-fa",
+        "on",
+        "--load-mode",
+        "none",
+    ),
     devices=VULKAN,
     sources={
         **LLAMA_SOURCES,
         "command": "TB Dockerfile.vulkan-radv-performance installs llama-server in /usr/bin "
-                   "(no ENTRYPOINT, CMD /bin/bash); argv as LT's example (-m, --ctx-size, "
-                   "--jinja) and CP llama_cpp/server_runner.py (-ngl 999); TB README 'Always "
-                   "use -fa 1 and --no-mmap on Strix Halo'; CP assets/toolboxes.json marks "
-                   "this image supports_load_mode: true and passes --load-mode none instead of "
-                   "--no-mmap, which current llama.cpp refuses ('invalid argument')",
+        "(no ENTRYPOINT, CMD /bin/bash); argv as LT's example (-m, --ctx-size, "
+        "--jinja) and CP llama_cpp/server_runner.py (-ngl 999); TB README 'Always "
+        "use -fa 1 and --no-mmap on Strix Halo'; CP assets/toolboxes.json marks "
+        "this image supports_load_mode: true and passes --load-mode none instead of "
+        "--no-mmap, which current llama.cpp refuses ('invalid argument')",
         "transport+": "the fork's own server source was not read; unix sockets are "
-                      "upstream's since 2025 and the fork tracks upstream",
+        "upstream's since 2025 and the fork tracks upstream",
         "devices": "LT: devices ['/dev/dri'] only (Vulkan/RADV needs no /dev/kfd)",
-        "ipc_host": "LT/CP: not set", "memlock_unlimited": "LT/CP: not set (only with "
-                                                           "/dev/infiniband in CP)",
-        "env": "none required (TB README)", "files": "one GGUF (LG; CP first shard)",
-    })
+        "ipc_host": "LT/CP: not set",
+        "memlock_unlimited": "LT/CP: not set (only with /dev/infiniband in CP)",
+        "env": "none required (TB README)",
+        "files": "one GGUF (LG; CP first shard)",
+    },
+)
 
 ROCMFPX = LaunchContract(
-    command=("llama-server", "-m", "{model}", "--alias", "{served}", "--host", "{socket}",
-             "--ctx-size", "{ctx_size}", "--jinja", "-ngl", "999", "-fa", "on", "--no-mmap",
-             "-b", "2048", "-ub", "2048"),
+    command=(
+        "llama-server",
+        "-m",
+        "{model}",
+        "--alias",
+        "{served}",
+        "--host",
+        "{socket}",
+        "--ctx-size",
+        "{ctx_size}",
+        "--jinja",
+        "-ngl",
+        "999",
+        "-fa",
+        "on",
+        "--no-mmap",
+        "-b",
+        "2048",
+        "-ub",
+        "2048",
+    ),
     devices=ROCM,
     env={"HSA_OVERRIDE_GFX_VERSION": "11.5.1", "GGML_HIP_ENABLE_UNIFIED_MEMORY": "1"},
     sources={
         **LLAMA_SOURCES,
         "command": "TB Dockerfile.rocm-7.14-rocmfpx installs llama-server in /usr/local/bin; "
-                   "LX rocmfpx.h defaults: batch 2048, ubatch 2048, flash attention on, "
-                   "no-mmap ('FP4/FP6/FP8 weights are decoded on the fly and must stay "
-                   "resident'), --jinja; CP toolboxes.json: supports_load_mode false, so "
-                   "--no-mmap (the fork predates --load-mode)",
+        "LX rocmfpx.h defaults: batch 2048, ubatch 2048, flash attention on, "
+        "no-mmap ('FP4/FP6/FP8 weights are decoded on the fly and must stay "
+        "resident'), --jinja; CP toolboxes.json: supports_load_mode false, so "
+        "--no-mmap (the fork predates --load-mode)",
         "devices": "LX rocmfpx.h: /dev/dri + /dev/kfd, no cap_add; CP amd-rocm profile",
-        "ipc_host": "LX/CP: not set", "memlock_unlimited": "LX/CP: not set",
+        "ipc_host": "LX/CP: not set",
+        "memlock_unlimited": "LX/CP: not set",
         "env": "RF README 'common runtime environment' for Strix Halo (CP omits them for "
-               "this tag, by a name match on 'rocmfp4': a Cockpit bug, not a choice)",
+        "this tag, by a name match on 'rocmfp4': a Cockpit bug, not a choice)",
         "files": "one ROCmFPX-quantized GGUF (LG)",
-    })
+    },
+)
 
 DS4 = LaunchContract(
-    command=("ds4-server", "-m", "{model}", "--ctx", "{ctx_size}", "--host", "127.0.0.1",
-             "--port", "{port}", "--ssd-streaming", "--prefill-chunk", "2048",
-             ("--ssd-streaming-cache-experts", "{expert_cache}")),
+    command=(
+        "ds4-server",
+        "-m",
+        "{model}",
+        "--ctx",
+        "{ctx_size}",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "{port}",
+        "--ssd-streaming",
+        "--prefill-chunk",
+        "2048",
+        ("--ssd-streaming-cache-experts", "{expert_cache}"),
+    ),
     transport="tcp:8000",
     health_path="/v1/models",
     devices=ROCM,
     ipc_host=True,
     cap_add=frozenset({"SYS_PTRACE"}),
     settings=(
-        EnvSetting("DS4_ROCM_ENABLE_MXFP4_TILE4", OptionSpec(
-            name="mxfp4_tile4", type="bool", default=True, scope=OptionScope.ADMIN,
-            help="DS4_ROCM_ENABLE_MXFP4_TILE4 (Cockpit's default: on)")),
-        EnvSetting("DS4_ROCM_MXFP4_DOWN_RGROUP", _admin_int(
-            "mxfp4_down_rgroup", 4, 1, 64, "DS4_ROCM_MXFP4_DOWN_RGROUP (Cockpit's: 4)")),
+        EnvSetting(
+            "DS4_ROCM_ENABLE_MXFP4_TILE4",
+            OptionSpec(
+                name="mxfp4_tile4",
+                type="bool",
+                default=True,
+                scope=OptionScope.ADMIN,
+                help="DS4_ROCM_ENABLE_MXFP4_TILE4 (Cockpit's default: on)",
+            ),
+        ),
+        EnvSetting(
+            "DS4_ROCM_MXFP4_DOWN_RGROUP",
+            _admin_int("mxfp4_down_rgroup", 4, 1, 64, "DS4_ROCM_MXFP4_DOWN_RGROUP (Cockpit's: 4)"),
+        ),
     ),
     min_device_gib=16,
     memory_hint="ds4 streams experts from disk; the expert cache is half the GPU's "
-                "memory pool (--ssd-streaming-cache-experts)",
+    "memory pool (--ssd-streaming-cache-experts)",
     sources={
         "command": "DT Dockerfiles put ds4-server in /usr/local/bin; AZ ds4_server.c usage "
-                   "(-m, -c/--ctx, --host default 127.0.0.1, --port default 8000); LM "
-                   "ds4-backend ds4_server.cpp: --ssd-streaming is mandatory on gfx1151 "
-                   "(full residency of the 81 GB model runs out of memory); LG: "
-                   "--prefill-chunk 2048 (an unchunked long prefill faults the GPU) and an "
-                   "expert cache of half the device pool (ds4's own choice of the whole "
-                   "arena died on a 2.6k-token prompt)",
+        "(-m, -c/--ctx, --host default 127.0.0.1, --port default 8000); LM "
+        "ds4-backend ds4_server.cpp: --ssd-streaming is mandatory on gfx1151 "
+        "(full residency of the 81 GB model runs out of memory); LG: "
+        "--prefill-chunk 2048 (an unchunked long prefill faults the GPU) and an "
+        "expert cache of half the device pool (ds4's own choice of the whole "
+        "arena died on a 2.6k-token prompt)",
         "transport": "AZ ds4_server.c @8d57664: socket(AF_INET), inet_pton(AF_INET); no "
-                     "unix socket option; kyuz0/ds4's fork not read",
+        "unix socket option; kyuz0/ds4's fork not read",
         "health_path": "AZ route table has no /health; the port is bound after the model "
-                       "loads, so the first /v1/models reply means ready (LM ds4_server.cpp)",
-        "devices": "LX ds4.h: /dev/dri + /dev/kfd", "ipc_host": "LX ds4.h ipc_host: true; CP "
+        "loads, so the first /v1/models reply means ready (LM ds4_server.cpp)",
+        "devices": "LX ds4.h: /dev/dri + /dev/kfd",
+        "ipc_host": "LX ds4.h ipc_host: true; CP "
         "adds --ipc=host 'to prevent HSA memory-mapping errors'",
         "cap_add": "LX ds4.h cap_add: SYS_PTRACE; CP adds --cap-add=SYS_PTRACE",
         "memlock_unlimited": "LX ds4.h memlock_unlimited: false",
         "settings": "CP's default toggles DS4_ROCM_ENABLE_MXFP4_TILE4=1, "
-                    "DS4_ROCM_MXFP4_DOWN_RGROUP=4; no variable is known to be required",
+        "DS4_ROCM_MXFP4_DOWN_RGROUP=4; no variable is known to be required",
         "files": "one single-file ds4 GGUF (antirez/deepseek-v4-gguf)",
         "min_device_gib": "LX gen_toolbox_catalog.py: min_resident_gb 16 for DS4 models",
         "relay": "DT Dockerfile.rocm-7.14/-10.0 install python3-pip (huggingface_hub)",
-    })
+    },
+)
 
 HALOGEN = LaunchContract(
     command=("all",),  # the image's entrypoint's mode
@@ -200,56 +272,78 @@ HALOGEN = LaunchContract(
     memlock_unlimited=True,
     env={"HALOGEN_API_PORT": "{port}", "HALOGEN_CTX": "{ctx_size}"},
     settings=(
-        EnvSetting("HALOGEN_KV_POOL_POSITIONS", _admin_int(
-            "kv_pool_positions", 524288, 4096, 1048576,
-            "HALOGEN_KV_POOL_POSITIONS: KV pool size; 262144 cuts GPU memory by ~7 GiB")),
+        EnvSetting(
+            "HALOGEN_KV_POOL_POSITIONS",
+            _admin_int(
+                "kv_pool_positions",
+                524288,
+                4096,
+                1048576,
+                "HALOGEN_KV_POOL_POSITIONS: KV pool size; 262144 cuts GPU memory by ~7 GiB",
+            ),
+        ),
         EnvSetting("HALOGEN_KV_SLOTS", _admin_int("kv_slots", 4, 1, 64, "HALOGEN_KV_SLOTS")),
-        EnvSetting("HALOGEN_PROMPT_CACHE", _admin_int("prompt_cache", 2, 0, 64,
-                                                      "HALOGEN_PROMPT_CACHE")),
-        EnvSetting("HALOGEN_MAX_TOK", _admin_int("max_tok", None, 1, 1048576,
-                                                 "HALOGEN_MAX_TOK (never raise it to the "
-                                                 "context size)")),
-        EnvSetting("HALOGEN_HOST_RESERVE_GIB", _admin_int("host_reserve_gib", None, 0, 512,
-                                                          "HALOGEN_HOST_RESERVE_GIB")),
-        EnvSetting("HALOGEN_WEIGHTS_LOCK", OptionSpec(
-            name="weights_lock", type="bool", scope=OptionScope.ADMIN,
-            help="HALOGEN_WEIGHTS_LOCK: lock weights in RAM (needs an unlimited hard "
-                 "memlock limit on the host)")),
+        EnvSetting(
+            "HALOGEN_PROMPT_CACHE", _admin_int("prompt_cache", 2, 0, 64, "HALOGEN_PROMPT_CACHE")
+        ),
+        EnvSetting(
+            "HALOGEN_MAX_TOK",
+            _admin_int(
+                "max_tok", None, 1, 1048576, "HALOGEN_MAX_TOK (never raise it to the context size)"
+            ),
+        ),
+        EnvSetting(
+            "HALOGEN_HOST_RESERVE_GIB",
+            _admin_int("host_reserve_gib", None, 0, 512, "HALOGEN_HOST_RESERVE_GIB"),
+        ),
+        EnvSetting(
+            "HALOGEN_WEIGHTS_LOCK",
+            OptionSpec(
+                name="weights_lock",
+                type="bool",
+                scope=OptionScope.ADMIN,
+                help="HALOGEN_WEIGHTS_LOCK: lock weights in RAM (needs an unlimited hard "
+                "memlock limit on the host)",
+            ),
+        ),
     ),
-    files=(ModelFile("{file}", env="HALOGEN_CHECKPOINT"),
-           ModelFile("{stem}.overlay.hgn", env="HALOGEN_CK_OVERLAY"),
-           ModelFile("tokenizer", env="HALOGEN_TOKENIZER", directory=True)),
+    files=(
+        ModelFile("{file}", env="HALOGEN_CHECKPOINT"),
+        ModelFile("{stem}.overlay.hgn", env="HALOGEN_CK_OVERLAY"),
+        ModelFile("tokenizer", env="HALOGEN_TOKENIZER", directory=True),
+    ),
     min_host_gib=68,
     min_device_gib=35,
     memory_hint="set recipes.halogen.kv_pool_positions = 262144 (HALOGEN_KV_POOL_POSITIONS) "
-                "to need ~7 GiB less",
+    "to need ~7 GiB less",
     sources={
         "command": "HG deploy/entrypoint.sh: the image's entrypoint takes a mode, 'all' "
-                   "by default (flash_serve on 127.0.0.1:8730, then serve_api.py); named "
-                   "here so no CMD of the image can pick another; LX test: no other "
-                   "arguments",
+        "by default (flash_serve on 127.0.0.1:8730, then serve_api.py); named "
+        "here so no CMD of the image can pick another; LX test: no other "
+        "arguments",
         "transport": "HG entrypoint.sh: serve_api.py --host 0.0.0.0 --port $HALOGEN_API_PORT "
-                     "(default 8731), no socket option; the engine port 8730 has no "
-                     "authentication and is never reachable from outside the container",
+        "(default 8731), no socket option; the engine port 8730 has no "
+        "authentication and is never reachable from outside the container",
         "health_path": "HG and LX halogen_server.cpp: GET /health (the API exists only after "
-                       "the engine loaded); LT Appendix A says /v1/models: contradicted",
+        "the engine loaded); LT Appendix A says /v1/models: contradicted",
         "devices": "HG run line: --device /dev/kfd --device /dev/dri",
         "ipc_host": "HG run line --ipc=host; CP halogen profile; seed 002: ROCm's HSA "
-                    "runtime dies in about 2 s without it",
+        "runtime dies in about 2 s without it",
         "memlock_unlimited": "HG run line --ulimit memlock=-1:-1; HG README: rootless "
-                             "podman clamps it to the hard limit and Halogen warns and "
-                             "runs unlocked",
+        "podman clamps it to the hard limit and Halogen warns and "
+        "runs unlocked",
         "env": "LX halogen: HALOGEN_API_PORT, HALOGEN_CTX = ctx_size or 262144",
         "settings": "HG docs/FLAGS.md (each read once at startup); LX defaults "
-                    "KV_POOL_POSITIONS=524288, KV_SLOTS=4, PROMPT_CACHE=2",
+        "KV_POOL_POSITIONS=524288, KV_SLOTS=4, PROMPT_CACHE=2",
         "files": "HG FLAGS.md: HALOGEN_CHECKPOINT, HALOGEN_CK_OVERLAY (<stem>.overlay.hgn), "
-                 "HALOGEN_TOKENIZER (a flat directory: HF-cache symlinks dangle inside the "
-                 "container); LT/LX mount each file separately",
+        "HALOGEN_TOKENIZER (a flat directory: HF-cache symlinks dangle inside the "
+        "container); LT/LX mount each file separately",
         "min_host_gib": "HG: defaults hold ~68 GiB of pinned weights in RAM",
         "min_device_gib": "HG: ~35 GiB on the device at the default KV pool",
         "relay": "HG entrypoint.sh runs serve_api.py with python3; CP "
-                 "runtime/isolated_api.py relays with the image's python3 -I -u -c",
-    })
+        "runtime/isolated_api.py relays with the image's python3 -I -u -c",
+    },
+)
 
 CONTRACTS: dict[tuple[str, str], LaunchContract] = {
     ("llamacpp", "nathanw"): NATHANW,

@@ -31,8 +31,10 @@ def launched_config(state: Mapping[str, Any], pid: int | None) -> dict[str, obje
         "env": sorted(e for e in config.get("Env") or [] if not e.startswith(ENGINE_ENV)),
         "labels": config.get("Labels") or {},
         "devices": sorted(json.dumps(d, sort_keys=True) for d in host.get("Devices") or []),
-        "mounts": sorted(f"{m.get('Source')}:{m.get('Destination')}:{m.get('RW')}"
-                         for m in state.get("Mounts") or []),
+        "mounts": sorted(
+            f"{m.get('Source')}:{m.get('Destination')}:{m.get('RW')}"
+            for m in state.get("Mounts") or []
+        ),
         "network": host.get("NetworkMode"),
         "privileged": host.get("Privileged"),
         "capabilities": (sorted(host.get("CapAdd") or []), sorted(host.get("CapDrop") or [])),
@@ -41,8 +43,13 @@ def launched_config(state: Mapping[str, Any], pid: int | None) -> dict[str, obje
         "read-only": host.get("ReadonlyRootfs"),
         "pids limit": host.get("PidsLimit"),
         "memory": host.get("Memory"),
-        "cpus": (host.get("NanoCpus"), host.get("CpuQuota"), host.get("CpuPeriod"),
-                 host.get("CpuShares"), host.get("CpusetCpus")),
+        "cpus": (
+            host.get("NanoCpus"),
+            host.get("CpuQuota"),
+            host.get("CpuPeriod"),
+            host.get("CpuShares"),
+            host.get("CpusetCpus"),
+        ),
         "group add": sorted(host.get("GroupAdd") or []),
     }
 
@@ -52,8 +59,11 @@ def drift(launched: Mapping[str, object], now: Mapping[str, object]) -> list[str
     keys = set(launched) | set(now)
     if not launched.get("cgroup limits") or not now.get("cgroup limits"):
         keys.discard("cgroup limits")
-    return [f"{key}: {launched.get(key)!r} -> {now.get(key)!r}"
-            for key in sorted(keys) if launched.get(key) != now.get(key)]
+    return [
+        f"{key}: {launched.get(key)!r} -> {now.get(key)!r}"
+        for key in sorted(keys)
+        if launched.get(key) != now.get(key)
+    ]
 
 
 async def misbehaviour(sockets: SocketDirs, tcp_port: int | None) -> list[str]:
@@ -62,8 +72,10 @@ async def misbehaviour(sockets: SocketDirs, tcp_port: int | None) -> list[str]:
     found = []
     entries, size = await anyio.to_thread.run_sync(sockets.engine_usage)
     if entries > MAX_ENGINE_DIR_ENTRIES or size > MAX_ENGINE_DIR_BYTES:
-        found.append(f"the engine wrote {entries} files, {size} bytes into its socket "
-                     f"directory (at most {MAX_ENGINE_DIR_ENTRIES}, {MAX_ENGINE_DIR_BYTES})")
+        found.append(
+            f"the engine wrote {entries} files, {size} bytes into its socket "
+            f"directory (at most {MAX_ENGINE_DIR_ENTRIES}, {MAX_ENGINE_DIR_BYTES})"
+        )
     if tcp_port is not None:
         try:
             with anyio.fail_after(2):

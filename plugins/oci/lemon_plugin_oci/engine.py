@@ -14,9 +14,13 @@ from lemoncore.launch import LaunchRefused
 
 from lemon_plugin_oci.contracts import SOCKET_DIR
 
-PROXY_KEYS = tuple(k for base in ("HTTP_PROXY", "HTTPS_PROXY", "FTP_PROXY", "NO_PROXY",
-                                  "ALL_PROXY") for k in (base, base.lower()))
+PROXY_KEYS = tuple(
+    k
+    for base in ("HTTP_PROXY", "HTTPS_PROXY", "FTP_PROXY", "NO_PROXY", "ALL_PROXY")
+    for k in (base, base.lower())
+)
 NOBODY = "65534:65534"
+
 
 @dataclass(frozen=True)
 class Engine:
@@ -101,11 +105,22 @@ class RunRequest:
 def run_argv(engine: Engine, req: RunRequest) -> list[str]:
     """The run command. Every flag is a decision; see the OCI plugin's README for why."""
     podman = engine.kind == "podman"
-    argv = [engine.exe, "run", "-d", "--name", req.name,
-            "--init", "--read-only", "--cap-drop=all", "--security-opt=no-new-privileges",
-            "--network=none", f"--pids-limit={req.pids_limit}",
-            f"--stop-timeout={req.stop_timeout}", "--pull=never",
-            "--ipc=host" if req.ipc_host else "--ipc=private"]
+    argv = [
+        engine.exe,
+        "run",
+        "-d",
+        "--name",
+        req.name,
+        "--init",
+        "--read-only",
+        "--cap-drop=all",
+        "--security-opt=no-new-privileges",
+        "--network=none",
+        f"--pids-limit={req.pids_limit}",
+        f"--stop-timeout={req.stop_timeout}",
+        "--pull=never",
+        "--ipc=host" if req.ipc_host else "--ipc=private",
+    ]
     if req.memlock_unlimited:
         argv.append("--ulimit=memlock=-1:-1")
     for cap in req.cap_add:
@@ -127,14 +142,19 @@ def run_argv(engine: Engine, req: RunRequest) -> list[str]:
     for host, inside in req.devices:
         argv += ["--device", f"{host}:{inside}"]
     if req.devices:
-        argv += ["--group-add", "keep-groups"] if who.keep_groups else [
-            a for gid in who.group_ids for a in ("--group-add", str(gid))]
+        argv += (
+            ["--group-add", "keep-groups"]
+            if who.keep_groups
+            else [a for gid in who.group_ids for a in ("--group-add", str(gid))]
+        )
     for key, value in sorted(env.items()):
         argv += ["--env", f"{key}={value}"]
     for mount in req.mounts:
         if "," in mount.source + mount.target:  # --mount is comma-separated
-            raise LaunchRefused(f"{mount.source}: a file whose path has ',' cannot be "
-                                "mounted into a container; rename it")
+            raise LaunchRefused(
+                f"{mount.source}: a file whose path has ',' cannot be "
+                "mounted into a container; rename it"
+            )
         spec = f"type=bind,source={mount.source},target={mount.target},readonly=true"
         argv += ["--mount", spec + (",relabel=shared" if podman and mount.relabel else "")]
     argv += ["-v", f"{req.socket_dir}:{SOCKET_DIR}:{'rw,Z' if podman else 'rw'}"]
@@ -184,8 +204,9 @@ image's own Python, as Cockpit's relay does (runtime/isolated_api.py); unlike Co
 one process serves every connection, without a ``podman exec`` per connection."""
 
 
-def relay_argv(engine: Engine, container: str, program: tuple[str, ...], socket: str,
-               port: int) -> list[str]:
+def relay_argv(
+    engine: Engine, container: str, program: tuple[str, ...], socket: str, port: int
+) -> list[str]:
     """``exec -d`` of the relay in the engine's container."""
     return [engine.exe, "exec", "-d", container, *program, RELAY, socket, str(port)]
 

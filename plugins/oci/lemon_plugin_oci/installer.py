@@ -27,22 +27,28 @@ class ImageInstaller:
             on_progress(0, 0)
         code, _, err = await run(self.engine, "pull", "-q", self.ref.pinned)
         if code != 0:
-            raise InstallError(f"pulling {self.ref} failed: {err.strip()[-400:]}. A pinned "
-                               "digest disappears when its tag is rebuilt and old builds are "
-                               "pruned: 'lemon lock refresh --check' says whether it is "
-                               "stale, and 'lemon lock refresh RECIPE:BACKEND --yes' pins "
-                               "what the tag names now")
+            raise InstallError(
+                f"pulling {self.ref} failed: {err.strip()[-400:]}. A pinned "
+                "digest disappears when its tag is rebuilt and old builds are "
+                "pruned: 'lemon lock refresh --check' says whether it is "
+                "stale, and 'lemon lock refresh RECIPE:BACKEND --yes' pins "
+                "what the tag names now"
+            )
         image = await inspect_image(self.engine, self.ref)
         if image is None or not carries(image.get("RepoDigests") or [], self.ref):
-            raise InstallError(f"{self.ref}: the pulled image does not carry the pinned "
-                               "digest; refused")
+            raise InstallError(
+                f"{self.ref}: the pulled image does not carry the pinned digest; refused"
+            )
         try:
-            models = model_label.models(labels(image).get(model_label.LABEL, "[]"), self.recipe,
-                                     self.backend, str(self.ref))
+            models = model_label.models(
+                labels(image).get(model_label.LABEL, "[]"), self.recipe, self.backend, str(self.ref)
+            )
         except ValueError as exc:
             await self.uninstall()
-            raise InstallError(f"{self.ref}: label {model_label.LABEL} {exc}; the image cannot "
-                               "be used (its publisher must fix the label)") from None
+            raise InstallError(
+                f"{self.ref}: label {model_label.LABEL} {exc}; the image cannot "
+                "be used (its publisher must fix the label)"
+            ) from None
         if on_progress:
             on_progress(1, 1)
         return Installed(str(image["Id"]), models)
@@ -65,16 +71,22 @@ def labels(image: dict[str, Any]) -> dict[str, str]:
     return dict(found)
 
 
-async def verified_image(engine: Engine, ref: ImageRef, image_id: str,
-                         backend: str) -> dict[str, Any]:
+async def verified_image(
+    engine: Engine, ref: ImageRef, image_id: str, backend: str
+) -> dict[str, Any]:
     """The local image, if it still carries the pinned digest (``RepoDigests``) and the
     image ID recorded at install. A start never downloads: otherwise this refuses,
     naming the command that installs the image again."""
     image = await inspect_image(engine, ref)
-    if image is not None and carries(image.get("RepoDigests") or [], ref) \
-            and image.get("Id") == image_id:
+    if (
+        image is not None
+        and carries(image.get("RepoDigests") or [], ref)
+        and image.get("Id") == image_id
+    ):
         return image
     what = "is missing" if image is None else "no longer matches the pinned digest and ID"
-    raise InstallError(f"the local image {ref} {what} (image ID {image_id[:12]} was "
-                       f"installed); a start never downloads. Fetch it again: lemon "
-                       f"backends uninstall {backend} && lemon backends install {backend}")
+    raise InstallError(
+        f"the local image {ref} {what} (image ID {image_id[:12]} was "
+        f"installed); a start never downloads. Fetch it again: lemon "
+        f"backends uninstall {backend} && lemon backends install {backend}"
+    )

@@ -32,8 +32,14 @@ class ModelFiles:
     model: str
 
 
-def model_files(files: tuple[ModelFile, ...], model_path: Path, name: str,
-                model_dir: Path | None, roots: tuple[Path, ...], owned: bool) -> ModelFiles:
+def model_files(
+    files: tuple[ModelFile, ...],
+    model_path: Path,
+    name: str,
+    model_dir: Path | None,
+    roots: tuple[Path, ...],
+    owned: bool,
+) -> ModelFiles:
     """Mount each file the contract names, read-only, after checking it exists and lies in
     a model directory. ``name`` is the checkpoint's file name (``model_path`` is resolved,
     and a Hugging Face blob's name is its hash). A directory is mounted file by file, so
@@ -43,8 +49,7 @@ def model_files(files: tuple[ModelFile, ...], model_path: Path, name: str,
     own = next((r for r in roots if model_path.is_relative_to(r)), None) if owned else None
 
     def mount(source: Path, target: str) -> Mount:
-        return Mount(str(source), target, relabel=own is not None and
-                     source.is_relative_to(own))
+        return Mount(str(source), target, relabel=own is not None and source.is_relative_to(own))
 
     mounts: list[Mount] = []
     env: dict[str, str] = {}
@@ -54,13 +59,17 @@ def model_files(files: tuple[ModelFile, ...], model_path: Path, name: str,
         target = posixpath.join(MODELS_DIR, relative)
         if relative == name:
             mounts.append(mount(model_path, target))
-            mounts += [mount(_beside(shard, model_dir, roots, name),
-                             posixpath.join(MODELS_DIR, shard)) for shard in _shards(name)]
+            mounts += [
+                mount(_beside(shard, model_dir, roots, name), posixpath.join(MODELS_DIR, shard))
+                for shard in _shards(name)
+            ]
         else:
             source = _beside(relative, model_dir, roots, name)
             if wanted.directory:
-                mounts += [mount(s, posixpath.join(target, s_name))
-                           for s_name, s in _directory(source, roots)]
+                mounts += [
+                    mount(s, posixpath.join(target, s_name))
+                    for s_name, s in _directory(source, roots)
+                ]
             elif source.is_file():
                 mounts.append(mount(source, target))
             else:
@@ -72,11 +81,12 @@ def model_files(files: tuple[ModelFile, ...], model_path: Path, name: str,
     return ModelFiles(tuple(mounts), env, model)
 
 
-def _beside(relative: str, model_dir: Path | None, roots: tuple[Path, ...],
-            name: str) -> Path:
+def _beside(relative: str, model_dir: Path | None, roots: tuple[Path, ...], name: str) -> Path:
     if model_dir is None or not (model_dir / relative).exists():
-        raise LaunchRefused(f"the engine also needs {relative} beside {name}"
-                            f"{f' in {model_dir}' if model_dir else ''}; download it there")
+        raise LaunchRefused(
+            f"the engine also needs {relative} beside {name}"
+            f"{f' in {model_dir}' if model_dir else ''}; download it there"
+        )
     real = (model_dir / relative).resolve()
     if not any(real.is_relative_to(root) for root in roots):
         raise LaunchRefused(f"{model_dir / relative} resolves outside the model directories")
@@ -89,8 +99,10 @@ def _shards(name: str) -> list[str]:
     split = SHARD.fullmatch(name)
     if split is None or split["index"] != "00001":
         return []
-    return [f"{split['prefix']}-{i:05d}-of-{split['count']}.gguf"
-            for i in range(2, int(split["count"]) + 1)]
+    return [
+        f"{split['prefix']}-{i:05d}-of-{split['count']}.gguf"
+        for i in range(2, int(split["count"]) + 1)
+    ]
 
 
 def _directory(source: Path, roots: tuple[Path, ...]) -> list[tuple[str, Path]]:
@@ -104,8 +116,9 @@ def _directory(source: Path, roots: tuple[Path, ...]) -> list[tuple[str, Path]]:
     for entry in entries:
         real = entry.resolve()
         if not real.is_file() or not any(real.is_relative_to(root) for root in roots):
-            raise LaunchRefused(f"{entry} is not a file in a model directory (the engine "
-                                "reads a flat directory)")
+            raise LaunchRefused(
+                f"{entry} is not a file in a model directory (the engine reads a flat directory)"
+            )
         found.append((entry.name, real))
     return found
 
@@ -153,11 +166,19 @@ def run_request(contract: LaunchContract, inputs: Inputs) -> RunRequest:
             env[setting.key] = ("1" if value else "0") if isinstance(value, bool) else str(value)
     env.update(inputs.files.env)
     return RunRequest(
-        name=inputs.name, image=inputs.image, command=command(contract, values),
-        socket_dir=inputs.socket_dir, devices=tuple(devices), ipc_host=contract.ipc_host,
+        name=inputs.name,
+        image=inputs.image,
+        command=command(contract, values),
+        socket_dir=inputs.socket_dir,
+        devices=tuple(devices),
+        ipc_host=contract.ipc_host,
         memlock_unlimited=contract.memlock_unlimited and inputs.memlock_grantable,
-        cap_add=tuple(sorted(contract.cap_add)), env=env, mounts=inputs.files.mounts,
-        labels=inputs.labels, identity=inputs.identity)
+        cap_add=tuple(sorted(contract.cap_add)),
+        env=env,
+        mounts=inputs.files.mounts,
+        labels=inputs.labels,
+        identity=inputs.identity,
+    )
 
 
 def command(contract: LaunchContract, values: Mapping[str, str]) -> tuple[str, ...]:

@@ -26,8 +26,11 @@ def read(render_node: str = "", root: Path = Path("/")) -> Memory:
 
     def free(kind: str) -> int:
         try:
-            return max(0, int((device / f"mem_info_{kind}_total").read_text())
-                       - int((device / f"mem_info_{kind}_used").read_text()))
+            return max(
+                0,
+                int((device / f"mem_info_{kind}_total").read_text())
+                - int((device / f"mem_info_{kind}_used").read_text()),
+            )
         except (OSError, ValueError):
             return 0
 
@@ -52,11 +55,16 @@ def problem(host_gib: float, device_gib: float, memory: Memory, hint: str) -> st
     if memory.vram:
         have += f" plus {memory.vram / GIB:.1f} GiB of free VRAM"
     if device_short:
-        have += (f"; the GPU can map {(memory.gtt + memory.vram) / GIB:.1f} GiB more (GTT "
-                 f"{memory.gtt / GIB:.1f} + VRAM {memory.vram / GIB:.1f} free; raise "
-                 "amdgpu.gttsize and ttm.pages_limit on the kernel command line)")
-    split = f" ({host_gib:.0f} in RAM, {device_gib:.0f} on the GPU)" if host_gib and \
-        device_gib else ""
-    return (f"needs about {host_gib + device_gib:.0f} GiB{split} and {have}. Close other "
-            f"programs or unload models{'; or ' + hint if hint else ''}; an administrator "
-            "can change the check with the backend option memory_check_gib (0 turns it off)")
+        have += (
+            f"; the GPU can map {(memory.gtt + memory.vram) / GIB:.1f} GiB more (GTT "
+            f"{memory.gtt / GIB:.1f} + VRAM {memory.vram / GIB:.1f} free; raise "
+            "amdgpu.gttsize and ttm.pages_limit on the kernel command line)"
+        )
+    split = (
+        f" ({host_gib:.0f} in RAM, {device_gib:.0f} on the GPU)" if host_gib and device_gib else ""
+    )
+    return (
+        f"needs about {host_gib + device_gib:.0f} GiB{split} and {have}. Close other "
+        f"programs or unload models{'; or ' + hint if hint else ''}; an administrator "
+        "can change the check with the backend option memory_check_gib (0 turns it off)"
+    )

@@ -27,20 +27,29 @@ SYSTEM_CACHE = Path("/var/cache/lemonade")
 def lemonade_caches(env: Mapping[str, str], home: Path, system: Path) -> list[Path]:
     found = [Path(env["LEMONADE_CACHE_DIR"])] if env.get("LEMONADE_CACHE_DIR") else []
     found.append(system)
-    found.append(Path(env["XDG_CACHE_HOME"]) / "lemonade" if env.get("XDG_CACHE_HOME")
-                 else home / ".cache" / "lemonade")
+    found.append(
+        Path(env["XDG_CACHE_HOME"]) / "lemonade"
+        if env.get("XDG_CACHE_HOME")
+        else home / ".cache" / "lemonade"
+    )
     return found
 
 
-def native_ds4(env: Mapping[str, str], home: Path,
-               system: Path = SYSTEM_CACHE) -> Migration | None:
+def native_ds4(env: Mapping[str, str], home: Path, system: Path = SYSTEM_CACHE) -> Migration | None:
     """Lemonade's native DS4 install, if one is left; never removed here."""
     for cache in lemonade_caches(env, home, system):
         install = cache / "bin" / "ds4" / "rocm"
         if (install / "version.txt").is_file() or any(install.glob("**/ds4-server")):
-            version = (install / "version.txt").read_text().strip() \
-                if (install / "version.txt").is_file() else "unknown version"
-            return Migration(NAME, f"Lemonade's native DS4 ({version}) at {install} is "
-                             "replaced by the ds4:rocm container backend; its models in the "
-                             "Hugging Face cache are kept and used", (install,))
+            version = (
+                (install / "version.txt").read_text().strip()
+                if (install / "version.txt").is_file()
+                else "unknown version"
+            )
+            return Migration(
+                NAME,
+                f"Lemonade's native DS4 ({version}) at {install} is "
+                "replaced by the ds4:rocm container backend; its models in the "
+                "Hugging Face cache are kept and used",
+                (install,),
+            )
     return None

@@ -63,8 +63,12 @@ def _check(entry: dict[str, Any]) -> None:
     if unknown := set(entry) - KEYS:
         raise ValueError(f"{name}: unknown keys {', '.join(sorted(unknown))}")
     path = entry.get("path")
-    if path is not None and (not isinstance(path, str) or not path.startswith(MODELS_DIR + "/")
-                             or posixpath.normpath(path) != path or ".." in path):
+    if path is not None and (
+        not isinstance(path, str)
+        or not path.startswith(MODELS_DIR + "/")
+        or posixpath.normpath(path) != path
+        or ".." in path
+    ):
         raise ValueError(f"{name}: path must be normalised, under {MODELS_DIR}/, with no '..'")
     if "checkpoint" not in entry and "files" not in entry:
         return
@@ -73,25 +77,38 @@ def _check(entry: dict[str, Any]) -> None:
     if not REPO.match(repo) or not first:
         raise ValueError(f"{name}: checkpoint must be a Hugging Face 'owner/repo:file'")
     if not isinstance(files, dict) or first not in files or len(files) > MAX_FILES:
-        raise ValueError(f"{name}: files must map each file, the checkpoint's {first!r} "
-                         f"included (at most {MAX_FILES}), to its size and sha256")
+        raise ValueError(
+            f"{name}: files must map each file, the checkpoint's {first!r} "
+            f"included (at most {MAX_FILES}), to its size and sha256"
+        )
     for file, meta in files.items():
         size = meta.get("size") if isinstance(meta, dict) else None
         sha = meta.get("sha256") if isinstance(meta, dict) else None
-        if type(size) is not int or size <= 0 or not isinstance(sha, str) \
-                or not HEX64.match(sha) or set(meta) - {"size", "sha256"}:
-            raise ValueError(f"{name}: file {file!r} needs a positive integer size and a "
-                             "sha256 of 64 lowercase hex digits")
+        if (
+            type(size) is not int
+            or size <= 0
+            or not isinstance(sha, str)
+            or not HEX64.match(sha)
+            or set(meta) - {"size", "sha256"}
+        ):
+            raise ValueError(
+                f"{name}: file {file!r} needs a positive integer size and a "
+                "sha256 of 64 lowercase hex digits"
+            )
     labels, description = entry.get("labels", []), entry.get("description", "")
-    if not isinstance(labels, list) or len(labels) > 8 or not all(
-            isinstance(x, str) and 0 < len(x) <= 32 for x in labels):
+    if (
+        not isinstance(labels, list)
+        or len(labels) > 8
+        or not all(isinstance(x, str) and 0 < len(x) <= 32 for x in labels)
+    ):
         raise ValueError(f"{name}: labels must be at most 8 short strings")
     if not isinstance(description, str) or len(description) > 500:
         raise ValueError(f"{name}: description must be a string of at most 500 characters")
 
 
-def models(text: str, recipe: str = "", backend: str = "",
-           image: str = "") -> tuple[ModelInfo, ...]:
+def models(
+    text: str, recipe: str = "", backend: str = "", image: str = ""
+) -> tuple[ModelInfo, ...]:
     """The installable models the label declares, as catalogue entries of ``recipe`` that
     load on ``backend``; a ``ValueError`` says what is wrong with the label."""
     found = []
@@ -101,15 +118,23 @@ def models(text: str, recipe: str = "", backend: str = "",
         files = entry["files"]
         first = entry["checkpoint"].partition(":")[2]
         try:
-            found.append(ModelInfo(
-                name=entry["name"], recipe=recipe, checkpoint=entry["checkpoint"],
-                files=tuple(f for f in files if f != first),
-                sha256={f: m["sha256"] for f, m in files.items()},
-                sizes={f: m["size"] for f, m in files.items()},
-                labels=tuple(entry.get("labels", ())),
-                recipe_options={"backend": backend},
-                description=" ".join(filter(None, (entry.get("description", ""),
-                                                   f"Declared by the image {image}.")))))
+            found.append(
+                ModelInfo(
+                    name=entry["name"],
+                    recipe=recipe,
+                    checkpoint=entry["checkpoint"],
+                    files=tuple(f for f in files if f != first),
+                    sha256={f: m["sha256"] for f, m in files.items()},
+                    sizes={f: m["size"] for f, m in files.items()},
+                    labels=tuple(entry.get("labels", ())),
+                    recipe_options={"backend": backend},
+                    description=" ".join(
+                        filter(
+                            None, (entry.get("description", ""), f"Declared by the image {image}.")
+                        )
+                    ),
+                )
+            )
         except ValidationError as exc:  # a name or file path ModelInfo refuses
             why = "; ".join(f"{e['loc'][0]}: {e['msg']}" for e in exc.errors())
             raise ValueError(f"{entry['name']}: {why}") from None

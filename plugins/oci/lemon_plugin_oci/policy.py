@@ -15,24 +15,35 @@ from lemon_plugin_oci.contracts import LaunchContract
 
 ENV_KEY = re.compile(r"^[A-Z][A-Z0-9_]{0,63}$")
 FORBIDDEN_ENV = {"LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "PATH", "PYTHONPATH", "HOME"}
-KNOWN_LABELS = {"org.lemonade.devices", "org.lemonade.ipc", "org.lemonade.network",
-                "org.lemonade.port", "org.lemonade.env", model_label.LABEL}
+KNOWN_LABELS = {
+    "org.lemonade.devices",
+    "org.lemonade.ipc",
+    "org.lemonade.network",
+    "org.lemonade.port",
+    "org.lemonade.env",
+    model_label.LABEL,
+}
 
 
-def narrowed(contract: LaunchContract, labels: Mapping[str, str] | None,
-             image: str) -> LaunchContract:
+def narrowed(
+    contract: LaunchContract, labels: Mapping[str, str] | None, image: str
+) -> LaunchContract:
     """``contract`` narrowed by the image's labels; any label asking for more refuses."""
-    ours = {k: v for k, v in (labels or {}).items()
-            if k.startswith(("org.lemonade.", "org.lemoncore."))}
+    ours = {
+        k: v for k, v in (labels or {}).items() if k.startswith(("org.lemonade.", "org.lemoncore."))
+    }
 
     def refuse(label: str, why: str) -> LaunchRefused:
-        return LaunchRefused(f"image {image} label {label}={ours.get(label, '')!r}: {why}; "
-                             "the recipe's launch contract does not allow it")
+        return LaunchRefused(
+            f"image {image} label {label}={ours.get(label, '')!r}: {why}; "
+            "the recipe's launch contract does not allow it"
+        )
 
     for label in ours:
         if label not in KNOWN_LABELS:
-            raise refuse(label, "unknown or reserved label (images may not set lemoncore's "
-                                "own labels)")
+            raise refuse(
+                label, "unknown or reserved label (images may not set lemoncore's own labels)"
+            )
     result = contract
     if "org.lemonade.devices" in ours:
         wanted = {d.strip() for d in ours["org.lemonade.devices"].split(",") if d.strip()}
@@ -50,20 +61,27 @@ def narrowed(contract: LaunchContract, labels: Mapping[str, str] | None,
     if "org.lemonade.port" in ours:
         port = ours["org.lemonade.port"]
         if not port.isascii() or not port.isdigit() or int(port) != contract.tcp_port:
-            raise refuse("org.lemonade.port", f"is not the contract's port "
-                                              f"({contract.transport})")
+            raise refuse("org.lemonade.port", f"is not the contract's port ({contract.transport})")
     if "org.lemonade.env" in ours:
         keys = {k.strip() for k in ours["org.lemonade.env"].split(",") if k.strip()}
-        bad = {k for k in keys if not ENV_KEY.match(k) or k in FORBIDDEN_ENV
-               or k.endswith("_PROXY") or k not in contract.env_keys}
+        bad = {
+            k
+            for k in keys
+            if not ENV_KEY.match(k)
+            or k in FORBIDDEN_ENV
+            or k.endswith("_PROXY")
+            or k not in contract.env_keys
+        }
         if bad:
             raise refuse("org.lemonade.env", f"asks for {', '.join(sorted(bad))}")
-        result = replace(result, env={k: v for k, v in contract.env.items() if k in keys},
-                         settings=tuple(s for s in contract.settings if s.key in keys))
+        result = replace(
+            result,
+            env={k: v for k, v in contract.env.items() if k in keys},
+            settings=tuple(s for s in contract.settings if s.key in keys),
+        )
     if model_label.LABEL in ours:
         try:
             model_label.models(ours[model_label.LABEL])
         except ValueError as exc:
             raise refuse(model_label.LABEL, str(exc)) from None
     return result
-

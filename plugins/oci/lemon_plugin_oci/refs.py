@@ -14,8 +14,11 @@ TRUSTED_NAMESPACES = ("docker.io/kyuz0/", "ghcr.io/peonist-ai/")
 # of lower-case alphanumerics joined by single separators, so no ".." segment can pass
 _DOMAIN = r"[a-z0-9](?:[a-z0-9-]*[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]*[a-z0-9])?)*(?::[0-9]+)?"
 _COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
-_REF = re.compile(rf"(?P<repo>{_DOMAIN}(?:/{_COMPONENT})+)(?::(?P<tag>\w[\w.-]{{0,127}}))?"
-                  r"@sha256:(?P<digest>[0-9a-f]{64})", re.ASCII)
+_REF = re.compile(
+    rf"(?P<repo>{_DOMAIN}(?:/{_COMPONENT})+)(?::(?P<tag>\w[\w.-]{{0,127}}))?"
+    r"@sha256:(?P<digest>[0-9a-f]{64})",
+    re.ASCII,
+)
 
 
 @dataclass(frozen=True)
@@ -33,8 +36,11 @@ class ImageRef:
         return f"{self.repository}:{self.tag}@{self.digest}"
 
 
-_TAGGED = re.compile(rf"(?P<repo>{_DOMAIN}(?:/{_COMPONENT})+):(?P<tag>\w[\w.-]{{0,127}})"
-                     r"(?:@sha256:[0-9a-f]{64})?", re.ASCII)
+_TAGGED = re.compile(
+    rf"(?P<repo>{_DOMAIN}(?:/{_COMPONENT})+):(?P<tag>\w[\w.-]{{0,127}})"
+    r"(?:@sha256:[0-9a-f]{64})?",
+    re.ASCII,
+)
 
 
 def parse_tagged(text: str, trusted: Iterable[str] = TRUSTED_NAMESPACES) -> tuple[str, str]:
@@ -50,9 +56,11 @@ def parse_tagged(text: str, trusted: Iterable[str] = TRUSTED_NAMESPACES) -> tupl
 def _trusted(repo: str, text: str, trusted: Iterable[str]) -> None:
     namespaces = [ns.rstrip("/") + "/" for ns in trusted]  # "ghcr.io/peon" is no prefix
     if not any(repo.startswith(ns) for ns in namespaces):
-        raise LaunchRefused(f"image {text!r} is outside the trusted namespaces "
-                            f"({', '.join(namespaces)}); an administrator can add one with "
-                            "recipes.<recipe>.trusted_namespaces")
+        raise LaunchRefused(
+            f"image {text!r} is outside the trusted namespaces "
+            f"({', '.join(namespaces)}); an administrator can add one with "
+            "recipes.<recipe>.trusted_namespaces"
+        )
 
 
 def parse_ref(text: str, trusted: Iterable[str] = TRUSTED_NAMESPACES) -> ImageRef:
@@ -60,8 +68,10 @@ def parse_ref(text: str, trusted: Iterable[str] = TRUSTED_NAMESPACES) -> ImageRe
     text = text.removeprefix("docker://")
     match = _REF.fullmatch(text)
     if match is None:
-        raise LaunchRefused(f"image {text!r} is not pinned as registry/namespace/repo:tag@"
-                            "sha256:<64 hex>; lemoncore runs images by digest only")
+        raise LaunchRefused(
+            f"image {text!r} is not pinned as registry/namespace/repo:tag@"
+            "sha256:<64 hex>; lemoncore runs images by digest only"
+        )
     repo = match["repo"]
     if "." not in repo.split("/")[0] and ":" not in repo.split("/")[0]:
         raise LaunchRefused(f"image {text!r} has no registry host; short names are refused")

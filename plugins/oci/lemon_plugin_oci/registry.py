@@ -35,8 +35,9 @@ async def tag_digest(client: httpx.AsyncClient, repository: str, tag: str) -> st
     url = manifest_url(repository, tag)
     headers = {"Accept": ", ".join(MANIFEST_TYPES)}
     response = await client.head(url, headers=headers)
-    if response.status_code == 401 and (challenge := response.headers.get(
-            "www-authenticate", "")).lower().startswith("bearer "):
+    if response.status_code == 401 and (
+        challenge := response.headers.get("www-authenticate", "")
+    ).lower().startswith("bearer "):
         params = dict(re.findall(r'(\w+)="([^"]*)"', challenge))
         realm = params.pop("realm", "")
         token = (await client.get(realm, params=params)).raise_for_status().json()
@@ -59,7 +60,9 @@ class TagRefresher:
     async def latest(self) -> Artifact:
         async with httpx.AsyncClient(timeout=30, follow_redirects=True) as client:
             digest = await tag_digest(client, self.repository, self.tag)
-        return Artifact(f"docker://{self.repository}:{self.tag}@{digest}",
-                        digest.removeprefix("sha256:"), extract=False,
-                        provenance=f"{manifest_url(self.repository, self.tag)} named "
-                                   f"{digest}")
+        return Artifact(
+            f"docker://{self.repository}:{self.tag}@{digest}",
+            digest.removeprefix("sha256:"),
+            extract=False,
+            provenance=f"{manifest_url(self.repository, self.tag)} named {digest}",
+        )

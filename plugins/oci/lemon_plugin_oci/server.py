@@ -52,9 +52,18 @@ DRIFT_CHECK_SECONDS = 1.0
 
 
 class ContainerServer(Lifecycle):
-    def __init__(self, model: str, engine: Engine, ref: ImageRef, image_id: str,
-                 contract: LaunchContract, inputs: Inputs, sockets: SocketDirs,
-                 present_devices: frozenset[str], memory_check_gib: float | None) -> None:
+    def __init__(
+        self,
+        model: str,
+        engine: Engine,
+        ref: ImageRef,
+        image_id: str,
+        contract: LaunchContract,
+        inputs: Inputs,
+        sockets: SocketDirs,
+        present_devices: frozenset[str],
+        memory_check_gib: float | None,
+    ) -> None:
         super().__init__()
         self.engine, self.ref, self.image_id = engine, ref, image_id
         self.contract, self.inputs, self.sockets = contract, inputs, sockets
@@ -64,7 +73,8 @@ class ContainerServer(Lifecycle):
         self._serving = anyio.Event()
         self.transport: httpx.AsyncBaseTransport = WhenServing(
             engine_transport(str(sockets.socket), relayed=contract.tcp_port is not None),
-            lambda: self._serving)
+            lambda: self._serving,
+        )
         self.container_id = ""
         self.reason = ""
         self._argv: tuple[str, ...] = ()
@@ -109,23 +119,34 @@ class ContainerServer(Lifecycle):
             raise
 
     async def _start(self, task_group: anyio.abc.TaskGroup, ready_within: float) -> None:
-        image = await verified_image(self.engine, self.ref, self.image_id,
-                                     self.inputs.labels.get("org.lemoncore.backend", ""))
+        image = await verified_image(
+            self.engine,
+            self.ref,
+            self.image_id,
+            self.inputs.labels.get("org.lemoncore.backend", ""),
+        )
         contract = narrowed(self.contract, labels(image), str(self.ref))
         missing = sorted(d for d in contract.devices if d not in self.present_devices)
         if missing:
             raise LaunchRefused(f"{', '.join(missing)} not present on this host")
         self._check_memory(contract)
         if contract.ipc_host or contract.cap_add:
-            log.warning("container has elevated settings from its contract", model=self.name,
-                        ipc_host=contract.ipc_host, cap_add=sorted(contract.cap_add))
+            log.warning(
+                "container has elevated settings from its contract",
+                model=self.name,
+                ipc_host=contract.ipc_host,
+                cap_add=sorted(contract.cap_add),
+            )
         self._argv = tuple(run_argv(self.engine, run_request(contract, self.inputs)))
         await self._launch(task_group, ready_within)
         task_group.start_soon(self._watch_drift, task_group, ready_within)
 
     def _check_memory(self, contract: LaunchContract) -> None:
-        host, device = (contract.min_host_gib, contract.min_device_gib) \
-            if self.memory_check_gib is None else (self.memory_check_gib, 0.0)
+        host, device = (
+            (contract.min_host_gib, contract.min_device_gib)
+            if self.memory_check_gib is None
+            else (self.memory_check_gib, 0.0)
+        )
         gpu = self.inputs.gpu
         found = memory.read(gpu.render_node if gpu and contract.devices else "")
         if why := memory.problem(host, device, found, contract.memory_hint):
@@ -147,11 +168,16 @@ class ContainerServer(Lifecycle):
         task_group.start_soon(self._pump_logs, self.container_id)
         try:
             if (port := self.contract.tcp_port) is not None:
-                code, _, err = await run(self.engine, *relay_argv(
-                    self.engine, self.container_id, self.contract.relay, SOCKET, port)[1:])
+                code, _, err = await run(
+                    self.engine,
+                    *relay_argv(self.engine, self.container_id, self.contract.relay, SOCKET, port)[
+                        1:
+                    ],
+                )
                 if code != 0:
-                    raise StartError(f"the relay to the engine's port {port} did not start: "
-                                     f"{err.strip()[-300:]}")
+                    raise StartError(
+                        f"the relay to the engine's port {port} did not start: {err.strip()[-300:]}"
+                    )
             await self._ready(ready_within, ended)
             self._serving.set()
         except BaseException:
@@ -168,15 +194,21 @@ class ContainerServer(Lifecycle):
                     await ended.wait()
         if self.sockets.bound():
             self.sockets.adopt()
-            async with httpx.AsyncClient(transport=httpx.AsyncHTTPTransport(
-                    uds=str(self.sockets.socket)), timeout=2) as client:
-                if await wait_healthy(client, "http://engine" + self.contract.health_path,
-                                      ended, scope.deadline - anyio.current_time()):
+            async with httpx.AsyncClient(
+                transport=httpx.AsyncHTTPTransport(uds=str(self.sockets.socket)), timeout=2
+            ) as client:
+                if await wait_healthy(
+                    client,
+                    "http://engine" + self.contract.health_path,
+                    ended,
+                    scope.deadline - anyio.current_time(),
+                ):
                     return
         await anyio.sleep(0.1)  # let the log pump catch the last lines
-        raise StartError(f"container {self.inputs.name} did not become ready "
-                         f"({self.reason or 'timeout'}). Last output:\n"
-                         + "\n".join(self.last_lines))
+        raise StartError(
+            f"container {self.inputs.name} did not become ready "
+            f"({self.reason or 'timeout'}). Last output:\n" + "\n".join(self.last_lines)
+        )
 
     async def _inspect(self, container: str) -> dict[str, Any] | None:
         code, out, _ = await run(self.engine, "container", "inspect", container)
@@ -187,8 +219,7 @@ class ContainerServer(Lifecycle):
         ended.set()
         if container != self.container_id or self._relaunching:
             return  # the relaunch reports
-        self._code = int(out.strip()) if code == 0 and out.strip().lstrip("-").isdigit() \
-            else None
+        self._code = int(out.strip()) if code == 0 and out.strip().lstrip("-").isdigit() else None
         reason = await self._replacement()
         self._finish(self.reason or reason or f"container ended (exit code {self._code})")
 
@@ -203,8 +234,10 @@ class ContainerServer(Lifecycle):
         created = squatter.get("Config", {}).get("CreateCommand") or []
         extra = [a for a in created if a not in self._argv]
         await run(self.engine, "rm", "-f", squatter["Id"])
-        return (f"drift: container {self.inputs.name} was replaced by another one"
-                f"{' with ' + ' '.join(extra) if extra else ''}; it was removed")
+        return (
+            f"drift: container {self.inputs.name} was replaced by another one"
+            f"{' with ' + ' '.join(extra) if extra else ''}; it was removed"
+        )
 
     def _finish(self, reason: str) -> None:
         """Record the end (once): ``stopped`` after :meth:`stop` began, else ``crashed``."""
@@ -219,8 +252,9 @@ class ContainerServer(Lifecycle):
         it ends this container (a crash, restarted as any), never the router."""
         output = EngineOutput(log, self.last_lines, model=self.name, source="backend")
         try:
-            process = await anyio.open_process([self.engine.exe, "logs", "-f", container],
-                                               stderr=-2)  # STDOUT
+            process = await anyio.open_process(
+                [self.engine.exe, "logs", "-f", container], stderr=-2
+            )  # STDOUT
             async with process:
                 assert process.stdout is not None
                 await pump(functools.partial(_receive, process.stdout), output)
@@ -235,8 +269,12 @@ class ContainerServer(Lifecycle):
             await anyio.sleep(DRIFT_CHECK_SECONDS)
             container = self.container_id
             state = await self._inspect(container)
-            if state is None or not state.get("State", {}).get("Running") or self.stopping \
-                    or container != self.container_id:
+            if (
+                state is None
+                or not state.get("State", {}).get("Running")
+                or self.stopping
+                or container != self.container_id
+            ):
                 continue  # ending: _wait reports it
             differences = drift(self._launched, launched_config(state, self._pid))
             differences += await misbehaviour(self.sockets, self.contract.tcp_port)
@@ -248,23 +286,31 @@ class ContainerServer(Lifecycle):
             self._lock = anyio.Lock()
         return self._lock
 
-    async def _relaunch(self, container: str, differences: list[str],
-                        task_group: anyio.abc.TaskGroup, ready_within: float) -> None:
+    async def _relaunch(
+        self,
+        container: str,
+        differences: list[str],
+        task_group: anyio.abc.TaskGroup,
+        ready_within: float,
+    ) -> None:
         """Remove the container and launch it again (the image verified again) while
         requests wait; a stop cancels it."""
         async with self._exclusive():
             if self.stopping:
                 return
-            log.warning("container drift; relaunching", model=self.name,
-                        differences=differences)
+            log.warning("container drift; relaunching", model=self.name, differences=differences)
             self._relaunching, self.container_id = True, ""
             self._serving = anyio.Event()  # requests wait for the relaunch
             with anyio.CancelScope() as self._relaunch_scope:
                 try:
                     with anyio.CancelScope(shield=True):
                         await self._remove(container, grace=2)
-                    await verified_image(self.engine, self.ref, self.image_id,
-                                         self.inputs.labels.get("org.lemoncore.backend", ""))
+                    await verified_image(
+                        self.engine,
+                        self.ref,
+                        self.image_id,
+                        self.inputs.labels.get("org.lemoncore.backend", ""),
+                    )
                     await self._launch(task_group, ready_within)
                     log.info("container relaunched after drift", model=self.name)
                 except Exception as exc:  # noqa: BLE001 - reported as the reason it ended
@@ -304,8 +350,9 @@ async def _receive(stream: anyio.abc.ByteReceiveStream) -> bytes:
 
 async def sweep(engine: Engine, instance: str) -> int:
     """Remove containers left by this lemoncore installation (and only those)."""
-    code, out, _ = await run(engine, "ps", "-a", "--filter", f"label={OWNER_LABEL}={instance}",
-                             "--format", "{{.ID}}")
+    code, out, _ = await run(
+        engine, "ps", "-a", "--filter", f"label={OWNER_LABEL}={instance}", "--format", "{{.ID}}"
+    )
     ids = out.split() if code == 0 else []
     for cid in ids:
         await run(engine, "rm", "-f", cid)

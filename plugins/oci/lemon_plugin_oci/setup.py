@@ -30,11 +30,16 @@ class Facts:
 
     @property
     def memlock_advice(self) -> str:
-        return "" if self.memlock_grantable else (
-            "the host's hard memlock limit is not unlimited, so the engine runs with its "
-            "weights unlocked; to lock them: echo '* hard memlock unlimited' | sudo tee "
-            "/etc/security/limits.d/lemon-memlock.conf, then log in again (services: "
-            "LimitMEMLOCK=infinity)")
+        return (
+            ""
+            if self.memlock_grantable
+            else (
+                "the host's hard memlock limit is not unlimited, so the engine runs with its "
+                "weights unlocked; to lock them: echo '* hard memlock unlimited' | sudo tee "
+                "/etc/security/limits.d/lemon-memlock.conf, then log in again (services: "
+                "LimitMEMLOCK=infinity)"
+            )
+        )
 
 
 @dataclass(frozen=True)
@@ -46,46 +51,65 @@ class Problem:
 def check(facts: Facts, devices: frozenset[str]) -> Problem | None:
     """The first unmet prerequisite for running a container with ``devices``."""
     if facts.engine is None:
-        return Problem("no container tool: podman (preferred) or docker is needed",
-                       "sudo apt-get install -y podman   # Fedora: sudo dnf install -y podman")
+        return Problem(
+            "no container tool: podman (preferred) or docker is needed",
+            "sudo apt-get install -y podman   # Fedora: sudo dnf install -y podman",
+        )
     if not facts.engine_works:
         if facts.engine.kind == "podman":
-            return Problem("podman is installed but does not answer",
-                           "systemctl --user enable --now podman.socket")
-        return Problem("docker is installed but its daemon cannot be reached: it is not "
-                       "running, or you may not use its socket",
-                       "sudo systemctl enable --now docker; then either rootless docker "
-                       "(dockerd-rootless-setuptool.sh install; export DOCKER_HOST=unix://"
-                       "$XDG_RUNTIME_DIR/docker.sock) or sudo usermod -aG docker $USER "
-                       "(the docker group is equivalent to root)")
+            return Problem(
+                "podman is installed but does not answer",
+                "systemctl --user enable --now podman.socket",
+            )
+        return Problem(
+            "docker is installed but its daemon cannot be reached: it is not "
+            "running, or you may not use its socket",
+            "sudo systemctl enable --now docker; then either rootless docker "
+            "(dockerd-rootless-setuptool.sh install; export DOCKER_HOST=unix://"
+            "$XDG_RUNTIME_DIR/docker.sock) or sudo usermod -aG docker $USER "
+            "(the docker group is equivalent to root)",
+        )
     missing = sorted(d for d in devices if d not in facts.present_devices)
     if missing:
-        return Problem(f"{', '.join(missing)} missing: the AMD GPU kernel driver (amdgpu, "
-                       "with KFD for ROCm) is not loaded",
-                       "install the amdgpu driver for your kernel, then: sudo modprobe amdgpu")
+        return Problem(
+            f"{', '.join(missing)} missing: the AMD GPU kernel driver (amdgpu, "
+            "with KFD for ROCm) is not loaded",
+            "install the amdgpu driver for your kernel, then: sudo modprobe amdgpu",
+        )
     if facts.userns_remap:
-        return Problem("the docker daemon remaps user namespaces (userns-remap), so the "
-                       "engine's uid on the host is not the one lemoncore gives its socket "
-                       "directory", "use podman, or a docker daemon without userns-remap "
-                       "(rootless docker isolates the same way)")
+        return Problem(
+            "the docker daemon remaps user namespaces (userns-remap), so the "
+            "engine's uid on the host is not the one lemoncore gives its socket "
+            "directory",
+            "use podman, or a docker daemon without userns-remap "
+            "(rootless docker isolates the same way)",
+        )
     if devices and not facts.engine.rootless and not facts.gpu_group_ids:
-        return Problem("the host has no render or video group, so a container cannot be "
-                       "given the GPU without root", "install the amdgpu driver's udev "
-                       "rules (they create the render group), then reboot")
+        return Problem(
+            "the host has no render or video group, so a container cannot be "
+            "given the GPU without root",
+            "install the amdgpu driver's udev rules (they create the render group), then reboot",
+        )
     if devices and facts.engine.rootless and facts.engine.kind == "podman":
         lacking = sorted({"render", "video"} - facts.groups)
         if lacking:
-            return Problem(f"you are not in the {' and '.join(lacking)} group(s), so the GPU "
-                           "is not yours to use", "sudo usermod -aG render,video $USER  "
-                           "# then log out and in again")
+            return Problem(
+                f"you are not in the {' and '.join(lacking)} group(s), so the GPU "
+                "is not yours to use",
+                "sudo usermod -aG render,video $USER  # then log out and in again",
+            )
         if facts.oci_runtime != "crun":
-            return Problem(f"--group-add keep-groups needs crun; podman uses "
-                           f"{facts.oci_runtime or 'another runtime'}",
-                           "sudo apt-get install -y crun && set runtime = \"crun\" under "
-                           "[engine] in ~/.config/containers/containers.conf")
+            return Problem(
+                f"--group-add keep-groups needs crun; podman uses "
+                f"{facts.oci_runtime or 'another runtime'}",
+                'sudo apt-get install -y crun && set runtime = "crun" under '
+                "[engine] in ~/.config/containers/containers.conf",
+            )
     if "/dev/kfd" in devices and facts.selinux_enforcing and not facts.selinux_devices_allowed:
-        return Problem("SELinux blocks containers from using devices",
-                       "sudo setsebool -P container_use_devices true")
+        return Problem(
+            "SELinux blocks containers from using devices",
+            "sudo setsebool -P container_use_devices true",
+        )
     return None
 
 
@@ -100,11 +124,15 @@ def gather() -> Facts:
     engine = find_engine()
     works, runtime, remap = False, "", False
     if engine is not None:
-        fmt = "{{.Host.OCIRuntime.Name}}" if engine.kind == "podman" else \
-            "{{.DefaultRuntime}} {{.SecurityOptions}}"
+        fmt = (
+            "{{.Host.OCIRuntime.Name}}"
+            if engine.kind == "podman"
+            else "{{.DefaultRuntime}} {{.SecurityOptions}}"
+        )
         try:
-            out = subprocess.run([engine.exe, "info", "--format", fmt], capture_output=True,
-                                 text=True, timeout=20)
+            out = subprocess.run(
+                [engine.exe, "info", "--format", fmt], capture_output=True, text=True, timeout=20
+            )
             works, runtime = out.returncode == 0, out.stdout.strip().split(" ")[0]
             if engine.kind == "docker" and "rootless" in out.stdout:
                 engine = replace(engine, rootless=True)
@@ -115,15 +143,28 @@ def gather() -> Facts:
 
     groups = frozenset(grp.getgrgid(g).gr_name for g in os.getgroups())
     devices = frozenset(d for d in ("/dev/kfd", "/dev/dri") if Path(d).exists())
-    enforcing = Path("/sys/fs/selinux/enforce").exists() and \
-        Path("/sys/fs/selinux/enforce").read_text().strip() == "1"
+    enforcing = (
+        Path("/sys/fs/selinux/enforce").exists()
+        and Path("/sys/fs/selinux/enforce").read_text().strip() == "1"
+    )
     allowed = True
     if enforcing and (getsebool := shutil.which("getsebool")):
-        out = subprocess.run([getsebool, "container_use_devices"], capture_output=True,
-                             text=True, check=False)
+        out = subprocess.run(
+            [getsebool, "container_use_devices"], capture_output=True, text=True, check=False
+        )
         allowed = out.stdout.strip().endswith("on")
-    facts = Facts(engine, works, groups, devices, enforcing, allowed, runtime,
-                  gpu_group_ids(), memlock_grantable(engine), userns_remap=remap)
+    facts = Facts(
+        engine,
+        works,
+        groups,
+        devices,
+        enforcing,
+        allowed,
+        runtime,
+        gpu_group_ids(),
+        memlock_grantable(engine),
+        userns_remap=remap,
+    )
     _CACHE = (time.monotonic(), facts)
     return facts
 

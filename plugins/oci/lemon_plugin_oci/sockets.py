@@ -62,11 +62,21 @@ class SocketDirs:
         info = os.lstat(self.socket)
         if not stat.S_ISSOCK(info.st_mode) or info.st_uid != self.owner:
             _remove(self.socket)
-            kind = "a symlink" if stat.S_ISLNK(info.st_mode) else (
-                f"a socket of uid {info.st_uid}" if stat.S_ISSOCK(info.st_mode) else
-                "a directory" if stat.S_ISDIR(info.st_mode) else "not a socket")
-            raise LaunchRefused(f"the engine's {SOCKET_NAME} is {kind}; expected a socket "
-                                f"owned by uid {self.owner}. Refused")
+            kind = (
+                "a symlink"
+                if stat.S_ISLNK(info.st_mode)
+                else (
+                    f"a socket of uid {info.st_uid}"
+                    if stat.S_ISSOCK(info.st_mode)
+                    else "a directory"
+                    if stat.S_ISDIR(info.st_mode)
+                    else "not a socket"
+                )
+            )
+            raise LaunchRefused(
+                f"the engine's {SOCKET_NAME} is {kind}; expected a socket "
+                f"owned by uid {self.owner}. Refused"
+            )
 
     def engine_usage(self) -> tuple[int, int]:
         """Entries and bytes the engine has written into its directory (blocking: run it

@@ -22,8 +22,7 @@ class WhenServing(httpx.AsyncBaseTransport):
     """Holds each request until ``serving()`` (the event of the current launch, asked
     anew for every request) is set: while the container is relaunched after drift."""
 
-    def __init__(self, inner: httpx.AsyncBaseTransport,
-                 serving: Callable[[], anyio.Event]) -> None:
+    def __init__(self, inner: httpx.AsyncBaseTransport, serving: Callable[[], anyio.Event]) -> None:
         self.inner, self.serving = inner, serving
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:

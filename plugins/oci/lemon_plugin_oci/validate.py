@@ -24,8 +24,13 @@ def inspect(argv: list[str]) -> tuple[dict[str, Any], str]:
     if "--name" not in argv:
         raise CheckSkipped("the engine does not run in a container")
     tool, name = argv[0], argv[argv.index("--name") + 1]
-    done = subprocess.run([tool, "container", "inspect", name], capture_output=True,
-                          text=True, timeout=60, check=False)
+    done = subprocess.run(
+        [tool, "container", "inspect", name],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert done.returncode == 0, f"{Path(tool).name} container inspect {name}: {done.stderr}"
     state: dict[str, Any] = json.loads(done.stdout)[0]
     return state, name
@@ -52,14 +57,20 @@ def differences(state: Mapping[str, Any], contract: LaunchContract) -> list[str]
         extra = _caps(state.get("EffectiveCaps")) - allowed
     else:  # docker: all dropped, the contract's added
         extra = (_caps(host.get("CapAdd")) - allowed) | (
-            set() if "ALL" in _caps(host.get("CapDrop")) else {"(not all dropped)"})
+            set() if "ALL" in _caps(host.get("CapDrop")) else {"(not all dropped)"}
+        )
     if extra:
         found.append(f"capabilities beyond the contract: {sorted(extra)}")
     inside = sorted(str(d.get("PathInContainer")) for d in host.get("Devices") or ())
     nodes = [p for p in inside if p.startswith("/dev/dri/")]
-    unexpected = [p for p in inside if not (
-        (p == "/dev/kfd" and "/dev/kfd" in contract.devices)
-        or (p.startswith("/dev/dri/renderD") and "/dev/dri" in contract.devices))]
+    unexpected = [
+        p
+        for p in inside
+        if not (
+            (p == "/dev/kfd" and "/dev/kfd" in contract.devices)
+            or (p.startswith("/dev/dri/renderD") and "/dev/dri" in contract.devices)
+        )
+    ]
     if unexpected:
         found.append(f"devices beyond the contract: {unexpected}")
     if len(nodes) > 1:
@@ -73,8 +84,9 @@ def interfaces(pid: int, proc: Path = Path("/proc")) -> list[str]:
     return [line.split(":")[0].strip() for line in lines]
 
 
-def contract_check(contracts: Mapping[tuple[str, str], LaunchContract]
-                   ) -> Callable[[FieldContext], FieldResult]:
+def contract_check(
+    contracts: Mapping[tuple[str, str], LaunchContract],
+) -> Callable[[FieldContext], FieldResult]:
     def check(context: FieldContext) -> FieldResult:
         recipe, _, backend = context.backend.partition(":")
         contract = contracts[recipe, backend]
@@ -84,21 +96,34 @@ def contract_check(contracts: Mapping[tuple[str, str], LaunchContract]
         seen = interfaces(pid) if pid else []
         if seen != ["lo"]:
             problems.append(f"network interfaces {seen}, not only 'lo'")
-        assert not problems, f"container {name} breaks its launch contract:\n- " + \
-            "\n- ".join(problems)
-        devices = sorted(str(d.get("PathOnHost")) for d in
-                         (state.get("HostConfig") or {}).get("Devices") or ())
+        assert not problems, f"container {name} breaks its launch contract:\n- " + "\n- ".join(
+            problems
+        )
+        devices = sorted(
+            str(d.get("PathOnHost")) for d in (state.get("HostConfig") or {}).get("Devices") or ()
+        )
         gpus = {d.render_node: d.name for d in detect_host().devices if d.render_node}
         used = [f"{gpus.get(p, p)} ({p})" for p in devices if p.startswith("/dev/dri/")]
-        return FieldResult({"container": name, "image": str(state.get("ImageName") or
-                                                            state.get("Image", "")),
-                            "interfaces": ", ".join(seen), "devices": ", ".join(devices)
-                            or "none", "gpu": ", ".join(used) or "none"})
+        return FieldResult(
+            {
+                "container": name,
+                "image": str(state.get("ImageName") or state.get("Image", "")),
+                "interfaces": ", ".join(seen),
+                "devices": ", ".join(devices) or "none",
+                "gpu": ", ".join(used) or "none",
+            }
+        )
+
     return check
 
 
 def field_checks(contracts: Mapping[tuple[str, str], LaunchContract]) -> list[FieldCheck]:
-    return [FieldCheck("container-contract", "the running container keeps its launch "
-                       "contract: read-only, capabilities, network, devices",
-                       contract_check(contracts),
-                       tuple(f"{r}:{b}" for r, b in contracts))]
+    return [
+        FieldCheck(
+            "container-contract",
+            "the running container keeps its launch "
+            "contract: read-only, capabilities, network, devices",
+            contract_check(contracts),
+            tuple(f"{r}:{b}" for r, b in contracts),
+        )
+    ]

@@ -33,12 +33,20 @@ from lemon_plugin_oci.contracts import NATHANW, ctx_size
 from lemon_plugin_oci.recipes import TRUSTED_NAMESPACES_OPTION, container_backend
 
 HOST = HostInfo("linux", (HostDevice(DeviceKind.CPU, "cpu"),))
-BOXED = Recipe(name="boxed", display_name="llama-server in a container",
-               options=(ctx_size(4096),), backends=(
-    Backend(name="llama", tier=Tier.EXPERIMENTAL, format=Format.CONTAINER,
+BOXED = Recipe(
+    name="boxed",
+    display_name="llama-server in a container",
+    options=(ctx_size(4096),),
+    backends=(
+        Backend(
+            name="llama",
+            tier=Tier.EXPERIMENTAL,
+            format=Format.CONTAINER,
             options=(TRUSTED_NAMESPACES_OPTION,),
-            support=(SupportRow(os=frozenset({"linux"}),
-                                devices={DeviceKind.CPU: frozenset()}),)),))
+            support=(SupportRow(os=frozenset({"linux"}), devices={DeviceKind.CPU: frozenset()}),),
+        ),
+    ),
+)
 CONTRACT = replace(NATHANW, devices=frozenset())  # llama-server's contract, on the CPU
 
 
@@ -49,13 +57,25 @@ def lock_url(lock: dict[str, Any]) -> str:
 
 def boxed_app(lock: dict[str, Any], trusted: bool = True, **settings: Any) -> Starlette:
     """The app; the lock's registry namespace is trusted unless ``trusted`` is false."""
-    plugin = OciPlugin(recipes=[BOXED], contributions=[],
-                       contracts={("boxed", "llama"): CONTRACT}, lock=lock, models=[])
+    plugin = OciPlugin(
+        recipes=[BOXED],
+        contributions=[],
+        contracts={("boxed", "llama"): CONTRACT},
+        lock=lock,
+        models=[],
+    )
     namespaces = [lock_url(lock).split("/lemontest/")[0] + "/lemontest/"] if trusted else []
-    return create_app(Settings(plugins_allow="", stop_grace=2, allow_experimental="boxed:llama",
-                               recipes={"boxed": {"trusted_namespaces": namespaces,
-                                                  "ctx_size": 2048}}, **settings),
-                      plugins={"oci": plugin}, host=HOST)
+    return create_app(
+        Settings(
+            plugins_allow="",
+            stop_grace=2,
+            allow_experimental="boxed:llama",
+            recipes={"boxed": {"trusted_namespaces": namespaces, "ctx_size": 2048}},
+            **settings,
+        ),
+        plugins={"oci": plugin},
+        host=HOST,
+    )
 
 
 CPU_ROW = SupportRow(os=frozenset({"linux"}), devices={DeviceKind.CPU: frozenset()})
@@ -67,15 +87,29 @@ def beside_llamacpp_app(lock: dict[str, Any], **settings: Any) -> Starlette:
     here on the CPU: one recipe, a core engine and an experimental one."""
     entry = lock["backends"]["boxed"]["llama"]
     nathanw = container_backend("nathanw", "llama-server in a container", CONTRACT, (CPU_ROW,))
-    plugin = OciPlugin(recipes=[], contributions=[BackendContribution(recipe="llamacpp",
-                                                                    backend=nathanw)],
-                       contracts={("llamacpp", "nathanw"): CONTRACT}, models=[],
-                       lock={"backends": {"llamacpp": {"nathanw": entry}}})
-    return create_app(Settings(
-        plugins_allow="llamacpp", stop_grace=2, allow_experimental="llamacpp:nathanw",
-        recipes={"llamacpp": {"trusted_namespaces": [
-            lock_url(lock).split("/lemontest/")[0] + "/lemontest/"], "ctx_size": 2048}},
-        **settings), plugins={"oci": plugin}, host=HOST)
+    plugin = OciPlugin(
+        recipes=[],
+        contributions=[BackendContribution(recipe="llamacpp", backend=nathanw)],
+        contracts={("llamacpp", "nathanw"): CONTRACT},
+        models=[],
+        lock={"backends": {"llamacpp": {"nathanw": entry}}},
+    )
+    return create_app(
+        Settings(
+            plugins_allow="llamacpp",
+            stop_grace=2,
+            allow_experimental="llamacpp:nathanw",
+            recipes={
+                "llamacpp": {
+                    "trusted_namespaces": [lock_url(lock).split("/lemontest/")[0] + "/lemontest/"],
+                    "ctx_size": 2048,
+                }
+            },
+            **settings,
+        ),
+        plugins={"oci": plugin},
+        host=HOST,
+    )
 
 
 if __name__ == "__main__":

@@ -19,8 +19,13 @@ PYTHON_PACKAGES = ("encodings", "collections", "importlib", "json", "re", "lib-d
 
 
 def _libraries(binary: Path, library_path: str = "") -> list[str]:
-    out = subprocess.run(["ldd", str(binary)], capture_output=True, text=True, check=True,
-                         env={**os.environ, "LD_LIBRARY_PATH": library_path}).stdout
+    out = subprocess.run(
+        ["ldd", str(binary)],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "LD_LIBRARY_PATH": library_path},
+    ).stdout
     paths = []
     for line in out.splitlines():
         parts = line.split()
@@ -42,8 +47,11 @@ def rootfs() -> bytes:
     backends = sorted(llama.parent.glob("libggml-*.so"))
     for binary in (llama, *backends):
         for lib in _libraries(binary, str(llama.parent)):
-            inside = (f"usr/local/bin/{Path(lib).name}" if Path(lib).parent == llama.parent
-                      else lib.lstrip("/"))
+            inside = (
+                f"usr/local/bin/{Path(lib).name}"
+                if Path(lib).parent == llama.parent
+                else lib.lstrip("/")
+            )
             files[inside] = os.path.realpath(lib)
     for backend in backends:
         files[f"usr/local/bin/{backend.name}"] = str(backend)

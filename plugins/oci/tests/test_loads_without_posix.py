@@ -27,8 +27,9 @@ print(json.dumps({"status": oci.status, "error": oci.error, "states": states}))
 
 
 def test_the_plugin_loads_where_grp_and_resource_are_missing(tmp_path: Path) -> None:
-    out = subprocess.run([sys.executable, "-c", CHECK, str(tmp_path)], capture_output=True,
-                         text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", CHECK, str(tmp_path)], capture_output=True, text=True, check=True
+    ).stdout
     result = json.loads(out.splitlines()[-1])
     assert (result["status"], result["error"]) == ("loaded", "")
     assert set(result["states"].values()) == {"unsupported"}, result["states"]

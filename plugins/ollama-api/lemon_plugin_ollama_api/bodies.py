@@ -156,5 +156,3 @@ def parse(schema: type[B], raw: bytes) -> B:
             message = str(error["msg"]).removeprefix("Value error, ")
             problems.append(f"{where}: {message}" if where else message)
         raise BadRequest("invalid request body: " + "; ".join(problems)) from None
-
-

@@ -47,12 +47,16 @@ CHAT, COMPLETIONS, EMBEDDINGS = "/v1/chat/completions", "/v1/completions", "/v1/
 
 def loaded_options(gateway: Gateway, name: str) -> dict[str, Any] | None:
     """The options ``name`` runs with, or ``None`` when it is not loaded."""
-    return next((dict(m.recipe_options) for m in gateway.loaded() if m.model_name == name),
-                None)
+    return next((dict(m.recipe_options) for m in gateway.loaded() if m.model_name == name), None)
 
 
-async def ready(gateway: Gateway, model: ModelInfo, options: Options, clock: Clock,
-                keep_alive: float | None = None) -> None:
+async def ready(
+    gateway: Gateway,
+    model: ModelInfo,
+    options: Options,
+    clock: Clock,
+    keep_alive: float | None = None,
+) -> None:
     """Load ``model`` before the request when it is not loaded, or when ``num_ctx`` asks
     for a context it does not run with (keeping its other options); the time the load
     took is ``load_duration``. A ``keep_alive`` is set on the model even when it was
@@ -70,8 +74,14 @@ async def ready(gateway: Gateway, model: ModelInfo, options: Options, clock: Clo
     clock.load_ns = time.monotonic_ns() - began
 
 
-async def load_or_unload(kind: Kind, gateway: Gateway, model: ModelInfo, name: str,
-                         options: Options, keep_alive: float | None) -> Response:
+async def load_or_unload(
+    kind: Kind,
+    gateway: Gateway,
+    model: ModelInfo,
+    name: str,
+    options: Options,
+    keep_alive: float | None,
+) -> Response:
     """Ollama's answer to a request without input: load the model (kept ``keep_alive``
     seconds once idle, when given), or unload it now when ``keep_alive`` is 0."""
     if keep_alive == 0:
@@ -86,8 +96,9 @@ async def load_or_unload(kind: Kind, gateway: Gateway, model: ModelInfo, name: s
     return JSONResponse(status_line(kind, name, "load"))
 
 
-async def relay(kind: Kind, name: str, events: AsyncIterator[dict[str, Any]],
-                clock: Clock, whole: bool) -> AsyncIterator[Line]:
+async def relay(
+    kind: Kind, name: str, events: AsyncIterator[dict[str, Any]], clock: Clock, whole: bool
+) -> AsyncIterator[Line]:
     """The Ollama lines of one streamed OpenAI answer: a line per piece of text (none
     when ``whole``), the tool calls once complete, then the final line."""
     turn = Turn()
@@ -106,9 +117,16 @@ async def relay(kind: Kind, name: str, events: AsyncIterator[dict[str, Any]],
     yield final_line(kind, name, turn, clock, whole)
 
 
-async def answer(kind: Kind, request: Request, model: ModelInfo, name: str,
-                 body: ChatBody | GenerateBody, path: str, openai: dict[str, Any],
-                 clock: Clock) -> Response:
+async def answer(
+    kind: Kind,
+    request: Request,
+    model: ModelInfo,
+    name: str,
+    body: ChatBody | GenerateBody,
+    path: str,
+    openai: dict[str, Any],
+    clock: Clock,
+) -> Response:
     """Send ``openai`` to ``path`` and answer as Ollama: NDJSON lines, or one JSON object
     when ``stream`` is false."""
     gateway = Gateway.of(request)
@@ -129,8 +147,11 @@ async def answer(kind: Kind, request: Request, model: ModelInfo, name: str,
 def common(body: ChatBody | GenerateBody, model: ModelInfo) -> dict[str, Any]:
     """The OpenAI request fields both ``chat`` and ``generate`` set (``keep_alive`` is
     lemoncore's own: the model stays loaded that long after the answer)."""
-    fields: dict[str, Any] = {"model": model.name, **request_fields(body.options),
-                              "keep_alive": body.keep_alive}
+    fields: dict[str, Any] = {
+        "model": model.name,
+        **request_fields(body.options),
+        "keep_alive": body.keep_alive,
+    }
     if (format_ := response_format(body.format)) is not None:
         fields["response_format"] = format_
     return fields
@@ -143,8 +164,9 @@ async def chat(request: Request) -> Response:
     gateway = Gateway.of(request)
     model = find(gateway, body.target)
     if not body.messages:
-        return await load_or_unload("chat", gateway, model, body.target, body.options,
-                                    body.keep_alive)
+        return await load_or_unload(
+            "chat", gateway, model, body.target, body.options, body.keep_alive
+        )
     openai = {**common(body, model), "messages": openai_messages(body.messages)}
     if body.tools:
         openai["tools"] = body.tools
@@ -154,20 +176,28 @@ async def chat(request: Request) -> Response:
 def refuse_generate_fields(body: GenerateBody) -> None:
     """The ``/api/generate`` fields lemoncore cannot honour, refused with what to do."""
     if body.suffix:
-        raise BadRequest("suffix (fill-in-the-middle) is not supported by lemoncore: it "
-                         "routes chat and completions, not an infill endpoint; send the "
-                         "text before the gap as the prompt")
+        raise BadRequest(
+            "suffix (fill-in-the-middle) is not supported by lemoncore: it "
+            "routes chat and completions, not an infill endpoint; send the "
+            "text before the gap as the prompt"
+        )
     if body.template:
-        raise BadRequest("template is not supported by lemoncore: the engine applies the "
-                         "model's own chat template; format the prompt yourself and send "
-                         "it with raw: true")
+        raise BadRequest(
+            "template is not supported by lemoncore: the engine applies the "
+            "model's own chat template; format the prompt yourself and send "
+            "it with raw: true"
+        )
     if body.context:
-        raise BadRequest("context (deprecated by Ollama) is not supported by lemoncore: "
-                         "send the conversation's messages to /api/chat")
+        raise BadRequest(
+            "context (deprecated by Ollama) is not supported by lemoncore: "
+            "send the conversation's messages to /api/chat"
+        )
     if body.raw and (body.system or body.images):
-        raise BadRequest("raw: true sends the prompt as it is, so system and images "
-                         "(which need the chat template) cannot be applied; put the system "
-                         "prompt in the prompt, or drop raw")
+        raise BadRequest(
+            "raw: true sends the prompt as it is, so system and images "
+            "(which need the chat template) cannot be applied; put the system "
+            "prompt in the prompt, or drop raw"
+        )
 
 
 @ollama_errors
@@ -178,22 +208,25 @@ async def generate(request: Request) -> Response:
     gateway = Gateway.of(request)
     model = find(gateway, body.target)
     if not body.prompt and not body.images:
-        return await load_or_unload("generate", gateway, model, body.target, body.options,
-                                    body.keep_alive)
+        return await load_or_unload(
+            "generate", gateway, model, body.target, body.options, body.keep_alive
+        )
     if body.raw:
         openai = {**common(body, model), "prompt": body.prompt}
-        return await answer("generate", request, model, body.target, body, COMPLETIONS,
-                            openai, clock)
-    messages: list[dict[str, Any]] = [{"role": "system", "content": body.system}] \
-        if body.system else []
+        return await answer(
+            "generate", request, model, body.target, body, COMPLETIONS, openai, clock
+        )
+    messages: list[dict[str, Any]] = (
+        [{"role": "system", "content": body.system}] if body.system else []
+    )
     messages.append({"role": "user", "content": user_content(body.prompt, body.images)})
     openai = {**common(body, model), "messages": messages}
     return await answer("generate", request, model, body.target, body, CHAT, openai, clock)
 
 
-async def embeddings_of(request: Request, body: EmbedBody | EmbeddingsBody,
-                        inputs: list[str]) -> tuple[list[list[float]], Mapping[str, Any],
-                                                    Clock]:
+async def embeddings_of(
+    request: Request, body: EmbedBody | EmbeddingsBody, inputs: list[str]
+) -> tuple[list[list[float]], Mapping[str, Any], Clock]:
     """The embedding of each input, the usage and the clock of one embeddings request."""
     clock = Clock()
     gateway = Gateway.of(request)
@@ -202,8 +235,12 @@ async def embeddings_of(request: Request, body: EmbedBody | EmbeddingsBody,
         return [], {}, clock
     await ready(gateway, model, body.options, clock)
     clock.mark_sent()
-    reply = await Gateway.until_disconnect(request, gateway.complete(
-        EMBEDDINGS, {"model": model.name, "input": inputs, "keep_alive": body.keep_alive}))
+    reply = await Gateway.until_disconnect(
+        request,
+        gateway.complete(
+            EMBEDDINGS, {"model": model.name, "input": inputs, "keep_alive": body.keep_alive}
+        ),
+    )
     clock.mark_end()
     if reply is None:  # the client left
         return [], {}, clock
@@ -215,15 +252,22 @@ async def embeddings_of(request: Request, body: EmbedBody | EmbeddingsBody,
 async def embed(request: Request) -> Response:
     body = parse(EmbedBody, await request.body())
     if body.dimensions is not None:
-        raise BadRequest("dimensions is not supported by lemoncore: the engine returns "
-                         "the model's full embedding; truncate it yourself")
+        raise BadRequest(
+            "dimensions is not supported by lemoncore: the engine returns "
+            "the model's full embedding; truncate it yourself"
+        )
     inputs = [body.input] if isinstance(body.input, str) else list(body.input)
     vectors, usage, clock = await embeddings_of(request, body, inputs)
     durations = clock.durations()
-    return JSONResponse({"model": body.target, "embeddings": vectors,
-                         "total_duration": durations["total_duration"],
-                         "load_duration": durations["load_duration"],
-                         "prompt_eval_count": int(usage.get("prompt_tokens") or 0)})
+    return JSONResponse(
+        {
+            "model": body.target,
+            "embeddings": vectors,
+            "total_duration": durations["total_duration"],
+            "load_duration": durations["load_duration"],
+            "prompt_eval_count": int(usage.get("prompt_tokens") or 0),
+        }
+    )
 
 
 @ollama_errors

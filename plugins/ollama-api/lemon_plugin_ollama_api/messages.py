@@ -19,8 +19,12 @@ from lemoncore.errors import LemonError
 
 from lemon_plugin_ollama_api.bodies import BadRequest, Message
 
-_IMAGE_TYPES = ((b"\x89PNG\r\n\x1a\n", "image/png"), (b"\xff\xd8\xff", "image/jpeg"),
-                (b"GIF87a", "image/gif"), (b"GIF89a", "image/gif"))
+_IMAGE_TYPES = (
+    (b"\x89PNG\r\n\x1a\n", "image/png"),
+    (b"\xff\xd8\xff", "image/jpeg"),
+    (b"GIF87a", "image/gif"),
+    (b"GIF89a", "image/gif"),
+)
 
 
 def image_url(data: str) -> dict[str, Any]:
@@ -49,15 +53,24 @@ def openai_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     unanswered: list[tuple[str, str]] = []  # (function name, call id), oldest first
     for m_index, message in enumerate(messages):
-        item: dict[str, Any] = {"role": message.role,
-                                "content": user_content(message.content, message.images)}
+        item: dict[str, Any] = {
+            "role": message.role,
+            "content": user_content(message.content, message.images),
+        }
         if message.tool_calls:
             calls = []
             for c_index, call in enumerate(message.tool_calls):
                 call_id = call.id or f"call_{m_index}_{c_index}"
-                calls.append({"id": call_id, "type": "function", "function": {
-                    "name": call.function.name,
-                    "arguments": json.dumps(call.function.arguments)}})
+                calls.append(
+                    {
+                        "id": call_id,
+                        "type": "function",
+                        "function": {
+                            "name": call.function.name,
+                            "arguments": json.dumps(call.function.arguments),
+                        },
+                    }
+                )
                 unanswered.append((call.function.name, call_id))
             item["tool_calls"] = calls
         if message.role == "tool":
@@ -70,8 +83,8 @@ def _answered(message: Message, unanswered: list[tuple[str, str]], index: int) -
     """The id of the call a tool result answers (removed from ``unanswered``)."""
     for i, (name, call_id) in enumerate(unanswered):
         if call_id == message.tool_call_id or (
-                not message.tool_call_id and (name == message.tool_name or
-                                              not message.tool_name)):
+            not message.tool_call_id and (name == message.tool_name or not message.tool_name)
+        ):
             del unanswered[i]
             return call_id
     return message.tool_call_id or f"call_{index}_result"
@@ -89,10 +102,13 @@ def ollama_tool_calls(calls: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         except ValueError:
             arguments = None
         if not isinstance(arguments, dict):
-            raise LemonError(f"the model called {name!r} with arguments that are not a JSON "
-                             f"object: {text!r}", 502, "backend_error", "bad_tool_call")
-        entry: dict[str, Any] = {"function": {"index": index, "name": name,
-                                              "arguments": arguments}}
+            raise LemonError(
+                f"the model called {name!r} with arguments that are not a JSON object: {text!r}",
+                502,
+                "backend_error",
+                "bad_tool_call",
+            )
+        entry: dict[str, Any] = {"function": {"index": index, "name": name, "arguments": arguments}}
         if call.get("id"):
             entry["id"] = call["id"]
         out.append(entry)

@@ -30,6 +30,9 @@ def find(gateway: Gateway, name: str) -> ModelInfo:
     except LemonError as exc:
         if exc.code != "model_not_found":
             raise
-        raise LemonError(f"model {name!r} not found: GET /api/tags lists the downloaded "
-                         "models, /api/pull downloads a catalogue one", 404,
-                         code="model_not_found") from exc
+        raise LemonError(
+            f"model {name!r} not found: GET /api/tags lists the downloaded "
+            "models, /api/pull downloads a catalogue one",
+            404,
+            code="model_not_found",
+        ) from exc

@@ -7,8 +7,16 @@ from typing import Any
 from lemon_plugin_ollama_api.bodies import BadRequest, Format, Options
 
 # Ollama option -> the chat/completions request field (llama-server reads them all).
-SAMPLING = ("temperature", "top_p", "top_k", "seed", "stop", "repeat_penalty",
-            "presence_penalty", "frequency_penalty")
+SAMPLING = (
+    "temperature",
+    "top_p",
+    "top_k",
+    "seed",
+    "stop",
+    "repeat_penalty",
+    "presence_penalty",
+    "frequency_penalty",
+)
 
 
 def request_fields(options: Options) -> dict[str, Any]:
@@ -34,5 +42,7 @@ def response_format(format_: Format) -> dict[str, Any] | None:
         return {"type": "json_object"}
     if not format_:
         raise BadRequest("format must be 'json' or a JSON schema object, not {}")
-    return {"type": "json_schema", "json_schema": {"name": "response", "schema": format_,
-                                                   "strict": True}}
+    return {
+        "type": "json_schema",
+        "json_schema": {"name": "response", "schema": format_, "strict": True},
+    }

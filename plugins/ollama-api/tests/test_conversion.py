@@ -49,16 +49,32 @@ def test_bodies_name_every_wrong_field() -> None:
 
 
 def test_null_means_not_given() -> None:
-    body = parse(ChatBody, b'{"model": "m", "stream": null, "options": null, "format": null,'
-                           b' "messages": [{"role": "assistant", "content": null,'
-                           b' "tool_calls": null}]}')
+    body = parse(
+        ChatBody,
+        b'{"model": "m", "stream": null, "options": null, "format": null,'
+        b' "messages": [{"role": "assistant", "content": null,'
+        b' "tool_calls": null}]}',
+    )
     assert body.stream is True and body.options == Options() and body.format is None
     assert body.messages[0].content == "" and body.messages[0].tool_calls == []
 
 
-@pytest.mark.parametrize(("given", "seconds"), [
-    (None, None), ("", None), (0, 0.0), ("0", 0.0), (300, 300.0), ("5m", 300.0),
-    ("1h30m", 5400.0), ("1.5s", 1.5), ("-1", math.inf), (-1, math.inf), ("-5m", math.inf)])
+@pytest.mark.parametrize(
+    ("given", "seconds"),
+    [
+        (None, None),
+        ("", None),
+        (0, 0.0),
+        ("0", 0.0),
+        (300, 300.0),
+        ("5m", 300.0),
+        ("1h30m", 5400.0),
+        ("1.5s", 1.5),
+        ("-1", math.inf),
+        (-1, math.inf),
+        ("-5m", math.inf),
+    ],
+)
 def test_keep_alive_durations(given: object, seconds: float | None) -> None:
     assert keep_alive_seconds(given) == seconds
 
@@ -70,11 +86,23 @@ def test_keep_alive_refuses_what_is_no_duration(given: object) -> None:
 
 
 def test_options_become_request_fields_and_load_options() -> None:
-    options = Options(temperature=0.2, top_k=5, seed=7, stop=["\n"], num_predict=9,
-                      repeat_penalty=1.1, num_ctx=2048)
-    assert request_fields(options) == {"temperature": 0.2, "top_k": 5, "seed": 7,
-                                       "stop": ["\n"], "repeat_penalty": 1.1,
-                                       "max_tokens": 9}
+    options = Options(
+        temperature=0.2,
+        top_k=5,
+        seed=7,
+        stop=["\n"],
+        num_predict=9,
+        repeat_penalty=1.1,
+        num_ctx=2048,
+    )
+    assert request_fields(options) == {
+        "temperature": 0.2,
+        "top_k": 5,
+        "seed": 7,
+        "stop": ["\n"],
+        "repeat_penalty": 1.1,
+        "max_tokens": 9,
+    }
     assert load_options(options) == {"ctx_size": 2048}
     assert "max_tokens" not in request_fields(Options(num_predict=-1))  # no limit
     assert load_options(Options()) == {} and request_fields(Options()) == {}
@@ -84,8 +112,10 @@ def test_format_becomes_response_format() -> None:
     schema = {"type": "object", "properties": {"a": {"type": "integer"}}}
     assert response_format(None) is None and response_format("") is None
     assert response_format("json") == {"type": "json_object"}
-    assert response_format(schema) == {"type": "json_schema", "json_schema": {
-        "name": "response", "schema": schema, "strict": True}}
+    assert response_format(schema) == {
+        "type": "json_schema",
+        "json_schema": {"name": "response", "schema": schema, "strict": True},
+    }
     with pytest.raises(BadRequest):
         response_format({})
     with pytest.raises(BadRequest, match="format"):
@@ -96,7 +126,8 @@ def test_images_become_image_url_parts() -> None:
     (user,) = openai_messages([Message(role="user", content="What is it?", images=[PNG])])
     assert user["content"] == [
         {"type": "text", "text": "What is it?"},
-        {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{PNG}"}}]
+        {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{PNG}"}},
+    ]
     with pytest.raises(BadRequest, match="base64"):
         openai_messages([Message(role="user", images=["not base64!"])])
     with pytest.raises(BadRequest, match="PNG, JPEG"):
@@ -104,34 +135,63 @@ def test_images_become_image_url_parts() -> None:
 
 
 def test_tool_calls_and_results_are_linked_by_ids() -> None:
-    body = parse(ChatBody, json.dumps({"model": "m", "messages": [
-        {"role": "user", "content": "Weather in Paris and Rome?"},
-        {"role": "assistant", "content": "", "tool_calls": [
-            {"function": {"name": "weather", "arguments": {"city": "Paris"}}},
-            {"function": {"name": "weather", "arguments": {"city": "Rome"}}},
-            {"id": "t9", "function": {"name": "time", "arguments": {}}}]},
-        {"role": "tool", "content": "sunny", "tool_name": "weather"},
-        {"role": "tool", "content": "12:00", "tool_call_id": "t9"},
-        {"role": "tool", "content": "rainy", "tool_name": "weather"}]}).encode())
+    body = parse(
+        ChatBody,
+        json.dumps(
+            {
+                "model": "m",
+                "messages": [
+                    {"role": "user", "content": "Weather in Paris and Rome?"},
+                    {
+                        "role": "assistant",
+                        "content": "",
+                        "tool_calls": [
+                            {"function": {"name": "weather", "arguments": {"city": "Paris"}}},
+                            {"function": {"name": "weather", "arguments": {"city": "Rome"}}},
+                            {"id": "t9", "function": {"name": "time", "arguments": {}}},
+                        ],
+                    },
+                    {"role": "tool", "content": "sunny", "tool_name": "weather"},
+                    {"role": "tool", "content": "12:00", "tool_call_id": "t9"},
+                    {"role": "tool", "content": "rainy", "tool_name": "weather"},
+                ],
+            }
+        ).encode(),
+    )
     user, assistant, paris, noon, rome = openai_messages(body.messages)
     assert user == {"role": "user", "content": "Weather in Paris and Rome?"}
     assert assistant["tool_calls"] == [
-        {"id": "call_1_0", "type": "function",
-         "function": {"name": "weather", "arguments": '{"city": "Paris"}'}},
-        {"id": "call_1_1", "type": "function",
-         "function": {"name": "weather", "arguments": '{"city": "Rome"}'}},
-        {"id": "t9", "type": "function", "function": {"name": "time", "arguments": "{}"}}]
-    assert (paris["tool_call_id"], noon["tool_call_id"], rome["tool_call_id"]) == \
-        ("call_1_0", "t9", "call_1_1")
+        {
+            "id": "call_1_0",
+            "type": "function",
+            "function": {"name": "weather", "arguments": '{"city": "Paris"}'},
+        },
+        {
+            "id": "call_1_1",
+            "type": "function",
+            "function": {"name": "weather", "arguments": '{"city": "Rome"}'},
+        },
+        {"id": "t9", "type": "function", "function": {"name": "time", "arguments": "{}"}},
+    ]
+    assert (paris["tool_call_id"], noon["tool_call_id"], rome["tool_call_id"]) == (
+        "call_1_0",
+        "t9",
+        "call_1_1",
+    )
     assert paris["role"] == "tool" and paris["content"] == "sunny"
 
 
 def test_tool_calls_come_back_with_object_arguments() -> None:
-    calls = [{"id": "c1", "type": "function",
-              "function": {"name": "weather", "arguments": '{"city": "Paris"}'}}]
+    calls = [
+        {
+            "id": "c1",
+            "type": "function",
+            "function": {"name": "weather", "arguments": '{"city": "Paris"}'},
+        }
+    ]
     assert ollama_tool_calls(calls) == [
-        {"id": "c1", "function": {"index": 0, "name": "weather",
-                                  "arguments": {"city": "Paris"}}}]
+        {"id": "c1", "function": {"index": 0, "name": "weather", "arguments": {"city": "Paris"}}}
+    ]
     with pytest.raises(LemonError, match="not a JSON object") as bad:
         ollama_tool_calls([{"function": {"name": "weather", "arguments": "[1"}}])
     assert bad.value.status == 502
@@ -142,22 +202,36 @@ def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
 
 
 # llama-server's stream of an answer with text, then a tool call in pieces, then usage.
-STREAM = [chunk({"role": "assistant", "content": None}), chunk({"content": "Let me"}),
-          chunk({"content": " check."}),
-          chunk({"tool_calls": [{"index": 0, "id": "c1", "type": "function",
-                                 "function": {"name": "weather", "arguments": ""}}]}),
-          chunk({"tool_calls": [{"index": 0, "function": {"arguments": '{"city": '}}]}),
-          chunk({"tool_calls": [{"index": 0, "function": {"arguments": '"Paris"}'}}]}),
-          chunk({}, "tool_calls"),
-          {"choices": [], "usage": {"prompt_tokens": 21, "completion_tokens": 9}}]
+STREAM = [
+    chunk({"role": "assistant", "content": None}),
+    chunk({"content": "Let me"}),
+    chunk({"content": " check."}),
+    chunk(
+        {
+            "tool_calls": [
+                {
+                    "index": 0,
+                    "id": "c1",
+                    "type": "function",
+                    "function": {"name": "weather", "arguments": ""},
+                }
+            ]
+        }
+    ),
+    chunk({"tool_calls": [{"index": 0, "function": {"arguments": '{"city": '}}]}),
+    chunk({"tool_calls": [{"index": 0, "function": {"arguments": '"Paris"}'}}]}),
+    chunk({}, "tool_calls"),
+    {"choices": [], "usage": {"prompt_tokens": 21, "completion_tokens": 9}},
+]
 
 
 def test_a_streamed_answer_is_gathered() -> None:
     turn = Turn()
     added = [turn.feed(c) for c in STREAM]
     assert [text for text, _ in added if text] == ["Let me", " check."]
-    assert turn.tool_calls() == [{"id": "c1", "function": {
-        "index": 0, "name": "weather", "arguments": {"city": "Paris"}}}]
+    assert turn.tool_calls() == [
+        {"id": "c1", "function": {"index": 0, "name": "weather", "arguments": {"city": "Paris"}}}
+    ]
     assert turn.done_reason == "stop"  # Ollama reports a tool call as a stop
     assert turn.counts() == {"prompt_eval_count": 21, "eval_count": 9}
 

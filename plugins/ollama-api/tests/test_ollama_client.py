@@ -52,60 +52,80 @@ def test_list_then_chat_with_a_listed_name(client: ollama.Client) -> None:
     smol = listed[LISTED]
     assert smol.size == smollm2_gguf().stat().st_size
     assert smol.details is not None and smol.details.model_dump(exclude_none=True) == {
-        "parent_model": "", "format": "gguf", "family": "llama", "families": ["llama"],
-        "parameter_size": "135M", "quantization_level": "Q4_1"}
+        "parent_model": "",
+        "format": "gguf",
+        "family": "llama",
+        "families": ["llama"],
+        "parameter_size": "135M",
+        "quantization_level": "Q4_1",
+    }
     assert smol.digest and len(smol.digest) == 64 and smol.modified_at is not None
 
-    reply = client.chat(model=LISTED, messages=SAY,
-                        options={"num_predict": 3, "temperature": 0})
+    reply = client.chat(model=LISTED, messages=SAY, options={"num_predict": 3, "temperature": 0})
     assert reply.done and reply.model == LISTED and reply.message.role == "assistant"
     assert reply.message.content
     assert reply.done_reason == "length" and reply.eval_count == 3
     assert reply.prompt_eval_count and reply.prompt_eval_count > 5
     assert reply.total_duration and reply.prompt_eval_duration and reply.eval_duration
     assert reply.load_duration is not None
-    assert reply.total_duration >= (reply.load_duration + reply.prompt_eval_duration
-                                    + reply.eval_duration)
+    assert reply.total_duration >= (
+        reply.load_duration + reply.prompt_eval_duration + reply.eval_duration
+    )
 
 
 def test_chat_streams_ndjson_lines(server: ServerProcess, client: ollama.Client) -> None:
-    parts = list(client.chat(model=CHAT, messages=SAY, stream=True,
-                             options={"num_predict": 4, "temperature": 0}))
+    parts = list(
+        client.chat(
+            model=CHAT, messages=SAY, stream=True, options={"num_predict": 4, "temperature": 0}
+        )
+    )
     *pieces, final = parts
     assert pieces and all(not p.done and p.message.content for p in pieces)
     assert final.done and final.done_reason == "length" and final.eval_count == 4
     assert final.message.content == "" and final.eval_duration and final.total_duration
 
-    whole = client.chat(model=CHAT, messages=SAY, options={"num_predict": 4,
-                                                           "temperature": 0})
+    whole = client.chat(model=CHAT, messages=SAY, options={"num_predict": 4, "temperature": 0})
     assert whole.message.content == "".join(p.message.content or "" for p in pieces)
 
-    with httpx.stream("POST", server.url + "/api/chat", timeout=60, json={
-            "model": CHAT, "messages": SAY, "options": {"num_predict": 2}}) as raw:
+    with httpx.stream(
+        "POST",
+        server.url + "/api/chat",
+        timeout=60,
+        json={"model": CHAT, "messages": SAY, "options": {"num_predict": 2}},
+    ) as raw:
         assert raw.headers["content-type"] == "application/x-ndjson"
         lines = [json.loads(text) for text in raw.iter_lines() if text]
     assert [line["done"] for line in lines] == [False] * (len(lines) - 1) + [True]
 
 
 def test_generate_with_a_system_prompt_and_raw(client: ollama.Client) -> None:
-    templated = client.generate(model=CHAT, prompt="The sky is", system="Be brief.",
-                                options={"num_predict": 3, "temperature": 0})
+    templated = client.generate(
+        model=CHAT,
+        prompt="The sky is",
+        system="Be brief.",
+        options={"num_predict": 3, "temperature": 0},
+    )
     assert templated.done and templated.response and templated.eval_count == 3
-    raw = client.generate(model=CHAT, prompt="The sky is", raw=True,
-                          options={"num_predict": 3, "temperature": 0})
+    raw = client.generate(
+        model=CHAT, prompt="The sky is", raw=True, options={"num_predict": 3, "temperature": 0}
+    )
     assert raw.done and raw.response
     # raw skips the chat template: only the prompt's own tokens are evaluated
     assert raw.prompt_eval_count and templated.prompt_eval_count
     assert raw.prompt_eval_count < templated.prompt_eval_count
-    streamed = list(client.generate(model=CHAT, prompt="The sky is", stream=True,
-                                    options={"num_predict": 2}))
+    streamed = list(
+        client.generate(model=CHAT, prompt="The sky is", stream=True, options={"num_predict": 2})
+    )
     assert streamed[-1].done and all(not p.done and p.response for p in streamed[:-1])
 
 
-@pytest.mark.parametrize(("field", "value", "word"), [
-    ("suffix", "return x", "suffix"), ("template", "{{ .Prompt }}", "template")])
-def test_generate_refuses_what_it_cannot_honour(client: ollama.Client, field: str,
-                                                value: str, word: str) -> None:
+@pytest.mark.parametrize(
+    ("field", "value", "word"),
+    [("suffix", "return x", "suffix"), ("template", "{{ .Prompt }}", "template")],
+)
+def test_generate_refuses_what_it_cannot_honour(
+    client: ollama.Client, field: str, value: str, word: str
+) -> None:
     with pytest.raises(ollama.ResponseError) as refused:
         client.generate(model=CHAT, prompt="def f(x):", **{field: value})  # type: ignore[call-overload]
     assert refused.value.status_code == 400 and word in refused.value.error
@@ -114,25 +134,40 @@ def test_generate_refuses_what_it_cannot_honour(client: ollama.Client, field: st
 def test_format_schema_constrains_the_answer(client: ollama.Client) -> None:
     schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
     ask = [{"role": "user", "content": "Give a number as JSON"}]
-    reply = client.chat(model=CHAT, messages=ask, format=schema,
-                        options={"num_predict": 8, "temperature": 0})
+    reply = client.chat(
+        model=CHAT, messages=ask, format=schema, options={"num_predict": 8, "temperature": 0}
+    )
     assert reply.message.content and reply.message.content.lstrip().startswith("{")
     assert '"n"' in reply.message.content
 
 
 def test_a_conversation_with_tools_reaches_the_model(client: ollama.Client) -> None:
-    weather = {"type": "function", "function": {
-        "name": "get_weather", "description": "The weather in a city",
-        "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
-                       "required": ["city"]}}}
+    weather = {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "description": "The weather in a city",
+            "parameters": {
+                "type": "object",
+                "properties": {"city": {"type": "string"}},
+                "required": ["city"],
+            },
+        },
+    }
     ask = {"role": "user", "content": "Weather in Paris?"}
-    history = [ask, {"role": "assistant", "content": "", "tool_calls": [
-        {"function": {"name": "get_weather", "arguments": {"city": "Paris"}}}]},
-        {"role": "tool", "content": "sunny and warm", "tool_name": "get_weather"}]
-    asked = client.chat(model=CHAT, tools=[weather], messages=[ask],
-                        options={"num_predict": 1})
-    answered = client.chat(model=CHAT, tools=[weather], messages=history,
-                           options={"num_predict": 1})
+    history = [
+        ask,
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [{"function": {"name": "get_weather", "arguments": {"city": "Paris"}}}],
+        },
+        {"role": "tool", "content": "sunny and warm", "tool_name": "get_weather"},
+    ]
+    asked = client.chat(model=CHAT, tools=[weather], messages=[ask], options={"num_predict": 1})
+    answered = client.chat(
+        model=CHAT, tools=[weather], messages=history, options={"num_predict": 1}
+    )
     assert asked.done and answered.done and answered.eval_count == 1
     # the call and its result were rendered into the prompt the engine evaluated
     assert answered.prompt_eval_count and asked.prompt_eval_count
@@ -195,8 +230,9 @@ def test_show(client: ollama.Client) -> None:
     assert client.show(EMBED).capabilities == ["embedding"]
 
 
-def test_pull_with_progress_list_and_delete(client: ollama.Client, pulled: ModelInfo,
-                                            gguf_bytes: bytes) -> None:
+def test_pull_with_progress_list_and_delete(
+    client: ollama.Client, pulled: ModelInfo, gguf_bytes: bytes
+) -> None:
     name = f"{pulled.name}:latest"
     assert name not in {m.model for m in client.list().models}
     progress = list(client.pull(name, stream=True))
@@ -218,11 +254,12 @@ def test_pull_with_progress_list_and_delete(client: ollama.Client, pulled: Model
 
 
 @pytest.mark.parametrize("call", ["create", "copy", "push"])
-def test_create_copy_push_are_refused_with_what_to_do(client: ollama.Client,
-                                                      call: str) -> None:
-    attempts = {"create": lambda: client.create(model="mine", from_=CHAT),
-                "copy": lambda: client.copy(CHAT, "mine"),
-                "push": lambda: client.push("me/mine")}
+def test_create_copy_push_are_refused_with_what_to_do(client: ollama.Client, call: str) -> None:
+    attempts = {
+        "create": lambda: client.create(model="mine", from_=CHAT),
+        "copy": lambda: client.copy(CHAT, "mine"),
+        "push": lambda: client.push("me/mine"),
+    }
     with pytest.raises(ollama.ResponseError) as refused:
         attempts[call]()
     assert refused.value.status_code == 501
@@ -231,33 +268,46 @@ def test_create_copy_push_are_refused_with_what_to_do(client: ollama.Client,
 
 
 def test_unknown_models_are_404(client: ollama.Client) -> None:
-    calls = [lambda: client.chat(model="no-such-model", messages=SAY),
-             lambda: client.generate(model="no-such-model", prompt="Hi"),
-             lambda: client.embed(model="no-such-model", input="Hi"),
-             lambda: client.show("no-such-model"),
-             lambda: client.pull("no-such-model"),
-             lambda: client.delete("no-such-model"),
-             lambda: client.chat(model=f"{CHAT}:7b", messages=SAY)]
+    calls = [
+        lambda: client.chat(model="no-such-model", messages=SAY),
+        lambda: client.generate(model="no-such-model", prompt="Hi"),
+        lambda: client.embed(model="no-such-model", input="Hi"),
+        lambda: client.show("no-such-model"),
+        lambda: client.pull("no-such-model"),
+        lambda: client.delete("no-such-model"),
+        lambda: client.chat(model=f"{CHAT}:7b", messages=SAY),
+    ]
     for call in calls:
         with pytest.raises(ollama.ResponseError) as missing:
             call()
         assert missing.value.status_code == 404 and "not found" in missing.value.error
 
 
-@pytest.mark.parametrize(("path", "body", "says"), [
-    ("/api/chat", b"{not json", "invalid request body"),
-    ("/api/chat", b'{"messages": []}', "'model' is required"),
-    ("/api/chat", b'{"model": "x", "messages": "hi"}', "messages"),
-    ("/api/chat", b'{"model": "x", "messages": [{"content": "hi"}]}', "messages.0.role"),
-    ("/api/generate", b'{"model": "x", "prompt": "hi", "options": {"num_ctx": -1}}',
-     "options.num_ctx"),
-    ("/api/generate", b'{"model": "x", "keep_alive": "soon"}', "keep_alive"),
-    ("/api/embed", b'{"model": "x"}', "input"),
-    ("/api/chat", f'{{"model": "{CHAT}", "messages": [{{"role": "user", "content": "hi"}}], '
-                  f'"format": "xml"}}'.encode(), "format"),
-])
-def test_malformed_bodies_are_400_with_a_message(server: ServerProcess, path: str,
-                                                 body: bytes, says: str) -> None:
+@pytest.mark.parametrize(
+    ("path", "body", "says"),
+    [
+        ("/api/chat", b"{not json", "invalid request body"),
+        ("/api/chat", b'{"messages": []}', "'model' is required"),
+        ("/api/chat", b'{"model": "x", "messages": "hi"}', "messages"),
+        ("/api/chat", b'{"model": "x", "messages": [{"content": "hi"}]}', "messages.0.role"),
+        (
+            "/api/generate",
+            b'{"model": "x", "prompt": "hi", "options": {"num_ctx": -1}}',
+            "options.num_ctx",
+        ),
+        ("/api/generate", b'{"model": "x", "keep_alive": "soon"}', "keep_alive"),
+        ("/api/embed", b'{"model": "x"}', "input"),
+        (
+            "/api/chat",
+            f'{{"model": "{CHAT}", "messages": [{{"role": "user", "content": "hi"}}], '
+            f'"format": "xml"}}'.encode(),
+            "format",
+        ),
+    ],
+)
+def test_malformed_bodies_are_400_with_a_message(
+    server: ServerProcess, path: str, body: bytes, says: str
+) -> None:
     answer = httpx.post(server.url + path, content=body)
     assert answer.status_code == 400
     assert answer.headers["content-type"] == "application/json"

@@ -23,8 +23,11 @@ SAY = [{"role": "user", "content": "Hi"}]
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    env = {"LEMON_PLUGINS_ALLOW": "llamacpp,ollama-api", "LEMON_API_KEY": API,
-           "LEMON_ADMIN_API_KEY": ADMIN}
+    env = {
+        "LEMON_PLUGINS_ALLOW": "llamacpp,ollama-api",
+        "LEMON_API_KEY": API,
+        "LEMON_ADMIN_API_KEY": ADMIN,
+    }
     with running_server(tmp_path_factory.mktemp("pinned") / "lemon", env) as s:
         yield s
 
@@ -35,8 +38,12 @@ def health(server: ServerProcess) -> dict[str, dict[str, object]]:
 
 
 def pin(server: ServerProcess, ctx: int) -> None:
-    httpx.post(server.url + "/api/v1/load", headers={"x-api-key": ADMIN}, timeout=120,
-               json={"model_name": CHAT, "pinned": True, "ctx_size": ctx}).raise_for_status()
+    httpx.post(
+        server.url + "/api/v1/load",
+        headers={"x-api-key": ADMIN},
+        timeout=120,
+        json={"model_name": CHAT, "pinned": True, "ctx_size": ctx},
+    ).raise_for_status()
 
 
 def refused(call: object) -> ollama.ResponseError:
@@ -48,10 +55,14 @@ def refused(call: object) -> ollama.ResponseError:
 
 def test_the_api_key_cannot_reload_or_unload_a_pinned_model(server: ServerProcess) -> None:
     pin(server, 2048)
-    with ollama.Client(host=server.url, timeout=120,
-                       headers={"Authorization": f"Bearer {API}"}) as client:
-        refused(lambda: client.generate(model=CHAT, prompt="Hi",
-                                        options={"num_ctx": 777, "num_predict": 1}))
+    with ollama.Client(
+        host=server.url, timeout=120, headers={"Authorization": f"Bearer {API}"}
+    ) as client:
+        refused(
+            lambda: client.generate(
+                model=CHAT, prompt="Hi", options={"num_ctx": 777, "num_predict": 1}
+            )
+        )
         refused(lambda: client.chat(model=CHAT, messages=[], keep_alive=0))
         refused(lambda: client.generate(model=CHAT, prompt="", keep_alive=0))
         # what it may do, it still does: chat with the model as loaded
@@ -62,8 +73,9 @@ def test_the_api_key_cannot_reload_or_unload_a_pinned_model(server: ServerProces
 
 def test_the_admin_key_reloads_keeping_the_pin_and_unloads(server: ServerProcess) -> None:
     pin(server, 2048)
-    with ollama.Client(host=server.url, timeout=120,
-                       headers={"Authorization": f"Bearer {ADMIN}"}) as client:
+    with ollama.Client(
+        host=server.url, timeout=120, headers={"Authorization": f"Bearer {ADMIN}"}
+    ) as client:
         client.generate(model=CHAT, prompt="Hi", options={"num_ctx": 1024, "num_predict": 1})
         loaded = health(server)[CHAT]
         assert loaded["pinned"] is True

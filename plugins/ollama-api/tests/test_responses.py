@@ -35,8 +35,11 @@ async def lines(fail_after: int, error: Exception) -> AsyncIterator[Line]:
 @ollama_errors
 async def streamed(request: Request) -> Response:
     after = int(request.query_params["after"])
-    error: Exception = LemonError("engine broke", 502) if request.query_params.get(
-        "kind") == "lemon" else RuntimeError("a bug")
+    error: Exception = (
+        LemonError("engine broke", 502)
+        if request.query_params.get("kind") == "lemon"
+        else RuntimeError("a bug")
+    )
     return NDJSONResponse(await started(lines(after, error)))
 
 
@@ -47,20 +50,25 @@ async def refused(request: Request) -> Response:
 
 async def ask(path: str) -> httpx.Response:
     app = Starlette(routes=[Route("/stream", streamed), Route("/refused", refused)])
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app),
-                                 base_url="http://test") as client:
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app), base_url="http://test"
+    ) as client:
         return await client.get(path)
 
 
 async def test_an_error_during_a_stream_ends_it_with_an_error_line() -> None:
     answer = await ask("/stream?after=2&kind=lemon")
-    assert answer.status_code == 200 and answer.headers["content-type"] == \
-        "application/x-ndjson"
+    assert answer.status_code == 200 and answer.headers["content-type"] == "application/x-ndjson"
     assert [json.loads(x) for x in answer.text.splitlines()] == [
-        {"n": 0, "done": False}, {"n": 1, "done": False}, {"error": "engine broke"}]
+        {"n": 0, "done": False},
+        {"n": 1, "done": False},
+        {"error": "engine broke"},
+    ]
     unexpected = await ask("/stream?after=1&kind=bug")
     assert [json.loads(x) for x in unexpected.text.splitlines()] == [
-        {"n": 0, "done": False}, {"error": INTERNAL}]
+        {"n": 0, "done": False},
+        {"error": INTERNAL},
+    ]
 
 
 async def test_an_error_before_the_first_line_keeps_its_status() -> None:

@@ -55,8 +55,11 @@ def install(host: HostInfo, config: Mapping[str, Any], pin: Pin | None) -> Insta
     if not verdict.supported:
         return InstallPlan("", message=verdict.message, unsupported=True)
     if pin is None:
-        return InstallPlan("", message="no vte-server build is pinned for this platform",
-                           action="use another recipe")
+        return InstallPlan(
+            "",
+            message="no vte-server build is pinned for this platform",
+            action="use another recipe",
+        )
     return InstallPlan(pin.version, pin.artifacts, runtime="rocm", message=verdict.message)
 
 
@@ -85,5 +88,7 @@ def normalize_request(endpoint: str, body: dict[str, Any]) -> None:
     if "repeat_penalty" in body and "repetition_penalty" not in body:
         body["repetition_penalty"] = body.pop("repeat_penalty")
     if endpoint == "/v1/completions" and body.get("stream"):
-        raise RequestRefused("vte-server does not stream /v1/completions; send the request "
-                             "with stream false, or use /v1/chat/completions")
+        raise RequestRefused(
+            "vte-server does not stream /v1/completions; send the request "
+            "with stream false, or use /v1/chat/completions"
+        )

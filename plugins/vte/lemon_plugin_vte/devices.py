@@ -25,8 +25,10 @@ from lemon_plugin_vte.vte_source import (
 )
 
 ELSEWHERE = "serve the model with the llamacpp recipe (its rocm or vulkan backend) instead"
-CHOOSE = ("set recipes.vte.device_index in the configuration file to its HIP device index "
-          "(vte-server logs the GPU it initialised: 'HIP Inicializado. GPU: …')")
+CHOOSE = (
+    "set recipes.vte.device_index in the configuration file to its HIP device index "
+    "(vte-server logs the GPU it initialised: 'HIP Inicializado. GPU: …')"
+)
 
 
 @dataclass(frozen=True)
@@ -38,48 +40,76 @@ class Assessment:
 
 
 def _listed(devices: list[HostDevice]) -> str:
-    return ", ".join(f"{d.name} ({d.family or 'unknown'}{', integrated' if d.integrated else ''})"
-                     for d in devices) or "none"
+    return (
+        ", ".join(
+            f"{d.name} ({d.family or 'unknown'}{', integrated' if d.integrated else ''})"
+            for d in devices
+        )
+        or "none"
+    )
 
 
 def _verdict(arch: str) -> str:
-    return (f"validated on real hardware ({VALIDATED[arch]})" if arch in VALIDATED
-            else "cross-compiled, never run on real hardware")
+    return (
+        f"validated on real hardware ({VALIDATED[arch]})"
+        if arch in VALIDATED
+        else "cross-compiled, never run on real hardware"
+    )
 
 
 def assess(host: HostInfo, device_index: int | None = None) -> Assessment:
     amd = [d for d in host.devices if d.kind is DeviceKind.AMD_GPU]
     if device_index is not None:
         if device_index >= len(amd):
-            return Assessment(False, f"recipes.vte.device_index is {device_index}, but this "
-                                     f"host has {len(amd)} AMD GPU(s): {_listed(amd)}")
-        return Assessment(True, f"VTE uses HIP device {device_index} as configured "
-                                "(recipes.vte.device_index), without its own family check")
+            return Assessment(
+                False,
+                f"recipes.vte.device_index is {device_index}, but this "
+                f"host has {len(amd)} AMD GPU(s): {_listed(amd)}",
+            )
+        return Assessment(
+            True,
+            f"VTE uses HIP device {device_index} as configured "
+            "(recipes.vte.device_index), without its own family check",
+        )
     runnable = [d for d in amd if vte_arch(d.name) in SUPPORTED_ARCHS]
     misread = [d for d in runnable if d.family and d.family != vte_arch(d.name)]
     if misread:
         d = misread[0]
         others = [o for o in runnable if o not in misread]
-        fix = (f"to use {others[0].name} instead, {CHOOSE}" if others else
-               f"until VTE's table knows it, {ELSEWHERE}")
-        return Assessment(False, f"VTE {VTE_VERSION} reads {d.name} as {vte_arch(d.name)} "
-                                 f"(its table matches it as a desktop card), but it is a "
-                                 f"{d.family} GPU: VTE would run the wrong kernels on it. {fix}")
+        fix = (
+            f"to use {others[0].name} instead, {CHOOSE}"
+            if others
+            else f"until VTE's table knows it, {ELSEWHERE}"
+        )
+        return Assessment(
+            False,
+            f"VTE {VTE_VERSION} reads {d.name} as {vte_arch(d.name)} "
+            f"(its table matches it as a desktop card), but it is a "
+            f"{d.family} GPU: VTE would run the wrong kernels on it. {fix}",
+        )
     if not runnable:
         unlisted = [d for d in amd if d.family.startswith("gfx110") and not d.integrated]
-        why = (f"; {_listed(unlisted)} is RDNA3 but not in VTE {VTE_VERSION}'s GPU table, "
-               "so VTE refuses it" if unlisted else "")
-        return Assessment(False, f"no GPU that VTE {VTE_VERSION} runs (an RX 7600, 7700, "
-                                 f"7800 XT or 7900 series card); AMD GPUs here: "
-                                 f"{_listed(amd)}{why}; {ELSEWHERE}")
+        why = (
+            f"; {_listed(unlisted)} is RDNA3 but not in VTE {VTE_VERSION}'s GPU table, "
+            "so VTE refuses it"
+            if unlisted
+            else ""
+        )
+        return Assessment(
+            False,
+            f"no GPU that VTE {VTE_VERSION} runs (an RX 7600, 7700, "
+            f"7800 XT or 7900 series card); AMD GPUs here: "
+            f"{_listed(amd)}{why}; {ELSEWHERE}",
+        )
     chosen = runnable[0]
     arch = vte_arch(chosen.name) or ""
     message = f"VTE will use {chosen.name} ({arch}, {_verdict(arch)})"
     if len(runnable) > 1:
-        message = (f"VTE will use the first of {', '.join(d.name for d in runnable)} in HIP "
-                   f"order, which may differ from Windows' order; to choose, {CHOOSE}")
+        message = (
+            f"VTE will use the first of {', '.join(d.name for d in runnable)} in HIP "
+            f"order, which may differ from Windows' order; to choose, {CHOOSE}"
+        )
     skipped = [d for d in amd if d not in runnable]
     if skipped:
-        message += (f"; it leaves {_listed(skipped)} alone (VTE_TARGET_ARCH_FAMILY="
-                    f"{TARGET_FAMILY})")
+        message += f"; it leaves {_listed(skipped)} alone (VTE_TARGET_ARCH_FAMILY={TARGET_FAMILY})"
     return Assessment(True, message)

@@ -25,9 +25,19 @@ SUPPORTED_ARCHITECTURES = frozenset({"qwen2", "granite", "qwen35", "llama"})
 def _scalars() -> dict[GGUFValueType, str]:
     from gguf import GGUFValueType as T
 
-    return {T.UINT8: "B", T.INT8: "b", T.UINT16: "H", T.INT16: "h", T.UINT32: "I",
-            T.INT32: "i", T.FLOAT32: "f", T.BOOL: "?", T.UINT64: "Q", T.INT64: "q",
-            T.FLOAT64: "d"}
+    return {
+        T.UINT8: "B",
+        T.INT8: "b",
+        T.UINT16: "H",
+        T.INT16: "h",
+        T.UINT32: "I",
+        T.INT32: "i",
+        T.FLOAT32: "f",
+        T.BOOL: "?",
+        T.UINT64: "Q",
+        T.INT64: "q",
+        T.FLOAT64: "d",
+    }
 
 
 def _read(f: BinaryIO, fmt: str) -> int:
@@ -85,7 +95,9 @@ def check_gguf(path: Path) -> str:
     if version != 3:
         raise LaunchRefused(f"{path.name} is GGUF v{version}; VTE reads GGUF v3 only")
     if arch not in SUPPORTED_ARCHITECTURES:
-        raise LaunchRefused(f"{path.name} is a {arch!r} model; VTE runs "
-                            f"{', '.join(sorted(SUPPORTED_ARCHITECTURES))} only. Serve it "
-                            "with another recipe, such as llamacpp")
+        raise LaunchRefused(
+            f"{path.name} is a {arch!r} model; VTE runs "
+            f"{', '.join(sorted(SUPPORTED_ARCHITECTURES))} only. Serve it "
+            "with another recipe, such as llamacpp"
+        )
     return arch

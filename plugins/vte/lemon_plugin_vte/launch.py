@@ -39,16 +39,33 @@ def find_executable(install_dir: Path) -> Path | None:
 def build_launch(context: LaunchContext) -> LaunchSpec:
     exe = find_executable(context.install_dir)
     if exe is None:
-        raise LaunchRefused(f"vte-server not found in {context.install_dir}; reinstall with "
-                            "'lemon backends install vte:rocm'")
+        raise LaunchRefused(
+            f"vte-server not found in {context.install_dir}; reinstall with "
+            "'lemon backends install vte:rocm'"
+        )
     choice = context.config.get("device_index")  # preflight has checked file and host
-    argv = (str(exe), "--gguf-path", str(context.model_path), "--port", str(context.port),
-            "--host", context.host, "--context-length", str(int(context.options["ctx_size"])),
-            "--idle-timeout", "0", "--vram-limit-pct", "0",
-            "--parent-pid", str(context.server_pid))
-    env = {**context.runtime_env,  # the recorded ROCm runtime: bin on PATH, HIP_PATH = root
-           "VTE_TARGET_ARCH_FAMILY": TARGET_FAMILY,  # VTE chooses within it, loudly
-           "PYTHONNOUSERSITE": "1"}
+    argv = (
+        str(exe),
+        "--gguf-path",
+        str(context.model_path),
+        "--port",
+        str(context.port),
+        "--host",
+        context.host,
+        "--context-length",
+        str(int(context.options["ctx_size"])),
+        "--idle-timeout",
+        "0",
+        "--vram-limit-pct",
+        "0",
+        "--parent-pid",
+        str(context.server_pid),
+    )
+    env = {
+        **context.runtime_env,  # the recorded ROCm runtime: bin on PATH, HIP_PATH = root
+        "VTE_TARGET_ARCH_FAMILY": TARGET_FAMILY,  # VTE chooses within it, loudly
+        "PYTHONNOUSERSITE": "1",
+    }
     if choice is not None:  # the administrator's HIP index: VTE then skips its checks
         env["VTE_DEVICE_INDEX"] = str(choice)
     return LaunchSpec(argv=argv, env=env, hopeless=HOPELESS, out_of_memory=OUT_OF_MEMORY)

@@ -25,31 +25,60 @@ RECIPE = Recipe(
     options=(
         # One recipe-level default instead of a pin on every model: auto-sizing from GGUF
         # metadata would pick 131072+ tokens, and VTE sizes its split-KV grid from it.
-        OptionSpec(name="ctx_size", default=8192, minimum=1, maximum=2**24,
-                   help="--context-length passed to vte-server"),
-        OptionSpec(name="device_index", type="int", minimum=0, scope=OptionScope.ADMIN,
-                   help="HIP device index VTE must use (VTE_DEVICE_INDEX); unset, VTE "
-                        "takes the first GPU of its table in the gfx110X family"),
+        OptionSpec(
+            name="ctx_size",
+            default=8192,
+            minimum=1,
+            maximum=2**24,
+            help="--context-length passed to vte-server",
+        ),
+        OptionSpec(
+            name="device_index",
+            type="int",
+            minimum=0,
+            scope=OptionScope.ADMIN,
+            help="HIP device index VTE must use (VTE_DEVICE_INDEX); unset, VTE "
+            "takes the first GPU of its table in the gfx110X family",
+        ),
     ),
-    backends=(Backend(
-        name="rocm", tier=Tier.EXPERIMENTAL, max_concurrency=1,
-        description=f"vte-server {VTE_VERSION} on Windows. Validated on the RX 7600 "
-                    "(gfx1102); RX 7700, 7800 XT and 7900 series kernels are cross-compiled "
-                    "and untested.",
-        support=(SupportRow(os=frozenset({"windows"}),
-                            devices={DeviceKind.AMD_GPU: SUPPORTED_ARCHS}),),
-    ),),
+    backends=(
+        Backend(
+            name="rocm",
+            tier=Tier.EXPERIMENTAL,
+            max_concurrency=1,
+            description=f"vte-server {VTE_VERSION} on Windows. Validated on the RX 7600 "
+            "(gfx1102); RX 7700, 7800 XT and 7900 series kernels are cross-compiled "
+            "and untested.",
+            support=(
+                SupportRow(
+                    os=frozenset({"windows"}), devices={DeviceKind.AMD_GPU: SUPPORTED_ARCHS}
+                ),
+            ),
+        ),
+    ),
 )
 
 MODELS = [
-    ModelInfo(name=name, recipe="vte", checkpoint=checkpoint, labels=("chat",),
-              suggested=True, description=f"{size} GB")
+    ModelInfo(
+        name=name,
+        recipe="vte",
+        checkpoint=checkpoint,
+        labels=("chat",),
+        suggested=True,
+        description=f"{size} GB",
+    )
     for name, checkpoint, size in [
-        ("Qwen2.5-1.5B-Instruct-VTE",
-         "Qwen/Qwen2.5-1.5B-Instruct-GGUF:qwen2.5-1.5b-instruct-q4_k_m.gguf", 1.12),
+        (
+            "Qwen2.5-1.5B-Instruct-VTE",
+            "Qwen/Qwen2.5-1.5B-Instruct-GGUF:qwen2.5-1.5b-instruct-q4_k_m.gguf",
+            1.12,
+        ),
         ("Granite-4.1-3B-VTE", "unsloth/granite-4.1-3b-GGUF:granite-4.1-3b-Q8_0.gguf", 3.62),
         ("Qwen3.5-2B-VTE", "unsloth/Qwen3.5-2B-GGUF:Qwen3.5-2B-Q6_K.gguf", 1.57),
-        ("Llama-3.1-8B-Instruct-VTE", "bartowski/Meta-Llama-3.1-8B-Instruct-GGUF:"
-                                      "Meta-Llama-3.1-8B-Instruct-Q4_K_M.gguf", 4.58),
+        (
+            "Llama-3.1-8B-Instruct-VTE",
+            "bartowski/Meta-Llama-3.1-8B-Instruct-GGUF:Meta-Llama-3.1-8B-Instruct-Q4_K_M.gguf",
+            4.58,
+        ),
     ]
 ]

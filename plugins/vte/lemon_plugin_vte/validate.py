@@ -28,23 +28,33 @@ def standin(executable: Path) -> str:
         head = executable.read_bytes()[:2]
     except OSError as exc:
         return f"vte-server at {executable} cannot be read ({exc.strerror})"
-    return "" if head == b"MZ" else (f"vte-server at {executable} is not a Windows "
-                                     "executable: a stand-in, not VTE's release build")
+    return (
+        ""
+        if head == b"MZ"
+        else (
+            f"vte-server at {executable} is not a Windows "
+            "executable: a stand-in, not VTE's release build"
+        )
+    )
 
 
 def device(context: FieldContext) -> FieldResult:
     """The GPU vte-server initialised is in VTE's family and is what its name says."""
     found = initialised(context.engine_log())
-    assert found is not None, ("vte-server never logged the GPU it initialised ('HIP "
-                               "Inicializado. GPU: ...'); its output is in server.log")
+    assert found is not None, (
+        "vte-server never logged the GPU it initialised ('HIP "
+        "Inicializado. GPU: ...'); its output is in server.log"
+    )
     name, arch = found
     known = amd_family(name)
     facts = {"device": name, "arch": arch, **({"family": known} if known else {})}
     supported = ", ".join(sorted(SUPPORTED_ARCHS))
-    assert arch in SUPPORTED_ARCHS, f"vte-server runs on {name} ({arch}), outside the " \
-                                    f"architectures it supports ({supported})"
-    assert not known or known == arch, (f"vte-server runs {arch} kernels on {name}, a "
-                                        f"{known} GPU: set recipes.vte.device_index")
+    assert arch in SUPPORTED_ARCHS, (
+        f"vte-server runs on {name} ({arch}), outside the architectures it supports ({supported})"
+    )
+    assert not known or known == arch, (
+        f"vte-server runs {arch} kernels on {name}, a {known} GPU: set recipes.vte.device_index"
+    )
     return FieldResult(facts, standin(Path(str(context.loaded["launch_command"][0]))))
 
 

@@ -13,13 +13,27 @@ VTE_VERSION = "0.3.7"
 # ``get_gpu_architecture`` L550-555), so "rx 7700s" reads as "rx 7700" and the longer
 # entries after a shorter prefix ("rx 7600 xt", "rx 7900 xtx", ...) never match.
 GPU_ARCH_MAP: tuple[tuple[str, str], ...] = (
-    ("rx 7600", "gfx1102"), ("rx 7600 xt", "gfx1101"), ("rx 7700", "gfx1101"),
-    ("rx 7700 xt", "gfx1101"), ("rx 7800 xt", "gfx1101"), ("rx 7900", "gfx1100"),
-    ("rx 7900 xt", "gfx1100"), ("rx 7900 xtx", "gfx1100"), ("rx 6600", "gfx1032"),
-    ("rx 6600 xt", "gfx1032"), ("rx 6650 xt", "gfx1032"), ("rx 6700", "gfx1031"),
-    ("rx 6700 xt", "gfx1031"), ("rx 6750 xt", "gfx1031"), ("rx 6800", "gfx1030"),
-    ("rx 6800 xt", "gfx1030"), ("rx 6900", "gfx1030"), ("rx 6900 xt", "gfx1030"),
-    ("rx 6950 xt", "gfx1030"), ("rx 6500 xt", "gfx1034"), ("rx 6400", "gfx1034"),
+    ("rx 7600", "gfx1102"),
+    ("rx 7600 xt", "gfx1101"),
+    ("rx 7700", "gfx1101"),
+    ("rx 7700 xt", "gfx1101"),
+    ("rx 7800 xt", "gfx1101"),
+    ("rx 7900", "gfx1100"),
+    ("rx 7900 xt", "gfx1100"),
+    ("rx 7900 xtx", "gfx1100"),
+    ("rx 6600", "gfx1032"),
+    ("rx 6600 xt", "gfx1032"),
+    ("rx 6650 xt", "gfx1032"),
+    ("rx 6700", "gfx1031"),
+    ("rx 6700 xt", "gfx1031"),
+    ("rx 6750 xt", "gfx1031"),
+    ("rx 6800", "gfx1030"),
+    ("rx 6800 xt", "gfx1030"),
+    ("rx 6900", "gfx1030"),
+    ("rx 6900 xt", "gfx1030"),
+    ("rx 6950 xt", "gfx1030"),
+    ("rx 6500 xt", "gfx1034"),
+    ("rx 6400", "gfx1034"),
 )
 # The family lemoncore passes as VTE_TARGET_ARCH_FAMILY; VTE keeps archs that start with
 # it minus its last character (``_select_device_index`` L381, L401).

@@ -25,32 +25,40 @@ def windows(*names: str) -> HostInfo:
 
 def test_the_table_is_vtes_as_typed_in_the_standin() -> None:
     tree = ast.parse(STANDIN.read_text())
-    standin = next(ast.literal_eval(node.value) for node in ast.walk(tree)
-                   if isinstance(node, ast.Assign)
-                   and getattr(node.targets[0], "id", "") == "GPU_ARCH_MAP")
+    standin = next(
+        ast.literal_eval(node.value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "GPU_ARCH_MAP"
+    )
     assert list(standin.items()) == list(GPU_ARCH_MAP)
     assert len(GPU_ARCH_MAP) == 21
     assert SUPPORTED_ARCHS == {"gfx1100", "gfx1101", "gfx1102"}
     assert RECIPE.backends[0].support[0].devices[DeviceKind.AMD_GPU] == SUPPORTED_ARCHS
 
 
-@pytest.mark.parametrize(("name", "family", "vte"), [
-    ("AMD Radeon RX 7600", "gfx1102", "gfx1102"),
-    ("AMD Radeon RX 7600 XT", "gfx1102", "gfx1102"),  # VTE's "rx 7600" entry comes first
-    ("AMD Radeon RX 7700 XT", "gfx1101", "gfx1101"),
-    ("AMD Radeon RX 7900 XTX", "gfx1100", "gfx1100"),
-    ("AMD Radeon RX 7900 GRE", "gfx1100", "gfx1100"),
-    ("AMD Radeon RX 7600S", "gfx1102", "gfx1102"),
-    ("AMD Radeon RX 7600M XT", "gfx1102", "gfx1102"),
-    ("AMD Radeon RX 7700S", "gfx1102", "gfx1101"),  # a laptop die VTE reads as desktop
-    ("AMD Radeon PRO W7600", "gfx1102", None), ("AMD Radeon PRO W7500", "gfx1102", None),
-    ("AMD Radeon PRO W7700", "gfx1101", None), ("AMD Radeon RX 7650 GRE", "gfx1102", None),
-    ("AMD Radeon PRO W7900", "gfx1100", None),
-    ("AMD Radeon RX 6800", "gfx1030", "gfx1030"),
-    ("AMD Radeon(TM) 780M Graphics", "gfx1103", None),
-])
-def test_lemoncore_knows_the_chip_and_vte_its_own_table(name: str, family: str,
-                                                        vte: str | None) -> None:
+@pytest.mark.parametrize(
+    ("name", "family", "vte"),
+    [
+        ("AMD Radeon RX 7600", "gfx1102", "gfx1102"),
+        ("AMD Radeon RX 7600 XT", "gfx1102", "gfx1102"),  # VTE's "rx 7600" entry comes first
+        ("AMD Radeon RX 7700 XT", "gfx1101", "gfx1101"),
+        ("AMD Radeon RX 7900 XTX", "gfx1100", "gfx1100"),
+        ("AMD Radeon RX 7900 GRE", "gfx1100", "gfx1100"),
+        ("AMD Radeon RX 7600S", "gfx1102", "gfx1102"),
+        ("AMD Radeon RX 7600M XT", "gfx1102", "gfx1102"),
+        ("AMD Radeon RX 7700S", "gfx1102", "gfx1101"),  # a laptop die VTE reads as desktop
+        ("AMD Radeon PRO W7600", "gfx1102", None),
+        ("AMD Radeon PRO W7500", "gfx1102", None),
+        ("AMD Radeon PRO W7700", "gfx1101", None),
+        ("AMD Radeon RX 7650 GRE", "gfx1102", None),
+        ("AMD Radeon PRO W7900", "gfx1100", None),
+        ("AMD Radeon RX 6800", "gfx1030", "gfx1030"),
+        ("AMD Radeon(TM) 780M Graphics", "gfx1103", None),
+    ],
+)
+def test_lemoncore_knows_the_chip_and_vte_its_own_table(
+    name: str, family: str, vte: str | None
+) -> None:
     assert amd_family(name) == family
     assert vte_arch(name) == vte
 
@@ -58,16 +66,14 @@ def test_lemoncore_knows_the_chip_and_vte_its_own_table(name: str, family: str,
 def test_rx_7600_alone_is_the_validated_card() -> None:
     verdict = assess(windows("AMD Radeon RX 7600"))
     assert verdict.supported
-    assert "AMD Radeon RX 7600 (gfx1102, validated on real hardware (RX 7600))" in \
-        verdict.message
+    assert "AMD Radeon RX 7600 (gfx1102, validated on real hardware (RX 7600))" in verdict.message
 
 
 def test_an_igpu_is_left_to_vtes_table() -> None:
     verdict = assess(windows("AMD Radeon(TM) 780M Graphics", "AMD Radeon RX 7900 XTX"))
     assert verdict.supported
     assert "VTE will use AMD Radeon RX 7900 XTX (gfx1100, cross-compiled" in verdict.message
-    assert "leaves AMD Radeon(TM) 780M Graphics (gfx1103, integrated) alone" in \
-        verdict.message
+    assert "leaves AMD Radeon(TM) 780M Graphics (gfx1103, integrated) alone" in verdict.message
     igpu_only = assess(windows("AMD Radeon(TM) 780M Graphics"))
     assert not igpu_only.supported and "no GPU that VTE 0.3.7 runs" in igpu_only.message
 
@@ -75,8 +81,7 @@ def test_an_igpu_is_left_to_vtes_table() -> None:
 def test_two_rdna3_cards_are_supported_and_the_choice_explained() -> None:
     verdict = assess(windows("AMD Radeon RX 7900 XTX", "AMD Radeon RX 7600"))
     assert verdict.supported
-    assert "first of AMD Radeon RX 7900 XTX, AMD Radeon RX 7600 in HIP order" in \
-        verdict.message
+    assert "first of AMD Radeon RX 7900 XTX, AMD Radeon RX 7600 in HIP order" in verdict.message
     assert "recipes.vte.device_index" in verdict.message
 
 
@@ -84,12 +89,15 @@ def test_rdna2_beside_rdna3_is_left_alone_by_the_family() -> None:
     verdict = assess(windows("AMD Radeon RX 6800", "AMD Radeon RX 7900 XT"))
     assert verdict.supported
     assert "VTE will use AMD Radeon RX 7900 XT" in verdict.message
-    assert "leaves AMD Radeon RX 6800 (gfx1030) alone (VTE_TARGET_ARCH_FAMILY=gfx110X)" in \
-        verdict.message
+    assert (
+        "leaves AMD Radeon RX 6800 (gfx1030) alone (VTE_TARGET_ARCH_FAMILY=gfx110X)"
+        in verdict.message
+    )
 
 
-@pytest.mark.parametrize("card", ["AMD Radeon PRO W7600", "AMD Radeon PRO W7500",
-                                  "AMD Radeon RX 7650 GRE"])
+@pytest.mark.parametrize(
+    "card", ["AMD Radeon PRO W7600", "AMD Radeon PRO W7500", "AMD Radeon RX 7650 GRE"]
+)
 def test_rdna3_cards_outside_vtes_table_are_not_offered(card: str) -> None:
     verdict = assess(windows(card))
     assert not verdict.supported

@@ -30,8 +30,9 @@ def test_supported_architectures_pass(tmp_path: Path, arch: str) -> None:
 
 
 def test_other_architectures_are_refused_with_the_way_out(tmp_path: Path) -> None:
-    with pytest.raises(LaunchRefused, match="'mamba' model; VTE runs granite, llama, qwen2, "
-                                            "qwen35 only"):
+    with pytest.raises(
+        LaunchRefused, match="'mamba' model; VTE runs granite, llama, qwen2, qwen35 only"
+    ):
         check_gguf(write_gguf(tmp_path / "m.gguf", "mamba"))
 
 

@@ -24,9 +24,14 @@ def user_environment(home: Path) -> dict[str, str]:
     profile folders lemoncore keeps its files in."""
     if not WINDOWS:
         return {"HOME": str(home), "PATH": "/usr/bin:/bin"}
-    return {"HOME": str(home), "USERPROFILE": str(home), "PATH": os.environ["PATH"],
-            "SystemRoot": os.environ["SystemRoot"], "APPDATA": str(home / "Roaming"),
-            "LOCALAPPDATA": str(home / "Local")}
+    return {
+        "HOME": str(home),
+        "USERPROFILE": str(home),
+        "PATH": os.environ["PATH"],
+        "SystemRoot": os.environ["SystemRoot"],
+        "APPDATA": str(home / "Roaming"),
+        "LOCALAPPDATA": str(home / "Local"),
+    }
 
 
 def test_pip_install_makes_vte_appear_in_lemon_backends(tmp_path: Path) -> None:
@@ -37,11 +42,26 @@ def test_pip_install_makes_vte_appear_in_lemon_backends(tmp_path: Path) -> None:
     env_dir = tmp_path / "venv"
     venv.create(env_dir, with_pip=True)
     scripts, exe = (env_dir / "Scripts", ".exe") if WINDOWS else (env_dir / "bin", "")
-    subprocess.run([str(scripts / f"python{exe}"), "-m", "pip", "install", "-q", str(ROOT),
-                    str(ROOT / "plugins" / "vte")], check=True, capture_output=True)
-    listing = subprocess.run([str(scripts / f"lemon{exe}"), "backends", "--json"],
-                             check=True, capture_output=True, text=True,
-                             env=user_environment(tmp_path))
+    subprocess.run(
+        [
+            str(scripts / f"python{exe}"),
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            str(ROOT),
+            str(ROOT / "plugins" / "vte"),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    listing = subprocess.run(
+        [str(scripts / f"lemon{exe}"), "backends", "--json"],
+        check=True,
+        capture_output=True,
+        text=True,
+        env=user_environment(tmp_path),
+    )
     rows = json.loads(listing.stdout)
     vte = next(r for r in rows if r["recipe"] == "vte")
     assert vte["backend"] == "rocm" and vte["tier"] == "experimental"

@@ -30,8 +30,7 @@ class SmolOnVte:
 
 
 def settings(lock: Path, **extra: object) -> Settings:
-    return Settings(plugins_allow="vte", lock_files=[lock], allow_experimental="vte:rocm",
-                    **extra)  # type: ignore[arg-type]
+    return Settings(plugins_allow="vte", lock_files=[lock], allow_experimental="vte:rocm", **extra)  # type: ignore[arg-type]
 
 
 if __name__ == "__main__":
@@ -44,10 +43,12 @@ if __name__ == "__main__":
     parser.add_argument("--lock", type=Path, required=True)
     parser.add_argument("--port", type=int, required=True)
     args = parser.parse_args()
-    host = HostInfo("windows", (HostDevice(DeviceKind.CPU, "AMD Ryzen 7 7700"),
-                                *gpus_from_names(HIP)))
-    serve_app(create_app(settings(args.lock, port=args.port), plugins={"smol": SmolOnVte()},
-                         host=host))
+    host = HostInfo(
+        "windows", (HostDevice(DeviceKind.CPU, "AMD Ryzen 7 7700"), *gpus_from_names(HIP))
+    )
+    serve_app(
+        create_app(settings(args.lock, port=args.port), plugins={"smol": SmolOnVte()}, host=host)
+    )
 else:
     import pytest
 
@@ -59,8 +60,8 @@ else:
     from vte_support import World
 
     def test_vte_field_checks_run_against_the_stand_in_and_say_so(
-            tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-            capsys: pytest.CaptureFixture[str]) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    ) -> None:
         for name in ("HIP_PATH", "ROCM_PATH", "LEMON_CONFIG_FILE"):
             monkeypatch.delenv(name, raising=False)
         monkeypatch.setenv("LEMON_CACHE_DIR", str(tmp_path / "cache"))
@@ -70,25 +71,46 @@ else:
         with serve_directory(tmp_path / "www") as url:
             world = World(tmp_path, url, monkeypatch)
             lock = world.pin(world.publish("therock.tar.gz", _therock()))
-            run = Run(settings=settings(lock), plugins={"smol": SmolOnVte()},
-                      command=(str(Path(__file__)), "--lock", str(lock)))
+            run = Run(
+                settings=settings(lock),
+                plugins={"smol": SmolOnVte()},
+                command=(str(Path(__file__)), "--lock", str(lock)),
+            )
             parser = argparse.ArgumentParser()
             add_validate(parser.add_subparsers())
             out = tmp_path / "report"
-            code = cmd_validate(parser.parse_args([
-                "validate", "vte:rocm", "--model", "vte-smol", "--quick", "--yes", "--json",
-                "--out", str(out)]), run)
+            code = cmd_validate(
+                parser.parse_args(
+                    [
+                        "validate",
+                        "vte:rocm",
+                        "--model",
+                        "vte-smol",
+                        "--quick",
+                        "--yes",
+                        "--json",
+                        "--out",
+                        str(out),
+                    ]
+                ),
+                run,
+            )
         summary = json.loads(capsys.readouterr().out)
         report = json.loads((out / "report.json").read_text())
         checks = {c["name"]: c for c in report["checks"]}
         device = checks["device"]
         assert device["group"] == "field" and device["status"] == "passed", device
-        assert device["facts"] == {"device": "AMD Radeon RX 7600", "arch": "gfx1102",
-                                   "family": "gfx1102"}
+        assert device["facts"] == {
+            "device": "AMD Radeon RX 7600",
+            "arch": "gfx1102",
+            "family": "gfx1102",
+        }
         assert "a stand-in, not VTE's release build" in device["standin"]
         assert checks["backend installed"]["status"] == "passed"
-        assert any("the server describes another machine (windows: AMD Radeon RX 7600)"
-                   in why for why in report["standin"])
+        assert any(
+            "the server describes another machine (windows: AMD Radeon RX 7600)" in why
+            for why in report["standin"]
+        )
         assert report["hardware_evidence"] is False and summary["standin"] is True
         assert code in {0, 1}  # the kit's verdict on a stand-in is not what is tested here
         markdown = (out / "report.md").read_text()

@@ -35,26 +35,42 @@ from lemoncore.standin import CHUNK, Delta, Head, answer, delta, error, head
 # vte/config.py GPU_ARCH_MAP, dict order (the plugin keeps its own copy in vte_source.py;
 # this one is typed out again from VTE's source so a wrong copy there is caught here).
 GPU_ARCH_MAP = {
-    "rx 7600": "gfx1102", "rx 7600 xt": "gfx1101", "rx 7700": "gfx1101",
-    "rx 7700 xt": "gfx1101", "rx 7800 xt": "gfx1101", "rx 7900": "gfx1100",
-    "rx 7900 xt": "gfx1100", "rx 7900 xtx": "gfx1100", "rx 6600": "gfx1032",
-    "rx 6600 xt": "gfx1032", "rx 6650 xt": "gfx1032", "rx 6700": "gfx1031",
-    "rx 6700 xt": "gfx1031", "rx 6750 xt": "gfx1031", "rx 6800": "gfx1030",
-    "rx 6800 xt": "gfx1030", "rx 6900": "gfx1030", "rx 6900 xt": "gfx1030",
-    "rx 6950 xt": "gfx1030", "rx 6500 xt": "gfx1034", "rx 6400": "gfx1034",
+    "rx 7600": "gfx1102",
+    "rx 7600 xt": "gfx1101",
+    "rx 7700": "gfx1101",
+    "rx 7700 xt": "gfx1101",
+    "rx 7800 xt": "gfx1101",
+    "rx 7900": "gfx1100",
+    "rx 7900 xt": "gfx1100",
+    "rx 7900 xtx": "gfx1100",
+    "rx 6600": "gfx1032",
+    "rx 6600 xt": "gfx1032",
+    "rx 6650 xt": "gfx1032",
+    "rx 6700": "gfx1031",
+    "rx 6700 xt": "gfx1031",
+    "rx 6750 xt": "gfx1031",
+    "rx 6800": "gfx1030",
+    "rx 6800 xt": "gfx1030",
+    "rx 6900": "gfx1030",
+    "rx 6900 xt": "gfx1030",
+    "rx 6950 xt": "gfx1030",
+    "rx 6500 xt": "gfx1034",
+    "rx 6400": "gfx1034",
 }
-BUSY = ("O VTE já está gerando outra resposta; esta instância processa um pedido por vez.")
+BUSY = "O VTE já está gerando outra resposta; esta instância processa um pedido por vez."
 TOKEN_S = float(os.environ.get("VTE_STANDIN_TOKEN_S", "0.02"))
 PREFILL_S = float(os.environ.get("VTE_STANDIN_PREFILL_S", "0"))
 REPORT = os.environ.get("VTE_STANDIN_REPORT")
 HOLD = os.environ.get("VTE_STANDIN_HOLD")
 TIMINGS = {"prefill_duration_ttft": 0.01, "decoding_speed_tps": 50.0}  # in VTE's usage
-ENV_KEYS = ("PATH", "HIP_PATH", "VTE_TARGET_ARCH_FAMILY", "VTE_DEVICE_INDEX",
-            "PYTHONNOUSERSITE")
+ENV_KEYS = ("PATH", "HIP_PATH", "VTE_TARGET_ARCH_FAMILY", "VTE_DEVICE_INDEX", "PYTHONNOUSERSITE")
 
 # vte/bridge/logger.py get_logger: "<asctime> [<LEVEL>] <logger>: <msg>" on stdout.
-logging.basicConfig(stream=sys.stdout, level=logging.INFO,
-                    format="%(asctime)s [%(levelname)s] %(name)s: %(message)s")
+logging.basicConfig(
+    stream=sys.stdout,
+    level=logging.INFO,
+    format="%(asctime)s [%(levelname)s] %(name)s: %(message)s",
+)
 hip_log, server_log = logging.getLogger("VTE.HIP"), logging.getLogger("VTE.Server")
 
 
@@ -89,8 +105,10 @@ def find_hip_dll() -> Path:
         found = sorted(folder.glob("amdhip64*.dll")) if folder.is_dir() else []
         if found:
             return found[-1]
-    raise HIPRuntimeError("amdhip64.dll não encontrada. Instale o AMD HIP SDK: "
-                          "https://www.amd.com/en/developer/resources/rocm-hub/hip-sdk.html")
+    raise HIPRuntimeError(
+        "amdhip64.dll não encontrada. Instale o AMD HIP SDK: "
+        "https://www.amd.com/en/developer/resources/rocm-hub/hip-sdk.html"
+    )
 
 
 def select_device_index(devices: list[str]) -> int:
@@ -109,10 +127,12 @@ def select_device_index(devices: list[str]) -> int:
                 raise HIPRuntimeError(
                     f"VTE_TARGET_ARCH_FAMILY={family}, mas o único device HIP visível "
                     f"('{devices[0]}', arch {arch or 'desconhecida'}) não pertence a essa "
-                    "família.")
+                    "família."
+                )
         return 0  # one device, or none: hipSetDevice(0) decides
-    mapped = [(i, name, arch) for i, name in enumerate(devices)
-              if (arch := gpu_arch(name)) is not None]  # iGPUs are not in the map
+    mapped = [
+        (i, name, arch) for i, name in enumerate(devices) if (arch := gpu_arch(name)) is not None
+    ]  # iGPUs are not in the map
     if prefix is not None:
         kept = [m for m in mapped if m[2].startswith(prefix)]
         if not kept:
@@ -120,21 +140,31 @@ def select_device_index(devices: list[str]) -> int:
             raise HIPRuntimeError(
                 f"VTE_TARGET_ARCH_FAMILY={family}, mas nenhum dos {count} devices HIP "
                 f"visíveis pertence a essa família ({seen}). Recusando escolher uma "
-                "geração não validada.")
+                "geração não validada."
+            )
         mapped = kept
     if not mapped:
-        hip_log.warning("Nenhum dos %d devices HIP visíveis bate com uma arquitetura "
-                        "conhecida (%s); usando device 0 como fallback.", count,
-                        ", ".join(devices))
+        hip_log.warning(
+            "Nenhum dos %d devices HIP visíveis bate com uma arquitetura "
+            "conhecida (%s); usando device 0 como fallback.",
+            count,
+            ", ".join(devices),
+        )
         return 0
     index, name, _ = mapped[0]
     if len(mapped) == 1:
-        hip_log.info("GPU selecionada: %s (device %d) entre %d devices HIP visíveis.",
-                     name, index, count)
+        hip_log.info(
+            "GPU selecionada: %s (device %d) entre %d devices HIP visíveis.", name, index, count
+        )
     else:
-        hip_log.warning("Múltiplas GPUs AMD suportadas detectadas (%s); usando a primeira "
-                        "(%s, device %d). Defina VTE_DEVICE_INDEX para escolher outra "
-                        "explicitamente.", ", ".join(m[1] for m in mapped), name, index)
+        hip_log.warning(
+            "Múltiplas GPUs AMD suportadas detectadas (%s); usando a primeira "
+            "(%s, device %d). Defina VTE_DEVICE_INDEX para escolher outra "
+            "explicitamente.",
+            ", ".join(m[1] for m in mapped),
+            name,
+            index,
+        )
     return index
 
 
@@ -150,8 +180,9 @@ def initialize() -> tuple[int, str, str]:
     name = devices[index]
     arch = gpu_arch(name)
     if arch is None:
-        hip_log.warning("Arquitetura para GPU '%s' não mapeada. Usando fallback gfx1100.",
-                        name.lower())
+        hip_log.warning(
+            "Arquitetura para GPU '%s' não mapeada. Usando fallback gfx1100.", name.lower()
+        )
         arch = "gfx1100"
     hip_log.info("HIP Inicializado. GPU: %s | Arch: %s | CUs: 32 | VRAM: 8176 MB", name, arch)
     return index, name, arch
@@ -192,8 +223,10 @@ def watch_parent(pid: int) -> None:
     """http_server.py _start_parent_watchdog: every 5 s (0.5 s here); gone: exit 0."""
     while parent_alive(pid):
         time.sleep(0.5)
-    server_log.warning("Processo pai (PID %d) não existe mais -- encerrando e liberando VRAM "
-                       "(watchdog de órfão).", pid)
+    server_log.warning(
+        "Processo pai (PID %d) não existe mais -- encerrando e liberando VRAM (watchdog de órfão).",
+        pid,
+    )
     os._exit(0)
 
 
@@ -294,8 +327,14 @@ class Handler(standin.Handler):
         event_loop.release()  # the stream's generation thread leaves the loop free
         self.stream(body, ident, out, finish, counts)
 
-    def stream(self, body: dict[str, object], ident: str, out: list[str], finish: str,
-               counts: dict[str, object]) -> None:
+    def stream(
+        self,
+        body: dict[str, object],
+        ident: str,
+        out: list[str],
+        finish: str,
+        counts: dict[str, object],
+    ) -> None:
         """The stream; the generation thread works through the prefill and notices a
         disconnect only after its next visible piece, then releases the lock
         (``_generate_stream``'s ``finally``)."""

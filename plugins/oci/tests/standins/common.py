@@ -2,6 +2,7 @@
 
 Runs inside the test image under the image's own python3. Each check cites its source.
 """
+
 from __future__ import annotations
 
 import os
@@ -33,8 +34,11 @@ def require_host_ipc() -> None:
         import time
 
         time.sleep(1.5)
-        fail("HSA_STATUS_ERROR_OUT_OF_RESOURCES: hsa_init failed to map the shared "
-             "signal pool (IPC namespace is not the host's; run with --ipc=host)", 134)
+        fail(
+            "HSA_STATUS_ERROR_OUT_OF_RESOURCES: hsa_init failed to map the shared "
+            "signal pool (IPC namespace is not the host's; run with --ipc=host)",
+            134,
+        )
 
 
 def llama_server(*args: str) -> None:
