@@ -40,9 +40,11 @@ from lemoncore.serving.sse import DONE, DataLines, error_message
 class Gateway:
     """Public calls on a running lemoncore; stable within a minor version."""
 
-    def __init__(self, core: Core, manage: bool = True) -> None:
-        """``manage``: whether the caller may do what the management routes do."""
-        self._core, self._manage = core, manage
+    def __init__(self, core: Core, manage: bool = True, surface: str | None = None) -> None:
+        """``manage``: whether the caller may do what the management routes do;
+        ``surface``: the path its client called (told to the backend owner's
+        ``normalize_request``)."""
+        self._core, self._manage, self._surface = core, manage, surface
 
     until_disconnect = staticmethod(until_disconnect)
     """Await work for a request, cancelled (``None``) if its client disconnects first."""
@@ -59,6 +61,7 @@ class Gateway:
             may_manage(
                 request.scope, key.get_secret_value() if key else None, settings.allow_remote_admin
             ),
+            request.url.path,
         )
 
     def _require_manage(self, what: str) -> None:
@@ -174,6 +177,7 @@ class Gateway:
             stream=False,
             retry=endpoint.retried,
             keep_alive=keep_alive,
+            surface=self._surface,
         )
         async with answer:
             if answer.upstream.status_code != 200:
@@ -196,6 +200,7 @@ class Gateway:
             stream=True,
             retry=endpoint.retried,
             keep_alive=keep_alive,
+            surface=self._surface,
         )
         async with answer:
             if answer.upstream.status_code != 200:

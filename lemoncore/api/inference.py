@@ -103,6 +103,7 @@ async def _translated(
         stream=False,
         retry=endpoint.retried,
         keep_alive=keep_alive,
+        surface=endpoint.path,
     )
     async with answer:
         if answer.upstream.status_code != 200:
@@ -128,6 +129,7 @@ async def _translated_stream(
         stream=True,
         retry=endpoint.retried,
         keep_alive=keep_alive,
+        surface=endpoint.path,
     )
     if answer.upstream.status_code != 200:
         async with answer:

@@ -212,7 +212,7 @@ def launch(
 
 @hookspec
 def normalize_request(
-    recipe: Recipe, backend: Backend, endpoint: str, body: dict[str, Any]
+    recipe: Recipe, backend: Backend, endpoint: str, body: dict[str, Any], surface: str
 ) -> None:
     """Adjust an inference request body in place before it is forwarded to the backend.
 
@@ -224,6 +224,9 @@ def normalize_request(
     :param backend: the backend serving the request.
     :param endpoint: the OpenAI path, such as ``/v1/chat/completions``.
     :param body: the request's JSON body, to change in place.
+    :param surface: the path the client called: ``endpoint`` itself, or the API lemoncore
+        translates from (``/v1/messages``, ``/v1/responses``, or a plugin's route such as
+        Ollama's ``/api/chat``) when the body is lemoncore's translation of it.
     :returns: nothing; the value is ignored.
     :raises RequestRefused: for a request the backend cannot serve (answered with a 400).
 
@@ -237,4 +240,6 @@ def normalize_request(
     .. versionadded:: 0.1
     .. versionchanged:: 0.2
        Called only on the backend's owner (before: on every plugin).
+    .. versionchanged:: 0.4
+       ``surface``.
     """

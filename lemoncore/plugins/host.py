@@ -220,10 +220,20 @@ class PluginHost:
         return ""
 
     def normalize_request(
-        self, recipe: Recipe, backend: Backend, endpoint: str, body: dict[str, JsonValue]
+        self,
+        recipe: Recipe,
+        backend: Backend,
+        endpoint: str,
+        body: dict[str, JsonValue],
+        surface: str,
     ) -> None:
         self._ask_owner(
-            "normalize_request", recipe=recipe, backend=backend, endpoint=endpoint, body=body
+            "normalize_request",
+            recipe=recipe,
+            backend=backend,
+            endpoint=endpoint,
+            body=body,
+            surface=surface,
         )
 
     def field_checks(self, recipe: Recipe, backend: Backend) -> list[FieldCheck]:

@@ -41,13 +41,15 @@ async def exchange(
     stream: bool,
     retry: bool = True,
     keep_alive: float | None = None,
+    surface: str | None = None,
 ) -> Answer:
     """Send ``body`` to ``model``'s server; with ``retry``, once more to a fresh server
     when the backend died before answering. A ``keep_alive`` (seconds) replaces the
-    server's (:meth:`Router.acquire`). The answer must be closed (``async with``); a
-    complete one (or a stream's failed start) has ended already, a stream that started
-    ends as its relay says. A non-streaming request still waiting at a shutdown's drain
-    deadline is cut (503)."""
+    server's (:meth:`Router.acquire`); ``surface`` is the path the client called when
+    ``body`` translates it (the owner's ``normalize_request`` is told). The answer must
+    be closed (``async with``); a complete one (or a stream's failed start) has ended
+    already, a stream that started ends as its relay says. A non-streaming request still
+    waiting at a shutdown's drain deadline is cut (503)."""
     for attempt in (1, 2) if retry else (2,):  # only a first attempt is retried
         resources = AsyncExitStack()
         try:
@@ -55,7 +57,9 @@ async def exchange(
             if path not in server.backend.endpoints:
                 raise not_served(server.recipe, server.backend, path)
             if isinstance(body, dict):
-                router.plugins.normalize_request(server.recipe, server.backend, path, body)
+                router.plugins.normalize_request(
+                    server.recipe, server.backend, path, body, surface or path
+                )
             try:
                 with router.admission.cut_at_drain_deadline() as deadline:
                     upstream = await send_when_free(router, server, path, body, stream)

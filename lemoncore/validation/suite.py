@@ -210,7 +210,8 @@ class BackendConformance:
         model = ModelInfo(name="m", recipe=recipe_name, checkpoint="file:/m.gguf")
         assert plugins.launch_spec(recipe, theirs, model, context, host) is intruder.spec
         assert plugins.install_plan(recipe, ours, host, {}, None) is not intruder.plan
-        plugins.normalize_request(recipe, ours, "/v1/chat/completions", {"messages": []})
+        chat = "/v1/chat/completions"
+        plugins.normalize_request(recipe, ours, chat, {"messages": []}, chat)
         assert intruder.calls == ["install intruder", "launch intruder"]
 
     def test_every_endpoint_the_backend_serves_answers(

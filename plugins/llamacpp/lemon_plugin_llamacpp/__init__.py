@@ -28,6 +28,7 @@ from lemon_plugin_llamacpp.launch import (
     user_args,
 )
 from lemon_plugin_llamacpp.recipe import RECIPE
+from lemon_plugin_llamacpp.stopword import ask_for_stop_word
 from lemon_plugin_llamacpp.validate import FIELD_CHECKS
 
 
@@ -79,3 +80,8 @@ def launch(backend: Backend, model: ModelInfo, context: LaunchContext) -> Launch
         return prebuilt_launch(model, context)
     spec = build_launch(model, context)
     return on_unix_socket(model, spec, context) or spec
+
+
+@hookimpl
+def normalize_request(endpoint: str, body: dict[str, Any], surface: str) -> None:
+    ask_for_stop_word(endpoint, body, surface)

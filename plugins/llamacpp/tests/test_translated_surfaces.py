@@ -91,3 +91,19 @@ def test_usage_leaves_out_what_the_prompt_cache_read(claude: anthropic.Anthropic
     first, again = sdk_surfaces.count_tokens_match_usage(claude, DEFAULT)
     assert (again.cache_read_input_tokens or 0) > 0, again
     assert again.input_tokens < first.input_tokens + (first.cache_read_input_tokens or 0)
+
+
+def test_a_matched_stop_sequence_is_named(claude: anthropic.Anthropic, gpt: openai.OpenAI) -> None:
+    """The plugin asks llama-server for the stop word of a translated Messages request
+    (``lemon_plugin_llamacpp.stopword``), so the answer says ``stop_sequence`` and which,
+    streamed and not; an OpenAI-surface answer with ``stop`` carries no ``__verbose``."""
+    cut, streamed = sdk_surfaces.stop_sequences_cut(claude, DEFAULT)
+    assert cut.stop_reason == streamed.stop_reason == "stop_sequence", (cut, streamed)
+    assert cut.stop_sequence and cut.stop_sequence == streamed.stop_sequence
+    chat = gpt.chat.completions.create(
+        model=DEFAULT,
+        messages=[{"role": "user", "content": sdk_surfaces.COUNTING}],
+        stop=[cut.stop_sequence],
+        max_tokens=48,
+    )
+    assert "__verbose" not in (chat.model_extra or {}), chat
