@@ -27,23 +27,53 @@ WORDS = (
     "Hello there, I am a small echo engine that answers with these words in order, "
     "one word a token, and then stops."
 )
-RECIPE = Recipe(
-    name="echo",
-    display_name="Echo engine (tests)",
-    backends=(
-        Backend(
-            name="cpu",
-            format=Format.PYTHON,
-            description="lemoncore.echo_engine: chat only",
-            support=(
-                SupportRow(
-                    os=frozenset({"linux", "windows", "darwin"}),
-                    devices={DeviceKind.CPU: frozenset()},
+
+
+def chat_only_recipe(name: str, display_name: str) -> Recipe:
+    """A recipe whose one backend (``cpu``) declares no endpoint but the defaults (chat,
+    completions, embeddings), so lemoncore translates Messages and Responses for it."""
+    return Recipe(
+        name=name,
+        display_name=display_name,
+        backends=(
+            Backend(
+                name="cpu",
+                format=Format.PYTHON,
+                description="chat only",
+                support=(
+                    SupportRow(
+                        os=frozenset({"linux", "windows", "darwin"}),
+                        devices={DeviceKind.CPU: frozenset()},
+                    ),
                 ),
             ),
         ),
-    ),
-)
+    )
+
+
+def echo_launch(model: ModelInfo, context: LaunchContext, *extra: str) -> LaunchSpec:
+    """lemoncore's echo engine serving ``model`` (``extra``: more of its flags)."""
+    return LaunchSpec(
+        argv=(
+            sys.executable,
+            "-m",
+            "lemoncore.echo_engine",
+            "--model",
+            str(context.model_path),
+            "--alias",
+            model.name,
+            "--host",
+            context.host,
+            "--port",
+            str(context.port),
+            *extra,
+        ),
+        env={"ECHO_ENGINE_API_KEY": context.backend_key},
+        health_path="/health",
+    )
+
+
+RECIPE = chat_only_recipe("echo", "Echo engine (tests)")
 
 
 class EchoPlugin:
@@ -66,23 +96,7 @@ class EchoPlugin:
 
     @hookimpl
     def launch(self, model: ModelInfo, context: LaunchContext) -> LaunchSpec:
-        return LaunchSpec(
-            argv=(
-                sys.executable,
-                "-m",
-                "lemoncore.echo_engine",
-                "--model",
-                str(context.model_path),
-                "--alias",
-                model.name,
-                "--host",
-                context.host,
-                "--port",
-                str(context.port),
-            ),
-            env={"ECHO_ENGINE_API_KEY": context.backend_key},
-            health_path="/health",
-        )
+        return echo_launch(model, context)
 
 
 def echo_plugin(cache_dir: Path) -> EchoPlugin:

@@ -22,29 +22,16 @@ from pathlib import Path
 
 from lemoncore import Settings, hookimpl
 from lemoncore.launch import InstallPlan, LaunchContext, LaunchSpec
-from lemoncore.recipes import Backend, DeviceKind, Format, ModelInfo, Recipe, SupportRow
+from lemoncore.recipes import ModelInfo, Recipe
+
+sys.path.insert(0, str(Path(__file__).parent))  # importlib mode adds no test dirs
+from echoplugin import chat_only_recipe, echo_launch
 
 SCRIPT = Path(__file__)
 TINY = SCRIPT.with_name("tinyserver.py")
 ECHO, WEDGED = "shapes-echo", "shapes-wedged"
 CTX_SIZE = 256  # the echo engine's context, in words
-RECIPE = Recipe(
-    name="shapes",
-    display_name="Error shapes (tests)",
-    backends=(
-        Backend(
-            name="cpu",
-            format=Format.PYTHON,
-            description="chat only",
-            support=(
-                SupportRow(
-                    os=frozenset({"linux", "windows", "darwin"}),
-                    devices={DeviceKind.CPU: frozenset()},
-                ),
-            ),
-        ),
-    ),
-)
+RECIPE = chat_only_recipe("shapes", "Error shapes (tests)")
 
 
 class ShapesPlugin:
@@ -92,24 +79,7 @@ class ShapesPlugin:
                     "500",
                 )
             )
-        return LaunchSpec(
-            argv=(
-                sys.executable,
-                "-m",
-                "lemoncore.echo_engine",
-                "--model",
-                str(context.model_path),
-                "--alias",
-                model.name,
-                "--host",
-                context.host,
-                "--port",
-                str(context.port),
-                "--ctx-size",
-                str(CTX_SIZE),
-            ),
-            env={"ECHO_ENGINE_API_KEY": context.backend_key},
-        )
+        return echo_launch(model, context, "--ctx-size", str(CTX_SIZE))
 
 
 if __name__ == "__main__":
