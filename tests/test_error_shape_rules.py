@@ -49,6 +49,8 @@ class Plugins:
     [
         ("/v1/messages", (), "anthropic"),
         ("/api/v1/messages/count_tokens", (), "anthropic"),
+        ("/v1/messages/nothing", (), "anthropic"),  # under Anthropic's path: a 404 there
+        ("/v1/messagesx", (), "openai"),
         ("/v1/chat/completions", (), "openai"),
         ("/v1/models", (VERSION,), "anthropic"),  # the anthropic client asks
         ("/v1/nothing-here", (VERSION,), "anthropic"),

@@ -94,9 +94,11 @@ class ErrorShapes:
         self.plugins = plugins
 
     def surface(self, scope: Scope) -> Surface:
-        """Whose shape the errors of the request in ``scope`` take."""
+        """Whose shape the errors of the request in ``scope`` take: Anthropic's on and
+        under its endpoints' paths (``/v1/messages/…``) and for a client that sends
+        ``anthropic-version``."""
         path = scope.get("path", "")
-        if path in self.anthropic_paths or (
+        if any(path == p or path.startswith(p + "/") for p in self.anthropic_paths) or (
             _under_api(path)
             and any(name == ANTHROPIC_VERSION for name, _ in scope.get("headers") or ())
         ):

@@ -32,6 +32,8 @@ from typing import Any
 
 from lemoncore.errors import LemonError
 from lemoncore.translation.anthropic_reply import MessagesStream, count_tokens_reply, from_chat
+from lemoncore.translation.checks import integer, name_of, number_within
+from lemoncore.translation.checks import refuse as _refuse
 from lemoncore.translation.wire import (
     ChatMessage,
     ChatRequest,
@@ -67,21 +69,6 @@ _UNTRANSLATABLE = frozenset(
     }
 )
 _ROLE_BLOCKS = {"user": ("text", "image", "tool_result"), "assistant": ("text", "tool_use")}
-
-
-def _refuse(message: str, param: str) -> LemonError:
-    return LemonError(message, 400, param=param)
-
-
-def _is_number(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
-
-
-def _integer(value: object) -> int | None:
-    """``value`` as a JSON integer (``2.0`` is one), else ``None``."""
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _text_of(blocks: Any, param: str) -> str:
@@ -240,7 +227,10 @@ def _tool(tool: Any, i: int) -> Tool:
 def _tool_choice(choice: Any) -> ToolChoice:
     kind = choice.get("type") if isinstance(choice, dict) else None
     if kind == "tool":
-        return {"type": "function", "function": {"name": choice.get("name")}}
+        return {
+            "type": "function",
+            "function": {"name": name_of(choice.get("name"), "tool_choice.name")},
+        }
     if isinstance(kind, str) and kind in _TOOL_CHOICES:
         return _TOOL_CHOICES[kind]
     raise _refuse(
@@ -249,16 +239,15 @@ def _tool_choice(choice: Any) -> ToolChoice:
 
 
 def _settings(body: Mapping[str, Any], chat: ChatRequest) -> None:
-    """The sampling settings and stop sequences, type-checked as Anthropic's API does."""
-    for name in ("temperature", "top_p", "top_k"):
-        value = body.get(name)
-        if value is None:
-            continue
-        if name == "top_k" and (value := _integer(value)) is None:
-            raise _refuse(f"top_k must be an integer, not {body[name]!r}", name)
-        if not _is_number(value):
-            raise _refuse(f"{name} must be a number, not {value!r}", name)
-        chat[name] = value
+    """The sampling settings and stop sequences, checked as Anthropic's API does
+    (``temperature`` and ``top_p`` from 0 to 1, ``top_k`` an integer of at least 0)."""
+    for name in ("temperature", "top_p"):
+        if (value := number_within(body, name, 0, 1)) is not None:
+            chat[name] = value
+    if body.get("top_k") is not None:
+        if (top_k := integer(body["top_k"])) is None or top_k < 0:
+            raise _refuse(f"top_k must be an integer of at least 0, not {body['top_k']!r}", "top_k")
+        chat["top_k"] = top_k
     stops = body.get("stop_sequences")
     if stops is not None and not (
         isinstance(stops, list) and all(isinstance(s, str) for s in stops)
@@ -325,7 +314,7 @@ def to_chat(body: Mapping[str, Any]) -> ChatRequest:
             "max_tokens is required: the most tokens to generate, an integer of at least 1",
             "max_tokens",
         )
-    if (limit := _integer(body["max_tokens"])) is None or limit < 1:
+    if (limit := integer(body["max_tokens"])) is None or limit < 1:
         raise _refuse(
             f"max_tokens must be an integer of at least 1, not {body['max_tokens']!r}"
             " (lemoncore does not pre-warm the prompt cache with 0)",

@@ -21,7 +21,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from lemoncore.errors import LemonError
+from lemoncore.translation.checks import name_of, number_within, positive_integer
+from lemoncore.translation.checks import refuse as _refuse
 from lemoncore.translation.responses_reply import ResponsesStream, from_chat
 from lemoncore.translation.wire import (
     ChatMessage,
@@ -51,10 +52,6 @@ _ROLES: dict[str, ChatRole] = {
     "developer": "system",
 }
 _TOOL_CHOICES: dict[str, ToolChoice] = {"auto": "auto", "none": "none", "required": "required"}
-
-
-def _refuse(message: str, param: str) -> LemonError:
-    return LemonError(message, 400, param=param)
 
 
 def _parts(content: Any, param: str) -> str | list[ContentPart]:
@@ -109,9 +106,12 @@ def _input(items: Any) -> list[ChatMessage]:
             out.append({"role": role, "content": content})
         elif kind == "function_call":
             call: ToolCall = {
-                "id": item.get("call_id"),
+                "id": name_of(item.get("call_id"), f"{where}.call_id"),
                 "type": "function",
-                "function": {"name": item.get("name"), "arguments": item.get("arguments", "{}")},
+                "function": {
+                    "name": name_of(item.get("name"), f"{where}.name"),
+                    "arguments": item.get("arguments", "{}"),
+                },
             }
             if out and out[-1]["role"] == "assistant":  # text and calls of one turn: one
                 out[-1].setdefault("tool_calls", []).append(call)  # message
@@ -122,7 +122,8 @@ def _input(items: Any) -> list[ChatMessage]:
             text = output if isinstance(output, str) else _parts(output, f"{where}.output")
             if not isinstance(text, str):
                 raise _refuse(f"{where}.output: a tool output can only be text here", where)
-            out.append({"role": "tool", "tool_call_id": item.get("call_id"), "content": text})
+            call_id = name_of(item.get("call_id"), f"{where}.call_id")
+            out.append({"role": "tool", "tool_call_id": call_id, "content": text})
         elif kind == "reasoning":
             continue
         elif kind == "item_reference":
@@ -145,7 +146,7 @@ def _tool(tool: Any, i: int) -> Tool:
             f"tools[{i}].type",
         )
     function: FunctionDefinition = {
-        "name": tool.get("name"),
+        "name": name_of(tool.get("name"), f"tools[{i}].name"),
         "parameters": tool.get("parameters") or {},
     }
     for key in ("description", "strict"):
@@ -159,7 +160,10 @@ def _tool_choice(choice: Any) -> ToolChoice:
         return _TOOL_CHOICES[choice]
     kind = choice.get("type") if isinstance(choice, dict) else None
     if kind == "function":
-        return {"type": "function", "function": {"name": choice.get("name")}}
+        return {
+            "type": "function",
+            "function": {"name": name_of(choice.get("name"), "tool_choice.name")},
+        }
     raise _refuse(
         f"tool_choice {choice!r} cannot be translated: use auto, none, required "
         "or {'type': 'function', 'name': ...}",
@@ -194,11 +198,16 @@ def to_chat(body: Mapping[str, Any]) -> ChatRequest:
     if body.get("instructions"):
         chat["messages"].append({"role": "system", "content": str(body["instructions"])})
     chat["messages"].extend(_input(body.get("input", "")))
-    if body.get("max_output_tokens") is not None:
-        chat["max_tokens"] = body["max_output_tokens"]
-    for setting in ("temperature", "top_p", "parallel_tool_calls"):
-        if body.get(setting) is not None:
-            chat[setting] = body[setting]
+    if (limit := positive_integer(body, "max_output_tokens")) is not None:
+        chat["max_tokens"] = limit
+    if (temperature := number_within(body, "temperature", 0, 2)) is not None:
+        chat["temperature"] = temperature
+    if (top_p := number_within(body, "top_p", 0, 1)) is not None:
+        chat["top_p"] = top_p
+    if body.get("parallel_tool_calls") is not None:
+        if not isinstance(body["parallel_tool_calls"], bool):
+            raise _refuse("parallel_tool_calls must be true or false", "parallel_tool_calls")
+        chat["parallel_tool_calls"] = body["parallel_tool_calls"]
     if body.get("stream"):
         chat["stream"], chat["stream_options"] = True, {"include_usage": True}
     if body.get("tools") is not None and not isinstance(body["tools"], list):

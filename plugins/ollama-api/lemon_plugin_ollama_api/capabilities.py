@@ -10,7 +10,8 @@ template (``ggufCapabilities``, then ``templateCapabilities``): ``completion``, 
 
 lemoncore's facts take precedence where it has better ones. The kind is lemoncore's
 model type (what its routes serve the model as: an ``embeddings`` label makes it
-``embedding``); a ``vision`` label adds ``vision`` and a ``reasoning`` label
+``embedding``); ``vision`` only with a ``vision`` label, the one lemoncore sends images
+to (not from the GGUF: lemoncore loads no projector); a ``reasoning`` label adds
 ``thinking``. A model that is not downloaded has no template to read: its labels alone
 say (``tools``/``tool-calling``, ``vision``, ``reasoning``). Other model types
 (reranking, transcription, images...) have no Ollama capability the plugin serves: ``[]``.
@@ -52,8 +53,8 @@ def capabilities(model: ModelInfo, metadata: Mapping[str, Value | Array]) -> lis
         return []
     labels = set(model.labels)
     template = _text(metadata, "tokenizer.chat_template")
-    arch = _text(metadata, "general.architecture")
-    vision = "vision" in labels or f"{arch}.vision.block_count" in metadata
+    vision = "vision" in labels  # what lemoncore lets through (a GGUF's own tower needs
+    # the projector file, which the llama.cpp plugin does not load)
     tools = template_has_tools(template) if metadata else bool(labels & _TOOL_LABELS)
     thinking = "reasoning" in labels or template_has_thinking(template)
     return [

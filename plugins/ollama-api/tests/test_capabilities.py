@@ -47,7 +47,7 @@ def gguf(template: str = "", **more: Any) -> dict[str, Any]:
         (
             ("chat",),
             gguf(CHATML, **{"qwen3.vision.block_count": 24}),
-            ["completion", "vision"],
+            ["completion"],  # no vision label: lemoncore refuses its images
         ),
         (
             ("vision", "reasoning"),
