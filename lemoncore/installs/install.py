@@ -21,7 +21,6 @@ import anyio
 import httpx
 
 from lemoncore.errors import InstallError as InstallError  # re-exported
-from lemoncore.installs.record import RECORD as RECORD  # re-exported
 from lemoncore.installs.record import InstallRecord, write_record
 from lemoncore.launch import Artifact, InstallPlan, ProgressCallback
 

@@ -4,39 +4,31 @@ record, and what the plugins loaded in this process say of it (:class:`PluginSid
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
 
 from lemoncore import __version__
 from lemoncore.api.replies import BackendInfo, SystemInfo
 from lemoncore.fieldchecks import FieldCheck
-from lemoncore.installs.install import RECORD
-from lemoncore.validation.facts import BackendFacts, InstallRecord, LockPin, Versions
+from lemoncore.installs.record import read_record
+from lemoncore.validation.facts import BackendFacts, InstalledFacts, LockPin, Versions
 from lemoncore.validation.options import Options, Run
 
-_RECORDED: tuple[Literal["version", "artifacts", "result"], ...] = (
-    "version",
-    "artifacts",
-    "result",
-)
 
-
-def install_record(cache_dir: Path, backend: str) -> InstallRecord | None:
-    """The installed version and artifacts (URL, SHA-256) lemoncore recorded, if any, as
-    the file has them."""
+def install_record(cache_dir: Path, backend: str) -> InstalledFacts | None:
+    """The installed version and artifacts (URL, SHA-256) lemoncore recorded, if any."""
     recipe, _, name = backend.partition(":")
-    try:
-        data = json.loads((cache_dir / "bin" / recipe / name / RECORD).read_text())
-    except (OSError, ValueError):
+    record = read_record(cache_dir / "bin" / recipe / name)
+    if record is None:
         return None
-    record: InstallRecord = {}
-    for key in _RECORDED:
-        if key in data:
-            record[key] = data[key]
-    return record
+    facts: InstalledFacts = {
+        "version": record.version,
+        "artifacts": [{"url": a.url, "sha256": a.sha256} for a in record.artifacts],
+    }
+    if record.result is not None:
+        facts["result"] = record.result
+    return facts
 
 
 def versions(info: Mapping[str, object]) -> Versions:
@@ -61,7 +53,7 @@ def backend_info(
     state: BackendInfo,
     owner: str,
     pin: LockPin | None,
-    record: InstallRecord | None,
+    record: InstalledFacts | None,
 ) -> BackendFacts:
     return {
         "name": options.backend,

@@ -52,17 +52,17 @@ class LockPin(TypedDict):
     artifacts: list[PinnedArtifact]
 
 
-class RecordedArtifact(TypedDict):
+class ArtifactFacts(TypedDict):
     url: str
     sha256: str | None
 
 
-class InstallRecord(TypedDict, total=False):
-    """What lemoncore recorded of an install: the version, the artifacts and what an
-    installer returned (an image ID, say)."""
+class InstalledFacts(TypedDict, total=False):
+    """What lemoncore recorded of an install (:class:`~lemoncore.installs.record.InstallRecord`):
+    the version, the artifacts and what an installer returned (an image ID, say)."""
 
     version: str
-    artifacts: list[RecordedArtifact]
+    artifacts: list[ArtifactFacts]
     result: str
 
 
@@ -76,7 +76,7 @@ BackendFacts = TypedDict(
         "state": str,
         "version": str,
         "pin": LockPin | str,
-        "installed": InstallRecord | str,
+        "installed": InstalledFacts | str,
     },
     total=False,
 )
