@@ -65,7 +65,7 @@ async def client(tmp_path: Path, anyio_backend: str) -> AsyncIterator[httpx.Asyn
             "/v1/embeddings",
             b'{"model": "tiny-chat", "input": "x"}',
             400,
-            "does not serve /v1/embeddings",
+            "is a llm model; /v1/embeddings serves only embedding models",
         ),
         ("POST", "/v1/completions", b'{"model": 3, "prompt": "x"}', 400, "'model'"),
         ("GET", "/v1/chat/completions", None, 405, "not allowed"),

@@ -280,7 +280,10 @@ async def test_a_plugin_multipart_endpoint_takes_uploads(
         assert too_big.value.status_code == 413
         with pytest.raises(openai.BadRequestError) as chat_model:
             await client.audio.transcriptions.create(model=MODEL, file=("a.wav", audio))
-        assert "is a llm model; it does not serve" in str(chat_model.value)
+        assert "is a llm model; /v1/audio/transcriptions serves only transcription" in str(
+            chat_model.value
+        )
+        assert chat_model.value.code == "model_type_mismatch"
         no_file = await http.post(
             "/v1/audio/transcriptions",
             headers={"x-api-key": "k"},

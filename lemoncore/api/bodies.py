@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Mapping
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, TypeVar, cast
 
 from pydantic import (
     AfterValidator,
@@ -145,7 +145,9 @@ class PullBody(Body):
     )
     recipe: str = Field("", description="The recipe that runs it (with `checkpoint`)")
     labels: list[str] = Field(
-        [], description="`embeddings`, `reranking`, `transcription`, `image`, `vision`, ..."
+        [],
+        description="`embeddings`, `reranking`, `transcription`, `speech`, `image` (they "
+        "set the model's type), `vision`, ...",
     )
     recipe_options: dict[str, object] = Field(
         {}, description="Options the recipe declares, used for each load of this model"
@@ -201,20 +203,13 @@ class InstallBody(UninstallBody):
     )
 
 
-class InferenceBody(Body):
-    """What lemoncore reads of an OpenAI request; every other field goes to the engine
-    unchanged."""
+class RoutedBody(Body):
+    """What lemoncore reads of every routed request: the model and ``keep_alive``;
+    every other field goes to the engine unchanged."""
 
     model_config = ConfigDict(extra="allow")
 
     model: ModelName = Field(description=_CATALOGUE_NAME)
-    stream: bool | None = Field(
-        None,
-        description="Answer an SSE stream that ends with "
-        "`data: [DONE]`; `: ping` comments while the engine is "
-        "silent",
-    )
-    max_tokens: JsonInt | None = None
     keep_alive: KeepAliveSeconds = Field(
         None,
         description="How long the model stays loaded after this "
@@ -222,6 +217,23 @@ class InferenceBody(Body):
         "keeps it until evicted; default: unchanged. lemoncore's own, not sent to the "
         "engine",
     )
+
+
+class StreamingBody(RoutedBody):
+    """A request to an endpoint that can answer a stream."""
+
+    stream: bool | None = Field(
+        None,
+        description="Answer an SSE stream that ends with "
+        "`data: [DONE]`; `: ping` comments while the engine is "
+        "silent",
+    )
+
+
+class InferenceBody(StreamingBody):
+    """A chat or completion request: ``max_tokens`` too."""
+
+    max_tokens: JsonInt | None = None
 
 
 class ChatBody(InferenceBody):
@@ -242,11 +254,11 @@ class CompletionBody(InferenceBody):
     )
 
 
-class EmbeddingBody(InferenceBody):
+class EmbeddingBody(RoutedBody):
     input: str | list[object] = Field(description="A string or an array of strings or tokens")
 
 
-_CORE_BODIES: dict[str, type[InferenceBody]] = {
+_CORE_BODIES: dict[str, type[RoutedBody]] = {
     "/v1/chat/completions": ChatBody,
     "/v1/completions": CompletionBody,
     "/v1/embeddings": EmbeddingBody,
@@ -254,16 +266,23 @@ _CORE_BODIES: dict[str, type[InferenceBody]] = {
 
 
 @functools.cache
-def body_of(endpoint: Endpoint) -> type[InferenceBody]:
-    """The body lemoncore checks for ``endpoint``: ``model``, its ``required`` field and,
-    where it streams, ``stream``; every other field goes to the engine unchanged."""
+def body_of(endpoint: Endpoint) -> type[RoutedBody]:
+    """The body lemoncore checks for ``endpoint``: ``model``, ``keep_alive``, ``stream``
+    where it streams, then the endpoint's own ``request`` model (or its ``required``
+    field); every field reaches the engine unchanged."""
     if endpoint.path in _CORE_BODIES:
         return _CORE_BODIES[endpoint.path]
+    base = StreamingBody if endpoint.streams else RoutedBody
+    bases: tuple[type[BaseModel], ...] = (base,)
+    if endpoint.request is not None:
+        bases = (base, endpoint.request)  # lemoncore's fields and strictness first
     fields: dict[str, Any] = {}  # Any: mypy checks **fields against __base__ too
-    if endpoint.required:
+    if endpoint.required and not any(endpoint.required in b.model_fields for b in bases):
         fields[endpoint.required] = (Any, Field(description="Required; passed to the engine"))
     name = "".join(p.title() for p in re.split(r"[/_-]", endpoint.path) if p) + "Body"
-    return create_model(name, __base__=InferenceBody, __doc__=endpoint.summary, **fields)
+    # The first base is a RoutedBody, so the model is one.
+    routed = cast("tuple[type[RoutedBody], ...]", bases)
+    return create_model(name, __base__=routed, __doc__=endpoint.summary, **fields)
 
 
 @functools.cache

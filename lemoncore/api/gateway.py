@@ -144,6 +144,8 @@ class Gateway:
         model = self._core.models.get(name)
         if model is None:
             raise LemonError(f"model {name!r} not found", 404, code="model_not_found")
+        if not self._core.models.deletable(model):  # raises its 422 before anything unloads
+            self._core.models.delete(model)
         if self._core.router.loaded(name) is not None:
             await self._core.router.unload(name)
         self._core.models.delete(model)

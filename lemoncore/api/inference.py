@@ -44,9 +44,7 @@ def routed(endpoint: Endpoint) -> Callable[[Request], Awaitable[Response]]:
     return handle
 
 
-async def _infer(
-    request: Request, endpoint: Endpoint, schema: type[bodies.InferenceBody]
-) -> Response:
+async def _infer(request: Request, endpoint: Endpoint, schema: type[bodies.RoutedBody]) -> Response:
     """Check what lemoncore reads of the body, then forward the body as it came (with
     the model's canonical name): every field the engine reads reaches it unchanged."""
     core: Core = request.app.state.core
@@ -61,7 +59,8 @@ async def _infer(
         return await _forward(request, core, endpoint, model, upload, stream)
     body = await json_object(request)
     model, checked = check_request(core, endpoint, schema, body)
-    stream, keep_alive = bool(checked.stream) and endpoint.streams, checked.keep_alive
+    stream = isinstance(checked, bodies.StreamingBody) and bool(checked.stream)
+    keep_alive = checked.keep_alive
     translation = await _translation(core, endpoint, model)
     if translation is None:
         return await _forward(request, core, endpoint, model, body, stream, keep_alive)
@@ -186,16 +185,18 @@ def _serving(core: Core, endpoint: Endpoint, name: str) -> ModelInfo:
     model = core.router.model(name)
     if model.model_type is not endpoint.model_type:
         raise ApiError(
-            f"model {model.name!r} is a {model.model_type.value} model; it does "
-            f"not serve {endpoint.path}",
+            f"model {model.name!r} is a {model.model_type.value} model; {endpoint.path} "
+            f"serves only {endpoint.model_type.value} models (GET /v1/models gives each "
+            "model's model_type)",
+            code="model_type_mismatch",
             param=endpoint.model_field,
         )
     return model
 
 
 def check_request(
-    core: Core, endpoint: Endpoint, schema: type[bodies.InferenceBody], body: dict[str, Any]
-) -> tuple[ModelInfo, bodies.InferenceBody]:
+    core: Core, endpoint: Endpoint, schema: type[bodies.RoutedBody], body: dict[str, Any]
+) -> tuple[ModelInfo, bodies.RoutedBody]:
     """Check what lemoncore reads of ``body``, that its model serves ``endpoint`` and
     that it carries no image unless the model has the ``vision`` label; put the model's
     canonical name (and ``max_tokens`` for ``max_completion_tokens``) in it and take

@@ -152,6 +152,8 @@ async def delete(request: Request) -> Response:
     model = core.models.get(name)
     if model is None:
         raise ApiError(f"model {name!r} not found", 422, code="model_not_found")
+    if not core.models.deletable(model):  # raises its 422 before anything unloads
+        core.models.delete(model)
     if core.router.loaded(name) is not None:
         await core.router.unload(name)
     core.models.delete(model)

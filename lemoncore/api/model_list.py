@@ -27,12 +27,15 @@ def model_card(core: Core, model: ModelInfo) -> replies.ModelCard:
         replies.BackendRef(name=b.name, tier=b.tier, format=b.format)
         for b in (recipe.backends if recipe else ())
     ]
+    downloaded = core.models.local_path(model) is not None
     return replies.ModelCard(
         id=model.name,
         checkpoint=model.checkpoint,
         recipe=model.recipe,
+        model_type=model.model_type,
         backends=backends,
-        downloaded=core.models.local_path(model) is not None,
+        downloaded=downloaded,
+        deletable=core.models.deletable(model),
         suggested=model.suggested,
         labels=list(model.labels),
         aliases=list(model.aliases),

@@ -66,8 +66,15 @@ class ModelCard(Reply):
     owned_by: str = "lemoncore"
     checkpoint: str
     recipe: str
+    model_type: ModelType = Field(
+        description="What the model does (health calls it `type`): it decides its endpoints; "
+        "not `type`, which Anthropic's model objects use"
+    )
     backends: list[BackendRef]
     downloaded: bool
+    deletable: bool = Field(
+        description="Whether a delete removes anything; else it is refused (422)"
+    )
     suggested: bool
     labels: list[str]
     aliases: list[str]

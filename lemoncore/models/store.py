@@ -180,35 +180,40 @@ class ModelStore:
             )
         return self.confined(Path(await download(model, cp, on_progress)))
 
+    def deletable(self, model: ModelInfo) -> bool:
+        """Whether :meth:`delete` removes something: a downloaded Hugging Face checkpoint
+        (or part of one) or a model the user registered; a ``file:`` or ``pkg:``
+        catalogue model is not lemoncore's to delete."""
+        return bool(self._downloaded(model)) or model.name in self._user
+
     def delete(self, model: ModelInfo) -> None:
-        """Remove the model's downloaded file and forget a user model."""
-        cp = Checkpoint.parse(model.checkpoint)
-        first = (
-            huggingface_hub.try_to_load_from_cache(cp.location, cp.filename)
-            if cp.kind == "hf"
-            else None
-        )
-        revision = snapshot_revision(first, cp.filename) if isinstance(first, str) else None
-        found = (
-            [
-                first,
-                *(
-                    huggingface_hub.try_to_load_from_cache(cp.location, name, revision=revision)
-                    for name in model.files
-                ),
-            ]
-            if isinstance(first, str)
-            else []
-        )
-        for path in (f for f in found if isinstance(f, str)):
-            self.confined(Path(path)).unlink(missing_ok=True)  # the blob
-            Path(path).unlink(missing_ok=True)  # the snapshot's link to it
-        if not isinstance(next(iter(found), None), str) and model.name not in self._user:
+        """Remove the model's downloaded files and forget a user model; a model with
+        neither is a :class:`ModelError` (422), with nothing changed."""
+        found = self._downloaded(model)
+        if not found and model.name not in self._user:
             raise ModelError(
                 f"model {model.name!r} is not a download; nothing to delete", status=422
             )
+        for path in found:
+            self.confined(Path(path)).unlink(missing_ok=True)  # the blob
+            Path(path).unlink(missing_ok=True)  # the snapshot's link to it
         if self._user.pop(model.name, None) is not None:
             self._write_user()
+
+    def _downloaded(self, model: ModelInfo) -> list[str]:
+        """The model's files in the Hugging Face cache (none unless its checkpoint is)."""
+        cp = Checkpoint.parse(model.checkpoint)
+        if cp.kind != "hf":
+            return []
+        first = huggingface_hub.try_to_load_from_cache(cp.location, cp.filename)
+        if not isinstance(first, str):
+            return []
+        revision = snapshot_revision(first, cp.filename)
+        rest = (
+            huggingface_hub.try_to_load_from_cache(cp.location, name, revision=revision)
+            for name in model.files
+        )
+        return [first, *(f for f in rest if isinstance(f, str))]
 
 
 def _user_models(entries: list[Any]) -> dict[str, ModelInfo]:

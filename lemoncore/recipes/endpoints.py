@@ -7,7 +7,7 @@ from __future__ import annotations
 import functools
 from typing import Literal
 
-from pydantic import Field
+from pydantic import BaseModel, Field, model_validator
 
 from lemoncore.recipes.base import Frozen
 from lemoncore.recipes.kinds import ModelType
@@ -50,6 +50,20 @@ class Endpoint(Frozen):
     errors: Literal["openai", "anthropic"] = Field(
         "openai", description="The shape of lemoncore's own errors there"
     )
+    request: type[BaseModel] | None = Field(
+        None,
+        description="The JSON body's model (pydantic): lemoncore validates each request "
+        "with it (strict JSON types; a 400 naming the field) before routing, and the "
+        "OpenAPI document shows it. The body still reaches the engine as it came. "
+        "``model``, ``keep_alive`` and (where the endpoint streams) ``stream`` are "
+        "lemoncore's own; declare the engine's fields",
+    )
+
+    @model_validator(mode="after")
+    def _request_is_json(self) -> Endpoint:
+        if self.request is not None and self.body != "json":
+            raise ValueError("request describes a JSON body; a multipart endpoint has none")
+        return self
 
 
 @functools.cache

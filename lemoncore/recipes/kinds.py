@@ -69,10 +69,13 @@ class Format(StrEnum):
 
 
 class ModelType(StrEnum):
-    """The LRU pool a model belongs to; derived from its labels."""
+    """What a model does, derived from its labels: it decides which endpoints may route
+    to the model (each :class:`~lemoncore.recipes.Endpoint` names one type) and the LRU
+    pool it is counted in."""
 
     LLM = "llm"
     EMBEDDING = "embedding"
     RERANKING = "reranking"
-    TRANSCRIPTION = "transcription"
+    TRANSCRIPTION = "transcription"  # speech to text
+    SPEECH = "speech"  # text to speech
     IMAGE = "image"

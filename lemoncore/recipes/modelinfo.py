@@ -91,7 +91,8 @@ class ModelInfo(Frozen):
 
     @property
     def model_type(self) -> ModelType:
-        """From labels: ``embeddings``, ``reranking``, ``transcription``, ``image``; else LLM."""
+        """From labels: ``embeddings``, ``reranking``, ``transcription``, ``speech``,
+        ``image``; else LLM."""
         labels = set(self.labels)
         for label, type_ in _TYPE_LABELS:
             if label in labels:
@@ -104,5 +105,6 @@ _TYPE_LABELS = (
     ("embedding", ModelType.EMBEDDING),
     ("reranking", ModelType.RERANKING),
     ("transcription", ModelType.TRANSCRIPTION),
+    ("speech", ModelType.SPEECH),
     ("image", ModelType.IMAGE),
 )

@@ -49,7 +49,12 @@ async def exchange(
     ``body`` translates it (the owner's ``normalize_request`` is told). The answer must
     be closed (``async with``); a complete one (or a stream's failed start) has ended
     already, a stream that started ends as its relay says. A non-streaming request still
-    waiting at a shutdown's drain deadline is cut (503)."""
+    waiting at a shutdown's drain deadline is cut (503). A backend that does not serve
+    ``path`` is refused (400 ``endpoint_not_served``) before the model is loaded."""
+    if router.loaded(model.name) is None:  # refused before any load or eviction
+        recipe, backend = await router.backend_for(model.name)
+        if path not in backend.endpoints:
+            raise not_served(recipe, backend, path)
     for attempt in (1, 2) if retry else (2,):  # only a first attempt is retried
         resources = AsyncExitStack()
         try:

@@ -227,6 +227,8 @@ function modelRows(model) {
       openOptions.has(model.id) ? openOptions.delete(model.id) : openOptions.add(model.id);
       renderModels();
     } }, "Options…"));
+  }
+  if (model.deletable) { // a file: or pkg: catalogue model is not lemoncore's to delete
     actions.append(act("Delete", async () => {
       if (confirm(`Delete ${model.id}'s downloaded files?`)) await post("/api/v1/delete", { model_name: model.id });
     }));
@@ -413,11 +415,14 @@ const chat = { messages: [], controller: null, picked: false };
 
 function renderModelPickers() {
   const usable = state.models.filter((m) => m.downloaded || state.loaded.has(m.id));
+  const chats = usable.filter((m) => m.model_type === "llm"); // what /v1/chat/completions takes
   for (const [sel, all] of [["#chat-model", false], ["#log-model", true]]) {
     const select = $(sel);
+    const listed = all ? usable : chats;
     // Until the user picks a chat model, default to a loaded one.
-    const chosen = all || chat.picked ? select.value : [...state.loaded.keys()][0] || select.value;
-    const options = usable.map((m) => el("option", { value: m.id, selected: m.id === chosen }, m.id));
+    const loadedChat = chats.find((m) => state.loaded.has(m.id));
+    const chosen = all || chat.picked ? select.value : loadedChat?.id || select.value;
+    const options = listed.map((m) => el("option", { value: m.id, selected: m.id === chosen }, m.id));
     select.replaceChildren(...(all ? [el("option", { value: "" }, "all")] : []), ...options);
   }
 }
