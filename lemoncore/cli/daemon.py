@@ -1,9 +1,10 @@
 """A server's state file, ``lemon serve --detach``, ``lemon stop`` and ``lemon status``.
 
 ``lemon serve`` records itself in ``<cache_dir>/run/serve-<port>.json`` (pid, URL, log
-file) while it runs; ``stop`` and ``status`` find it there. ``--detach`` starts the same
-command in a new session with its output in ``<cache_dir>/run/serve-<port>.log`` and
-returns once the server answers ``/live``. ``stop`` sends SIGTERM, which drains requests
+file) once its port is bound, while it runs; ``stop`` and ``status`` find it there; on a
+taken port it exits 1 saying who holds it (:func:`port_taken`). ``--detach`` starts the
+same command in a new session with its output in ``<cache_dir>/run/serve-<port>.log``
+and returns once that process has recorded itself and answers ``/live``. ``stop`` sends SIGTERM, which drains requests
 and stops every backend and container (``serve_app``), and waits for the exit. Whether a
 server answers is asked through :class:`~lemoncore.cli.remote.Remote` (``/live``).
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import json
 import os
 import signal
@@ -89,6 +91,40 @@ def recorded(settings: Settings, log_file: str | None) -> Iterator[None]:
                 path.unlink()
 
 
+def port_taken(settings: Settings, error: OSError) -> str:
+    """Why a server could not bind its port, and who holds it: the recorded lemoncore
+    server, another lemoncore answering there (recorded under another cache directory),
+    or the listening process ``psutil`` can see (itself, when it is another user's)."""
+    where = f"{settings.host}:{settings.port}"
+    if error.errno != errno.EADDRINUSE:
+        return f"cannot listen on {where}: {error.strerror or error}"
+    fix = "choose another port (--port or LEMON_PORT)"
+    if (state := read_state(settings)) is not None:
+        holder = (
+            f"pid {state['pid']} (lemoncore, {state['url']}); stop it with: lemon stop, or {fix}"
+        )
+    elif Remote.for_settings(settings).live(timeout=1):
+        holder = f"another lemoncore server (not recorded in {state_file(settings).parent}); {fix}"
+    else:
+        holder = f"{_listener(settings.port)}; {fix}"
+    return f"port {settings.port} is in use by {holder}"
+
+
+def _listener(port: int) -> str:
+    import psutil
+
+    try:
+        pids = {
+            c.pid
+            for c in psutil.net_connections("tcp")
+            if c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port and c.pid
+        }
+        names = sorted(f"pid {pid} ({psutil.Process(pid).name()})" for pid in pids)
+    except (psutil.Error, OSError):
+        names = []
+    return ", ".join(names) or "another program"
+
+
 def detach(args: argparse.Namespace, argv: list[str]) -> int:
     """Start ``lemon serve`` (``argv`` without ``--detach``) in the background."""
     settings = settings_from(args)
@@ -114,7 +150,9 @@ def detach(args: argparse.Namespace, argv: list[str]) -> int:
             tail = log.read_text(errors="replace").splitlines()[-15:]
             print("lemon serve exited at start:\n" + "\n".join(tail), file=sys.stderr)
             return 1
-        if Remote(url).live(timeout=1):
+        # ours once it recorded itself (after binding the port) and answers
+        state = read_state(settings)
+        if state is not None and state["pid"] == child.pid and Remote(url).live(timeout=1):
             print(
                 f"lemoncore is serving {url}/v1 (pid {child.pid}, log {log}); "
                 "stop it with: lemon stop"

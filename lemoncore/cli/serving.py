@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import signal
+import sys
 import time
 from typing import TYPE_CHECKING
 
@@ -39,8 +40,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
         from lemoncore.cli.daemon import detach
 
         return detach(args, [w for w in args.argv if w != "--detach"])
-    from lemoncore.cli.daemon import recorded
-
     settings = settings_from(args)
     configure_logging(settings.log_format, settings.log_level)
     if settings.host not in {"127.0.0.1", "localhost", "::1"} and settings.api_key is None:
@@ -50,30 +49,38 @@ def cmd_serve(args: argparse.Namespace) -> int:
             "address can use the server; set LEMON_API_KEY",
             host=settings.host,
         )
-    app = create_app(settings)
-    with recorded(settings, args.log_file):
-        serve_app(app)
-    return 0
+    return serve_app(create_app(settings), args.log_file)
 
 
-def serve_app(app: Starlette) -> None:
-    """Serve a :func:`~lemoncore.app.create_app` app with Hypercorn until SIGINT/SIGTERM.
+def serve_app(app: Starlette, log_file: str | None = None) -> int:
+    """Serve a :func:`~lemoncore.app.create_app` app with Hypercorn until SIGINT/SIGTERM;
+    the exit status (1: the port is taken, said on stderr with who holds it).
 
-    On the signal the router refuses new requests and gives in-flight ones ``stop_grace``
-    seconds (streams then end with an error frame); Hypercorn's own grace is a second
-    longer, so those answers still reach their clients. Then every backend is stopped.
+    The port is bound first, and only then is the server recorded as the one on its
+    port (:func:`~lemoncore.cli.daemon.recorded`, ``log_file`` its output), so a second
+    server on a taken port changes nothing. On the signal the router refuses new requests
+    and gives in-flight ones ``stop_grace`` seconds (streams then end with an error
+    frame); Hypercorn's own grace is a second longer, so those answers still reach their
+    clients. Then every backend is stopped.
     """
     import anyio
     import structlog
     from hypercorn.asyncio import serve
 
     from lemoncore.app import core_of
+    from lemoncore.cli.daemon import port_taken, recorded
 
     log = structlog.get_logger("lemoncore.cli")
 
     core = core_of(app)
     settings = core.settings
     config = hypercorn_config(settings)
+    try:
+        (listening,) = config.create_sockets().insecure_sockets
+    except OSError as exc:
+        print(port_taken(settings, exc), file=sys.stderr)
+        return 1
+    config.bind = [f"fd://{listening.detach()}"]  # Hypercorn serves the bound socket
 
     async def main() -> None:
         stop = anyio.Event()
@@ -95,7 +102,9 @@ def serve_app(app: Starlette) -> None:
                 await serve(app, config, shutdown_trigger=stop.wait)  # type: ignore[arg-type]
                 tg.cancel_scope.cancel()
 
-    anyio.run(main)
+    with recorded(settings, log_file):
+        anyio.run(main)
+    return 0
 
 
 def hypercorn_config(settings: Settings) -> Config:
