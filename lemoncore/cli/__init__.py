@@ -73,11 +73,25 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def _parse(p: argparse.ArgumentParser, words: list[str]) -> argparse.Namespace:
+    """``words`` parsed; a command whose trailing words (``set_defaults(trailing=DEST)``)
+    may come after its options gets them all (``lemon run MODEL --max-tokens 30 hi``:
+    argparse alone ends ``nargs="*"`` at the first option)."""
+    args, extra = p.parse_known_args(words)
+    if not extra:
+        return args
+    trailing: str | None = getattr(args, "trailing", None)
+    if trailing is None or any(w.startswith("-") for w in extra):
+        return p.parse_args(words)  # argparse's own error, exit 2
+    setattr(args, trailing, [*getattr(args, trailing), *extra])
+    return args
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Everything after ``--`` goes to the launched agent untouched."""
     words = list(sys.argv[1:] if argv is None else argv)
     cut = words.index("--") if "--" in words else len(words)
-    args = parser().parse_args(words[:cut])
+    args = _parse(parser(), words[:cut])
     args.passthrough = words[cut + 1 :]
     args.argv = words
     try:

@@ -174,4 +174,4 @@ def add_run(sub: Subparsers) -> None:
         help="at most this many tokens per answer (default: the engine's)",
     )
     add_server_arg(run, json_flag=False)
-    run.set_defaults(func=cmd_run)
+    run.set_defaults(func=cmd_run, trailing="prompt")  # options anywhere, as Ollama's

@@ -4,9 +4,10 @@
 file) once its port is bound, while it runs; ``stop`` and ``status`` find it there; on a
 taken port it exits 1 saying who holds it (:func:`port_taken`). ``--detach`` starts the
 same command in a new session with its output in ``<cache_dir>/run/serve-<port>.log``
-and returns once that process has recorded itself and answers ``/live``. ``stop`` sends SIGTERM, which drains requests
-and stops every backend and container (``serve_app``), and waits for the exit. Whether a
-server answers is asked through :class:`~lemoncore.cli.remote.Remote` (``/live``).
+and returns once that process has recorded itself and answers ``/live``. ``stop`` sends
+SIGTERM, which drains requests and stops every backend and container (``serve_app``),
+and waits for the exit. Whether a server answers is asked through
+:class:`~lemoncore.cli.remote.Remote` (``/live``).
 """
 
 from __future__ import annotations
