@@ -346,6 +346,11 @@ def test_the_page_offers_only_what_the_api_would_do(server: ServerProcess, brows
         timeout=60,
     ).raise_for_status()
     open_tab(browser, server, "models")
+    js(
+        browser,
+        "const f = document.querySelector('#model-filter'); f.value = '';"
+        "f.dispatchEvent(new Event('input'))",
+    )
     wait_for(lambda: "downloaded" in row_text(browser, name), 15, "the registered model")
 
     def buttons(model: str) -> list[str]:
@@ -360,6 +365,23 @@ def test_the_page_offers_only_what_the_api_would_do(server: ServerProcess, brows
 
     assert "Delete" in buttons(name)
     assert buttons(LOCAL) and "Delete" not in buttons(LOCAL)
+    # an action the server refuses says why in its row, after the table re-renders
+    httpx.post(
+        server.url + "/api/v1/load", json={"model_name": LOCAL, "pinned": True}, timeout=120
+    ).raise_for_status()
+    for model in [m for m in loaded(server) if m != LOCAL]:
+        httpx.post(server.url + "/api/v1/unload", json={"model_name": model})
+    open_tab(browser, server, "models")
+    wait_for(lambda: "pinned" in row_text(browser, LOCAL), 15, "the pin")
+    row = f"document.querySelector(`#model-rows tr[data-model='{HUB_MODEL}']`)"
+    js(browser, f"{row}.dataset.before = 'the action'")  # gone once the table re-renders
+    click_in_row(browser, HUB_MODEL, "Load")
+    wait_for(lambda: js(browser, f"return !{row}.dataset.before"), 30, "the re-render")
+    error = js(browser, f"return {row}.querySelector('.error')?.textContent")
+    assert error and "pinned" in error, row_text(browser, HUB_MODEL)
+    assert loaded(server) == [LOCAL]
+    screenshot(browser, "models-refused")
+    httpx.post(server.url + "/api/v1/load", json={"model_name": LOCAL, "pinned": False})
     open_tab(browser, server, "chat")
 
     def picker(select: str) -> list[str]:

@@ -197,7 +197,9 @@ function modelRows(model) {
     model.downloaded ? el("span", { class: "badge downloaded" }, "downloaded")
       : el("span", { class: "badge" }, "not downloaded"));
   const progress = el("div", { class: "row-progress" });
-  const act = (label, fn, cls) => el("button", { class: cls, onclick: () => run(fn, progress) }, label);
+  if (actionErrors.has(model.id)) progress.append(el("div", { class: "error" }, actionErrors.get(model.id)));
+  const act = (label, fn, cls) =>
+    el("button", { class: cls, onclick: () => run(fn, progress, model.id) }, label);
   const actions = el("td", { class: "actions", "data-model": model.id });
   if (pulled.has(model.id)) { // the finished pull's bar stays until the page reloads
     progress.append(el("div", { class: "progress" }, el("progress", { max: 100, value: 100 }),
@@ -291,7 +293,7 @@ function optionsForm(model, progress) {
         : type === "list" ? input.value.split(",").map((s) => s.trim()).filter(Boolean)
         : input.value;
     }
-    run(() => post("/api/v1/load", body), progress);
+    run(() => post("/api/v1/load", body), progress, model.id);
   });
   return form;
 }
@@ -301,14 +303,19 @@ async function post(path, body) {
   await getJSON(path, body);
 }
 
-async function run(action, box) {
+// The last failed action's error per model, shown in its row until its next action:
+// the table re-renders after every action, so an error kept only in the DOM would vanish.
+const actionErrors = new Map();
+
+async function run(action, box, model) {
+  actionErrors.delete(model);
   box.replaceChildren(el("span", { class: "muted" }, "working…"));
   try {
     await action();
     box.replaceChildren();
   } catch (err) {
+    actionErrors.set(model, err.message);
     box.replaceChildren(el("div", { class: "error" }, err.message));
-    return;
   } finally {
     refreshModels().catch((err) => notice(err.message));
   }
