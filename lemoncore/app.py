@@ -29,27 +29,23 @@ API_PREFIXES = ("/api/v1", "/v1")
 def _routes(core: Core, ui: bool) -> list[BaseRoute]:
     """In the order Starlette tries them: every operation of the OpenAPI route table
     (lemoncore's own and the routed endpoints, plugins' included), prefixed ones under
-    each prefix; the web UI's ``/ui`` routes; the routes plugins serve themselves
-    (``register_routes``), each :class:`~lemoncore.routevet.Fenced` off every path of
-    the routes before it; last the UI's ``GET /`` redirect, which a plugin may take."""
+    each prefix; the web UI's ``/ui`` routes and a browser's ``GET /``; the routes
+    plugins serve themselves (``register_routes``), each
+    :class:`~lemoncore.routevet.Fenced` off every path of the routes before it; last the
+    UI's ``GET /`` redirect for other clients, which a plugin may take."""
     own: list[BaseRoute] = [
         Route(prefix + op.route, op.handler, methods=[op.method])
         for op in operations(core.plugins.registry.endpoints_tuple())
         for prefix in (API_PREFIXES if op.prefix else ("",))
     ]
     pages: list[BaseRoute] = []
+    root: list[BaseRoute] = []
     if ui:
         from lemoncore import ui as web_ui
 
-        pages = web_ui.routes()
-    root = [r for r in pages if getattr(r, "path", None) == "/"]
+        pages, root = web_ui.routes(), [web_ui.root_redirect()]
     taken = {*core.plugins.registry.endpoints, *(getattr(r, "path", "") for r in own)}
-    return [
-        *own,
-        *(r for r in pages if r not in root),
-        *routevet.fenced(core.plugins.registry.routes, taken),
-        *root,
-    ]
+    return [*own, *pages, *routevet.fenced(core.plugins.registry.routes, taken), *root]
 
 
 def create_app(

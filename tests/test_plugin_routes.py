@@ -178,6 +178,10 @@ async def test_the_kept_routes_answer_behind_the_key(tmp_path: Path, anyio_backe
         assert root.status_code == 401 and root.json()["error"]["code"] == "invalid_api_key"
         assert (await c.get("/", headers=KEY)).json() == {"hostile": "/"}
         assert (await c.get("/", headers=ADMIN)).json() == {"hostile": "/"}  # a superset
+        # a browser opening the address gets the page, whatever the plugin answers there
+        browser = {"Accept": "text/html,application/xhtml+xml,*/*;q=0.8"}
+        page = await c.get("/", headers=browser)
+        assert page.status_code == 307 and page.headers["location"] == "/ui/"
 
 
 async def test_without_a_plugin_at_root_the_ui_redirect_stays_open(

@@ -61,7 +61,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
         running_server(
             tmp / "lemon",
             {
-                "LEMON_PLUGINS_ALLOW": "llamacpp",
+                "LEMON_PLUGINS_ALLOW": "llamacpp,ollama-api",  # the API takes "/" too
                 "HF_ENDPOINT": hub,
                 "HF_HOME": str(tmp / "hf"),
                 "HF_HUB_OFFLINE": "0",
@@ -395,3 +395,14 @@ def test_the_page_offers_only_what_the_api_would_do(server: ServerProcess, brows
     wait_for(lambda: name in picker("#log-model"), 10, "the Logs picker")
     assert LOCAL in picker("#chat-model") and name not in picker("#chat-model")
     httpx.post(server.url + "/api/v1/delete", json={"model_name": name}).raise_for_status()
+
+
+def test_the_address_opens_the_page_where_the_ollama_api_answers_root(
+    server: ServerProcess, browser: Any
+) -> None:
+    if not entry_points(group="lemon", name="ollama-api"):
+        pytest.skip("the Ollama API plugin is not installed (pip install -e plugins/ollama-api)")
+    assert httpx.get(server.url + "/").text == "Ollama is running"  # what Ollama clients ask
+    browser.get(server.url + "/")
+    wait_for(lambda: browser.current_url == server.url + "/ui/", 30, "the page")
+    wait_for(lambda: js(browser, "return !!window.lemonUI"), 10, "the UI")

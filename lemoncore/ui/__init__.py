@@ -1,4 +1,5 @@
-"""The web UI: static pages served at ``/ui/`` (``GET /`` redirects there).
+"""The web UI: static pages served at ``/ui/``; ``GET /`` from a browser redirects there
+(:class:`BrowserRoot`), whatever a plugin answers ``/`` with for other clients.
 
 The pages are plain HTML, CSS and JavaScript in ``static/`` (no build step). They call
 the API same-origin with relative URLs, so the browser boundary
@@ -14,7 +15,8 @@ from pathlib import Path
 
 from starlette.requests import Request
 from starlette.responses import FileResponse, RedirectResponse, Response
-from starlette.routing import BaseRoute, Route
+from starlette.routing import BaseRoute, Match, Route
+from starlette.types import Scope
 
 STATIC = Path(__file__).parent / "static"
 SECURITY_HEADERS = {
@@ -53,13 +55,34 @@ async def _to_ui(request: Request) -> Response:
     return RedirectResponse("/ui/", 307)
 
 
+class BrowserRoot(Route):
+    """``GET /`` from a browser (its ``Accept`` names ``text/html``): the redirect to the
+    UI. Matched before plugin routes, so an address opened in a browser shows the page
+    even where a plugin answers ``/`` for its clients (the Ollama API's "Ollama is
+    running", which Ollama clients ask for without ``text/html``)."""
+
+    def __init__(self) -> None:
+        super().__init__("/", _to_ui, methods=["GET", "HEAD"])
+
+    def matches(self, scope: Scope) -> tuple[Match, Scope]:
+        accept = dict(scope.get("headers") or ()).get(b"accept", b"")
+        if b"text/html" not in accept.lower():
+            return Match.NONE, {}
+        return super().matches(scope)
+
+
 def routes() -> list[BaseRoute]:
-    """The UI's routes. ``/ui…`` is served before any plugin route (none may take it);
-    ``GET /`` after the plugins' (one that answers ``/`` itself, such as the Ollama
-    API, keeps it)."""
+    """The UI's routes, served before any plugin route (none may take them): ``/ui…`` and
+    a browser's ``GET /``."""
     return [
-        Route("/", _to_ui, methods=["GET", "HEAD"]),
+        BrowserRoot(),
         Route("/ui", _to_ui, methods=["GET", "HEAD"]),
         Route("/ui/", _file, methods=["GET", "HEAD"]),
         Route("/ui/{name}", _file, methods=["GET", "HEAD"]),
     ]
+
+
+def root_redirect() -> BaseRoute:
+    """Any other ``GET /`` to the UI, served after plugin routes: a plugin that answers
+    ``/`` itself (the Ollama API) keeps it."""
+    return Route("/", _to_ui, methods=["GET", "HEAD"])
