@@ -124,3 +124,36 @@ def test_the_url_comes_from_the_settings_without_server(
     code, out, err = lemon(capsys, "explain", MODEL, "--json")
     assert code == 0, err
     assert json.loads(out)["model_name"] == MODEL
+
+
+def test_pull_and_models_go_through_the_running_server(
+    server: ServerProcess, keyed: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A model ``lemon pull`` registers is one the running server serves at once (it
+    registers it, not the client's cache), and ``lemon models`` lists the server's."""
+    weights = server.log_file.parent / "models" / "extra.gguf"  # where models may be
+    weights.write_bytes(b"GGUF extra")
+    code, out, err = lemon(
+        capsys,
+        "pull",
+        "cli-extra",
+        "--checkpoint",
+        f"file:{weights}",
+        "--recipe",
+        "tiny",
+        "--server",
+        keyed,
+    )
+    assert code == 0, err
+    assert out.strip() == f"cli-extra: downloaded by the server at {keyed}"
+    code, out, err = lemon(capsys, "models", "--server", keyed, "--json")
+    assert code == 0, err
+    assert "cli-extra" in {m["name"] for m in json.loads(out)}
+    code, out, err = lemon(capsys, "load", "cli-extra", "--server", keyed, "--json")
+    assert code == 0, err  # served without a restart
+    code, _, err = lemon(capsys, "rm", "cli-extra", "--server", keyed)
+    assert code == 0, err
+    code, out, err = lemon(capsys, "models", "--all", "--server", keyed, "--json")
+    assert "cli-extra" not in {m["name"] for m in json.loads(out)}
+    code, _, err = lemon(capsys, "pull", "no-such-model", "--server", keyed)
+    assert code == 1 and "no-such-model" in err

@@ -48,26 +48,11 @@ class ChatBody(TypedDict):
 
 def _pull_if_needed(remote: Remote, model: str) -> None:
     from lemoncore.api import replies
+    from lemoncore.cli.models import pull_through
 
     card = replies.ModelCard.model_validate(remote.get(f"/v1/models/{model}"), extra="ignore")
-    if card.downloaded:
-        return
-    from rich.progress import DownloadColumn, Progress, TransferSpeedColumn
-
-    with (
-        Progress(
-            *Progress.get_default_columns(), DownloadColumn(), TransferSpeedColumn(), transient=True
-        ) as bar,
-        remote.events("/api/v1/pull", {"model_name": model, "stream": True}) as events,
-    ):
-        task = bar.add_task(f"pulling {model}", total=None)
-        for event, data in events:
-            if event == "progress":
-                tick = replies.Progress.model_validate(data, extra="ignore")
-                bar.update(task, completed=tick.bytes_downloaded, total=tick.bytes_total)
-            elif event == "error":
-                failed = replies.StreamError.model_validate(data, extra="ignore").error
-                raise RemoteError(f"pulling {model} failed: {failed}")
+    if not card.downloaded:
+        pull_through(remote, {"model_name": model})
 
 
 def _answer(remote: Remote, model: str, messages: list[Message], args: argparse.Namespace) -> str:
