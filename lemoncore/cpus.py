@@ -68,6 +68,6 @@ def _kernel_flags(cpuinfo: Path = Path("/proc/cpuinfo")) -> frozenset[str] | Non
     return frozenset(_KERNEL_NAMES[f] for f in flags if f in _KERNEL_NAMES)
 
 
-def missing(needed: frozenset[str], present: frozenset[str] | None) -> list[str]:
+def missing_cpu_features(needed: frozenset[str], present: frozenset[str] | None) -> list[str]:
     """Which of ``needed`` the CPU lacks, sorted; none when what it has is unknown."""
     return [] if present is None else sorted(needed - present)

@@ -8,7 +8,7 @@ in the validating process, after the model has answered, with a :class:`FieldCon
 log lines); it returns a :class:`FieldResult` (facts for the report, and whether what it
 saw was a stand-in), raises ``AssertionError`` (or any exception) with what was wrong to
 fail, or raises :class:`CheckSkipped` when it does not apply here. This module is kept
-light: plugins import it when they load.
+light: plugins import it when they load, so httpx is imported only for type checking.
 """
 
 from __future__ import annotations
@@ -16,9 +16,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx
+if TYPE_CHECKING:
+    import httpx
 
 
 class CheckSkipped(Exception):

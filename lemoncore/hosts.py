@@ -54,6 +54,7 @@ class HostInfo:
 
 
 def current_os() -> str:
+    """This machine's OS as support rows name it: ``linux``, ``darwin`` or ``windows``."""
     return {"win32": "windows", "darwin": "darwin"}.get(sys.platform, "linux")
 
 

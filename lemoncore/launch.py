@@ -384,4 +384,6 @@ class Lifecycle:
 ExitTracking = Lifecycle  # the name before the state machine; use Lifecycle
 
 
+# A coroutine function the core awaits once at startup (``startup_tasks``), before the
+# server answers requests: a failure is logged, never fatal.
 StartupTask = Callable[[], Awaitable[None]]

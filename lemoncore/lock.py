@@ -162,6 +162,8 @@ def _without_comments(data: Any) -> Any:
 
 
 def platform_key(os_name: str) -> str:
+    """The key a lock file's ``platforms`` use for this machine: ``os_name`` and the CPU
+    architecture, ``linux-x86_64``, ``darwin-arm64``, ``windows-x86_64``."""
     machine = platform.machine().lower()
     return f"{os_name}-{ {'amd64': 'x86_64', 'aarch64': 'arm64'}.get(machine, machine) }"
 

@@ -1,7 +1,7 @@
 """An engine's output as log lines, whatever it prints: bounded memory and linear time
 (:class:`LineCutter`), control characters escaped (:func:`escaped`), and at most
 :data:`LINES_PER_SECOND` lines a second logged (:class:`RateLimit`), the rest counted and
-reported (:class:`EngineOutput`, fed by :func:`pump`). Every line is logged as the
+reported (:class:`EngineOutput`, fed by :func:`pump_engine_output`). Every line is logged as the
 ``line`` field of an ``engine output`` event, never as a message of lemoncore's own.
 """
 
@@ -162,7 +162,7 @@ class EngineOutput:
             self.quiet()
 
 
-async def pump(read: Callable[[], Awaitable[bytes]], output: EngineOutput) -> None:
+async def pump_engine_output(read: Callable[[], Awaitable[bytes]], output: EngineOutput) -> None:
     """Feed ``output`` with what ``read`` returns until it returns ``b""`` (the end),
     then :meth:`EngineOutput.end`. While lines are being dropped, a read that waits
     :data:`REPORT_EVERY_S` seconds reports them (the flood is over)."""

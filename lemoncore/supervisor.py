@@ -25,7 +25,7 @@ import structlog
 from lemoncore.errors import LemonError
 from lemoncore.exits import EngineExit, StartFailure, classify, signal_name, start_failure
 from lemoncore.launch import LaunchSpec, Lifecycle
-from lemoncore.outputlines import EngineOutput, pump
+from lemoncore.outputlines import EngineOutput, pump_engine_output
 from lemoncore.platforms import ProcessPlatform, current
 
 log = structlog.get_logger("lemoncore.supervisor")
@@ -76,6 +76,7 @@ class StartError(LemonError):
 
 
 def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port on ``host`` that was free a moment ago (the OS chose it)."""
     with socket.socket() as s:
         s.bind((host, 0))
         return int(s.getsockname()[1])
@@ -214,7 +215,7 @@ class BackendProcess(Lifecycle):
         return classify(self.returncode, self.last_lines, self.spec.crash_advice)
 
     async def _pump_logs(self) -> None:
-        """Log the child's output (:func:`~lemoncore.outputlines.pump`: lines bounded,
+        """Log the child's output (:func:`~lemoncore.outputlines.pump_engine_output`: lines bounded,
         escaped and rate-limited; every line kept in ``last_lines``). A failure to read
         it ends this child (a crash, restarted as any: unread, its output pipe would fill
         and stall it), never the task group it runs in (the router's)."""
@@ -222,7 +223,7 @@ class BackendProcess(Lifecycle):
         stdout = self._proc.stdout
         output = EngineOutput(log, self.last_lines, model=self.name, source="backend")
         try:
-            await pump(lambda: stdout.read(READ_CHUNK_BYTES), output)
+            await pump_engine_output(lambda: stdout.read(READ_CHUNK_BYTES), output)
         except Exception:  # this child's business, not the server's: log it, end it
             log.exception("backend output could not be read", model=self.name)
             if self._proc.returncode is None:

@@ -1,16 +1,19 @@
-"""Render the reference of the public types, ``docs/reference.md``, from their docstrings.
+"""Render the plugin API reference, ``docs/reference.md``, from its names' docstrings.
 
-The types' own docstrings and field documentation are the one source::
+The names' own docstrings and field documentation are the one source::
 
     python -m lemoncore.typedoc > docs/reference.md
 
-:data:`TYPES` lists what a plugin author uses, by module. Each type gets a section: its
-kind (pydantic model, dataclass, enum, protocol, exception, class), its docstring (the
+What it documents is ``lemoncore.plugin.__all__``, every name a plugin author imports, in
+the sections of :data:`GROUPS` (by the module that defines each). Each type gets a
+section: its kind (pydantic model, dataclass, enum, protocol, exception, class), its docstring (the
 reST subset :mod:`lemoncore.hookdoc` converts), then a table of its fields with their
 declared type, default and documentation (a pydantic ``Field(description=...)``, else the
 source's comment on or just above the field's line), or an enum's members, an
-exception's HTTP answer, and its public methods and properties with their docstrings.
-``tests/test_docs.py`` fails when the page differs from the output.
+exception's HTTP answer, and its public methods and properties with their docstrings; a
+function its signature and docstring; a constant or type alias its value and the source
+comment above it; a module (``standin``) its docstring and a table of its names.
+``tests/test_typedoc.py`` fails when the page differs from the output.
 """
 
 from __future__ import annotations
@@ -22,74 +25,43 @@ import inspect
 import io
 import re
 import tokenize
-from collections.abc import Iterator, Sequence
+import typing
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import PurePath
+from types import ModuleType
 from typing import Any
 
 from lemoncore.hookdoc import inline, to_markdown, write_page
 
 COMMAND = "python -m lemoncore.typedoc > docs/reference.md"
 HEADER = (
-    f"<!-- Generated from the types' docstrings by `{COMMAND}`; edit the "
+    f"<!-- Generated from the names' docstrings by `{COMMAND}`; edit the "
     "docstrings, not this file. -->"
 )
 INTRO = """\
-The types a plugin builds, returns or receives, by module. Hooks and their arguments are
-in [hooks.md](hooks.md); how they fit together is
-[writing-a-plugin.md](writing-a-plugin.md). Everything here is importable from the module
-named under each heading; types not listed are lemoncore's internals and may change
-without notice."""
+Everything a plugin, its tests and its field checks use, all imported from one module:
+`from lemoncore.plugin import Recipe, hookimpl`. `lemoncore.plugin` is the stable plugin API
+([compatibility.md](compatibility.md)); the modules these names are defined in are
+lemoncore's internals and may change in any minor release. Hooks and their arguments are
+in [hooks.md](hooks.md); how they fit together is [writing-a-plugin.md](writing-a-plugin.md)."""
 
-TYPES: tuple[tuple[str, tuple[str, ...]], ...] = (
+# The page's sections: a title and the modules (prefixes) that define its names, each in
+# lemoncore.plugin's order; a name no section claims goes to the last.
+GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("Hooks", ("lemoncore.hookspecs",)),
+    ("Recipes, backends and models", ("lemoncore.recipes", "lemoncore.models")),
+    ("Installing and launching", ("lemoncore.launch", "lemoncore.lock")),
     (
-        "lemoncore.recipes",
-        (
-            "Recipe",
-            "Backend",
-            "BackendContribution",
-            "SupportRow",
-            "OptionSpec",
-            "OptionScope",
-            "ArgFlag",
-            "ModelInfo",
-            "Endpoint",
-            "Device",
-            "DeviceKind",
-            "Format",
-            "Tier",
-            "SlotPolicy",
-            "ModelType",
-        ),
+        "Running an engine process yourself",
+        ("lemoncore.supervisor", "lemoncore.exits", "lemoncore.outputlines"),
     ),
-    (
-        "lemoncore.launch",
-        (
-            "InstallPlan",
-            "Artifact",
-            "LaunchContext",
-            "LaunchSpec",
-            "Runner",
-            "Lifecycle",
-            "ServerState",
-            "Installer",
-            "Installed",
-            "PinRefresher",
-            "Migration",
-            "StartupTask",
-        ),
-    ),
-    (
-        "lemoncore.errors",
-        ("LemonError", "LaunchRefused", "RequestRefused", "InstallError", "ErrorShape"),
-    ),
-    ("lemoncore.lock", ("Pin",)),
-    ("lemoncore.hosts", ("HostInfo", "HostDevice")),
-    ("lemoncore.models", ("Checkpoint",)),
-    ("lemoncore.supervisor", ("StartError",)),
-    ("lemoncore.exits", ("EngineExit",)),
-    ("lemoncore.conformance", ("ConformanceTarget", "BackendConformance")),
-    ("lemoncore.testing", ("ServerProcess",)),
+    ("Errors", ("lemoncore.errors",)),
+    ("The host", ("lemoncore.hosts", "lemoncore.gpus", "lemoncore.cpus")),
+    ("Field checks", ("lemoncore.fieldchecks",)),
+    ("Routes of another API surface", ("lemoncore.api", "lemoncore.durations")),
+    ("The test kit", ()),
 )
+PUBLIC = "lemoncore.plugin"
 
 _FIELD_LINE = re.compile(r"^\s+(\w+)\s*:")
 
@@ -145,6 +117,8 @@ def declared_types(cls: type) -> dict[str, str]:
     out: dict[str, str] = {}
     for klass in reversed(cls.__mro__):
         for name, annotation in vars(klass).get("__annotations__", {}).items():
+            if isinstance(annotation, typing.ForwardRef):  # a TypedDict's, as written
+                annotation = annotation.__forward_arg__
             out[name] = (
                 annotation if isinstance(annotation, str) else inspect.formatannotation(annotation)
             )
@@ -179,9 +153,10 @@ def fields(cls: type) -> list[tuple[str, str, str, str]]:
             else:
                 default = ""
             rows.append((f.name, str(f.type), default, comments.get(f.name, "")))
-    elif getattr(cls, "_is_protocol", False):
+    elif getattr(cls, "_is_protocol", False) or typing.is_typeddict(cls):
+        optional: frozenset[str] = getattr(cls, "__optional_keys__", frozenset())  # TypedDict
         rows = [
-            (name, annotation, "", comments.get(name, ""))
+            (name, annotation, "omitted" if name in optional else "", comments.get(name, ""))
             for name, annotation in types.items()
             if not name.startswith("_")
         ]
@@ -191,6 +166,8 @@ def fields(cls: type) -> list[tuple[str, str, str, str]]:
 def kind(cls: type) -> str:
     if issubclass(cls, enum.Enum):
         return "enum"
+    if typing.is_typeddict(cls):
+        return "typed dict" + ("" if cls.__total__ else ", every key optional")  # type: ignore[attr-defined]
     if hasattr(cls, "model_fields"):
         return "pydantic model" + (", frozen" if cls.model_config.get("frozen") else "")  # type: ignore[attr-defined]
     if dataclasses.is_dataclass(cls):
@@ -241,9 +218,9 @@ def members(cls: type) -> Iterator[tuple[str, str]]:
             yield _signature(name, member), inspect.getdoc(member) or ""
 
 
-def section(module: str, cls: type) -> list[str]:
+def section(name: str, cls: type) -> list[str]:
     """One type's markdown."""
-    out = [f"## `{cls.__name__}`", "", f"`{module}.{cls.__name__}` · {kind(cls)}", ""]
+    out = [f"### `{name}`", "", f"`{PUBLIC}.{name}` · {kind(cls)}", ""]
     if doc := own_doc(cls):
         out += [to_markdown(doc).rstrip("\n"), ""]
     if issubclass(cls, enum.Enum):
@@ -281,48 +258,109 @@ def own_doc(cls: type) -> str:
     """``cls``'s own docstring: "" when it has none (not inherited, nor the signature a
     dataclass or the text an enum is given by default)."""
     doc = inspect.getdoc(cls) if "__doc__" in vars(cls) else None
-    if not doc or doc.startswith(f"{cls.__name__}(") or doc == inspect.getdoc(enum.StrEnum):
+    if not doc or doc.startswith(f"{cls.__name__}(") or doc in _INHERITED:
         return ""
     return doc
 
 
-def _summary(cls: type) -> str:
-    return inline_cell(own_doc(cls).split("\n\n", 1)[0])
+_INHERITED = {inspect.getdoc(enum.StrEnum), inspect.getdoc(dict)}  # an enum's, a TypedDict's
 
 
-def alias_section(module: str, name: str, alias: object) -> list[str]:
-    """A type alias's markdown: its name and what it stands for."""
-    shown = inline_cell(str(alias).replace("collections.abc.", "").replace("typing.", ""))
-    return [f"## `{name}`", "", f"`{module}.{name}` · type alias", "", f"`{shown}`", ""]
+def _first(doc: str) -> str:
+    return inline_cell(doc.split("\n\n", 1)[0])
 
 
-def render(types: Sequence[tuple[str, Sequence[str]]] = TYPES) -> str:
-    """The whole markdown reference for ``types`` (module, type names)."""
-    resolved = [
-        (module, name, getattr(importlib.import_module(module), name))
-        for module, names in types
-        for name in names
-    ]
-    parts = [
-        HEADER,
-        "",
-        "# Type reference",
-        "",
-        INTRO,
-        "",
-        "| Type | Module | What it is |",
-        "|---|---|---|",
-    ]
-    parts += [
-        f"| [`{name}`](#{name.lower()}) | `{module}` | "
-        f"{_summary(obj) if inspect.isclass(obj) else 'type alias'} |"
-        for module, name, obj in resolved
-    ]
-    for module, name, obj in resolved:
-        parts += [
-            "",
-            *(section(module, obj) if inspect.isclass(obj) else alias_section(module, name, obj)),
-        ]
+def assignment_comment(module: ModuleType, name: str) -> str:
+    """The source comment on or just above ``NAME = ...`` at the top of ``module``."""
+    lines = inspect.getsource(module).splitlines()
+    for number, line in enumerate(lines):
+        if re.match(rf"{name}\b(\s*:[^=]+)?\s*=", line):
+            if "  # " in line:
+                return line.split("  # ", 1)[1].strip()
+            above: list[str] = []
+            while number > 0 and lines[number - 1].startswith("#"):
+                number -= 1
+                above.insert(0, lines[number].lstrip("#").strip())
+            return " ".join(above)
+    return ""
+
+
+def _function(obj: object) -> Any:
+    plain = inspect.unwrap(obj) if callable(obj) else obj  # through functools.cache
+    return plain if inspect.isfunction(plain) else None
+
+
+def summary(name: str, obj: object, module: ModuleType) -> str:
+    """One line for the tables: the first paragraph of its documentation."""
+    if inspect.isclass(obj):
+        return _first(own_doc(obj))
+    if inspect.ismodule(obj) or (function := _function(obj)) is not None:
+        return _first(inspect.getdoc(obj if inspect.ismodule(obj) else function) or "")
+    return inline_cell(assignment_comment(module, name))
+
+
+def value_section(name: str, obj: object, module: ModuleType) -> list[str]:
+    """A function's, a constant's, a type alias's or a module's markdown."""
+    out = [f"### `{name}`", ""]
+    if inspect.ismodule(obj):
+        out += [f"`{PUBLIC}.{name}` · module", "", to_markdown(inspect.getdoc(obj) or ""), ""]
+        out += ["| Name | What it is |", "|---|---|"]
+        for member, value in vars(obj).items():
+            defined = getattr(value, "__module__", None) == obj.__name__
+            if not member.startswith("_") and (defined or member.isupper()):
+                shown = f"`{inline_cell(_signature(member, f))}`" if (f := _function(value)) else ""
+                if member.isupper():
+                    shown = f"`{inline_cell(value_text(value))}`"
+                doc = " ".join(filter(None, (shown, summary(member, value, obj))))
+                out.append(f"| `{member}` | {doc or kind(value)} |")
+        return [*out, ""]
+    if (function := _function(obj)) is not None:
+        kind_ = "async function" if inspect.iscoroutinefunction(function) else "function"
+        out += [f"`{PUBLIC}.{name}` · {kind_}", "", f"`{_signature(name, function)}`", ""]
+        doc = inspect.getdoc(function) or ""
+    elif typing.get_origin(obj) is not None:
+        shown = str(obj).replace("collections.abc.", "").replace("typing.", "")
+        out += [f"`{PUBLIC}.{name}` · type alias", "", f"`{inline_cell(shown)}`", ""]
+        doc = assignment_comment(module, name)
+    else:
+        shown = value_text(obj)
+        if isinstance(obj, Mapping):
+            shown = f"{type(obj).__name__} of {', '.join(map(repr, obj))}"
+        elif " object at 0x" in shown:
+            shown = f"a {type(obj).__name__}"
+        what = "decorator" if callable(obj) else "constant"
+        out += [f"`{PUBLIC}.{name}` · {what}", "", f"`{inline_cell(shown)}`", ""]
+        doc = assignment_comment(module, name)
+    return [*out, to_markdown(doc).rstrip("\n"), ""] if doc else out
+
+
+def grouped(exports: Mapping[str, str]) -> list[tuple[str, list[str]]]:
+    """The exported names by section (:data:`GROUPS`), in the exports' order."""
+    found: dict[str, list[str]] = {title: [] for title, _ in GROUPS}
+    for name, module in exports.items():
+        title = next(
+            (t for t, ps in GROUPS if any(module == p or module.startswith(p + ".") for p in ps)),
+            GROUPS[-1][0],
+        )
+        found[title].append(name)
+    return [(title, names) for title, names in found.items() if names]
+
+
+def render(exports: Mapping[str, str] | None = None) -> str:
+    """The whole markdown reference of ``exports`` (name -> defining module; default:
+    ``lemoncore.plugin``'s, every name of its ``__all__``)."""
+    if exports is None:
+        plugin = importlib.import_module(PUBLIC)
+        exports = {n: m for n, m in plugin._EXPORTS.items() if n in plugin.__all__}
+    parts = [HEADER, "", "# Plugin API reference", "", INTRO, ""]
+    for title, names in grouped(exports):
+        resolved = [(n, importlib.import_module(exports[n])) for n in names]
+        values = [(n, m, getattr(importlib.import_module(PUBLIC), n)) for n, m in resolved]
+        parts += ["", f"## {title}", "", "| Name | What it is |", "|---|---|"]
+        parts += [f"| [`{n}`](#{n.lower()}) | {summary(n, v, m)} |" for n, m, v in values]
+        for name, module, value in values:
+            shown = section(name, value) if inspect.isclass(value) else None
+            parts += ["", *(shown or value_section(name, value, module))]
     return re.sub(r"\n{3,}", "\n\n", "\n".join(parts)).rstrip("\n") + "\n"
 
 

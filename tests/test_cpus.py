@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from lemoncore.cpus import _kernel_flags, cpu_features, missing
+from lemoncore.cpus import _kernel_flags, cpu_features, missing_cpu_features
 from lemoncore.hosts import detect_host
 
 
@@ -21,9 +21,9 @@ def test_this_cpu_has_x86_64s_baseline_and_detect_host_reports_it() -> None:
 
 def test_missing_names_what_the_cpu_lacks_and_nothing_when_unknown() -> None:
     needed = frozenset({"AVX2", "FMA3", "F16C"})
-    assert missing(needed, frozenset({"SSE42", "AVX", "F16C"})) == ["AVX2", "FMA3"]
-    assert missing(needed, needed | {"AVX512F"}) == []
-    assert missing(needed, None) == []  # unknown rules nothing out
+    assert missing_cpu_features(needed, frozenset({"SSE42", "AVX", "F16C"})) == ["AVX2", "FMA3"]
+    assert missing_cpu_features(needed, needed | {"AVX512F"}) == []
+    assert missing_cpu_features(needed, None) == []  # unknown rules nothing out
 
 
 @pytest.mark.skipif(
@@ -35,4 +35,4 @@ def test_a_cpu_older_than_x86_64_v2_is_read_from_the_kernels_flags(tmp_path: Pat
     cpuinfo = tmp_path / "cpuinfo"
     cpuinfo.write_text("processor\t: 0\nflags\t\t: fpu sse sse2 pni ssse3 sse4_1 lm\n")
     assert _kernel_flags(cpuinfo) == {"SSE", "SSE2", "SSE3", "SSSE3", "SSE41"}
-    assert missing(frozenset({"AVX2"}), _kernel_flags(cpuinfo)) == ["AVX2"]
+    assert missing_cpu_features(frozenset({"AVX2"}), _kernel_flags(cpuinfo)) == ["AVX2"]

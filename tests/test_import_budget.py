@@ -65,6 +65,23 @@ CLI_HEAVY = (
     "lemoncore.rpc.supervisor",
     "lemoncore.core",
 )
+REAL_PLUGINS = (
+    "lemon_plugin_llamacpp",
+    "lemon_plugin_vte",
+    "lemon_plugin_oci",
+    "lemon_plugin_ollama_api",
+)
+PLUGIN_HEAVY = (
+    "starlette",
+    "hypercorn",
+    "httpx",
+    "httpcore",
+    "huggingface_hub",
+    "pydantic_settings",
+    "lemoncore.settings",
+    "lemoncore.app",
+    "lemoncore.core",
+)
 OWN_BUDGET_S = 0.1
 RUNS = 5
 
@@ -90,6 +107,17 @@ def heavy(modules: set[str], names: tuple[str, ...] = HEAVY) -> list[str]:
 @pytest.mark.parametrize("module", ["lemoncore", *PLUGIN_API])
 def test_the_plugin_api_loads_no_web_or_async_stack(module: str) -> None:
     assert heavy(loaded_after(f"import {module}")) == []
+
+
+@pytest.mark.parametrize("plugin", REAL_PLUGINS)
+def test_a_real_plugin_imports_no_web_stack_http_or_hub_client(plugin: str) -> None:
+    assert heavy(loaded_after(f"import {plugin}"), PLUGIN_HEAVY) == []
+
+
+def test_the_plugin_module_loads_nothing_until_a_name_is_used() -> None:
+    modules = loaded_after("import lemoncore.plugin")
+    assert sorted(m for m in modules if m.startswith("lemoncore.")) == ["lemoncore.plugin"]
+    assert heavy(loaded_after("from lemoncore.plugin import FieldCheck, Checkpoint"), HEAVY) == []
 
 
 def test_the_package_itself_loads_nothing_until_asked() -> None:

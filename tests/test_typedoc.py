@@ -1,22 +1,17 @@
-"""The type reference has one source, the types' docstrings: docs/reference.md is exactly
-what lemoncore.typedoc renders, and it covers every lemoncore type the shipped plugins and
-the example import from the plugin-facing modules."""
+"""The plugin API reference has one source, the names' docstrings: docs/reference.md is
+exactly what lemoncore.typedoc renders, and it documents every name of
+``lemoncore.plugin.__all__`` (what plugins import; tests/test_plugin_module.py holds the
+plugins to importing only that), in one of its sections."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
+import lemoncore.plugin
 from lemoncore import typedoc
 
 ROOT = Path(__file__).resolve().parents[1]
-PLUGIN_FACING = (
-    "lemoncore.recipes",
-    "lemoncore.launch",
-    "lemoncore.errors",
-    "lemoncore.conformance",
-    "lemoncore.testing",
-)
 
 
 def test_docs_reference_md_is_generated_from_the_docstrings() -> None:
@@ -26,22 +21,21 @@ def test_docs_reference_md_is_generated_from_the_docstrings() -> None:
     )
 
 
-def test_every_type_plugins_import_is_documented() -> None:
-    documented = {name for _, names in typedoc.TYPES for name in names}
-    sources = [
-        *ROOT.glob("plugins/*/lemon_plugin_*/*.py"),
-        *ROOT.glob("examples/*/lemon_plugin_*/*.py"),
-        *ROOT.glob("lemoncore/scaffold/templates/*.tmpl"),
-    ]
-    imported: set[str] = set()
-    for path in sources:
-        for module, names in re.findall(
-            r"from (lemoncore\.\w+) import \(?([\w\s,]+)\)?", path.read_text()
-        ):
-            if module in PLUGIN_FACING:
-                imported |= {n for n in re.split(r"[\s,]+", names) if n}
-    types = {n for n in imported if n[:1].isupper() and not n.isupper()}  # not constants
-    assert types - documented == set(), "add them to lemoncore.typedoc.TYPES"
+def test_every_name_of_the_plugin_module_has_a_section_and_a_row() -> None:
+    page = typedoc.render()
+    sections = re.findall(r"^### `(\w+)`\n\n`lemoncore\.plugin\.(\w+)` · ", page, re.MULTILINE)
+    assert [a for a, b in sections if a == b] == [a for a, _ in sections]
+    assert sorted(a for a, _ in sections) == lemoncore.plugin.__all__
+    rows = re.findall(r"^\| \[`(\w+)`\]\(#(\w+)\) \| (.*) \|$", page, re.MULTILINE)
+    assert sorted(name for name, _, _ in rows) == lemoncore.plugin.__all__
+    assert all(anchor == name.lower() for name, anchor, _ in rows)
+    undocumented = [name for name, _, what in rows if not what.strip()]
+    assert undocumented == [], "give them a docstring (or a comment above the assignment)"
+
+
+def test_every_section_has_a_title_and_the_last_takes_the_rest() -> None:
+    grouped = typedoc.grouped({"hookimpl": "lemoncore.hookspecs.markers", "x": "elsewhere"})
+    assert grouped == [("Hooks", ["hookimpl"]), (typedoc.GROUPS[-1][0], ["x"])]
 
 
 def test_every_field_row_has_a_type_and_the_page_has_no_rest_markup() -> None:

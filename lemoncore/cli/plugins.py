@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 def cmd_plugins(args: argparse.Namespace) -> int:
     if args.action == "new":
-        return _new(args.name, args.engine, args.dir)
+        return _new(args.name, args.kind, args.engine, args.dir)
     if args.action in {"install", "uninstall"}:
         return _pip(args.action, args.name)
     records = [r.as_dict() for r in core_from(args).plugins.records]
@@ -61,30 +61,38 @@ CONTAINER_UNSUPPORTED = (
 )
 
 
-def _new(name: str | None, engine: str, directory: str | None) -> int:
+def _new(name: str | None, kind: str, engine: str | None, directory: str | None) -> int:
     """Create a plugin project (:func:`lemoncore.scaffold.create`) and say what next."""
     from pathlib import Path
 
     from lemoncore import __version__
-    from lemoncore.scaffold import ScaffoldError, create
+    from lemoncore.scaffold import ScaffoldError, create, engine_for
 
     if not name:
-        print("usage: lemon plugins new NAME [--engine native|python] [--dir DIR]", file=sys.stderr)
+        print(
+            "usage: lemon plugins new NAME [--kind chat|speech] [--engine native|python] "
+            "[--dir DIR]",
+            file=sys.stderr,
+        )
         return 2
     if engine == "container":
         print(CONTAINER_UNSUPPORTED, file=sys.stderr)
         return 2
     target = Path(directory or f"lemon-plugin-{name.replace('_', '-')}")
     try:
-        written = create(name, engine, target, __version__)
+        engine = engine_for(kind, engine)
+        written = create(name, engine, target, __version__, kind)
     except (ScaffoldError, OSError) as exc:
         print(f"lemon plugins new: {exc}", file=sys.stderr)
         return 2
     print(
-        f"created {target} ({engine} engine, {len(written)} files). Next:\n"
-        f"  cd {target}\n  pip install -e .\n"
+        f"created {target} ({kind}, {engine} engine, {len(written)} files). Next:\n"
+        f"  cd {target}\n"
+        + ("  apt install espeak-ng  # or dnf/brew install espeak-ng\n" if kind == "speech" else "")
+        + '  pip install -e ".[test]"\n'
         f"  lemon backends        # lists {name}:cpu\n"
-        "  python -m pytest      # its tests and the conformance kit"
+        "  python -m pytest      # its tests and the conformance kit\n"
+        "  mypy                  # strict"
     )
     return 0
 
@@ -103,11 +111,18 @@ def add_plugins(sub: Subparsers) -> None:
         "new, the plugin's name (lower case, e.g. myengine)",
     )
     plugins.add_argument(
+        "--kind",
+        choices=["chat", "speech"],
+        default="chat",
+        help="new: what the backend serves: chat (the OpenAI core: chat, completions) or "
+        "speech (text to speech, /v1/audio/speech, with espeak-ng)",
+    )
+    plugins.add_argument(
         "--engine",
         choices=["native", "python", "container"],
-        default="native",
-        help="new: a binary launched directly (native) "
-        "or a Python module run with -m (python); container is not "
+        default=None,
+        help="new: a binary launched directly (native, chat's default) "
+        "or a Python module run with -m (python, speech's only one); container is not "
         "templated yet",
     )
     plugins.add_argument(

@@ -75,7 +75,9 @@ def add_validate(sub: Subparsers) -> None:
     )
     validate.add_argument("backend", help="RECIPE:BACKEND, e.g. llamacpp:vulkan")
     validate.add_argument(
-        "--model", help="the model to use (default: the backend's smallest catalogue chat model)"
+        "--model",
+        help="the model to use (default: the backend's smallest catalogue model of a type "
+        "it serves: a chat model when it serves chat)",
     )
     validate.add_argument(
         "--quick", action="store_true", help="a shorter benchmark (one warm run, no cold starts)"

@@ -6,4 +6,6 @@ import pluggy
 
 PROJECT = "lemon"
 hookspec = pluggy.HookspecMarker(PROJECT)
+# Marks a hook implementation: ``@hookimpl`` on a function or method named after the hook
+# (pluggy's options too: ``@hookimpl(trylast=True)``). Hooks are in docs/hooks.md.
 hookimpl = pluggy.HookimplMarker(PROJECT)

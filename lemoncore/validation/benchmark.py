@@ -15,7 +15,12 @@ def measure(client: httpx.Client, url: str, target: Target, quick: bool) -> Benc
     unmeasured warm-up; each prompt has a unique prefix (no prompt cache helps)."""
     reps, max_tokens = (1, 32) if quick else (3, 64)
     select(client, url, target)
-    found: Benchmark = {"reps": reps, "max_tokens": max_tokens}
+    found: Benchmark = {
+        "endpoint": "/v1/chat/completions",
+        "kind": "chat",
+        "reps": reps,
+        "max_tokens": max_tokens,
+    }
 
     def warm(prompt: str) -> ScenarioNumbers:
         samples = []

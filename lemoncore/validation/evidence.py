@@ -70,12 +70,14 @@ def backend_info(
 @dataclass
 class PluginSide:
     """What the plugins loaded here say of the backend: its field checks, owner, lock
-    pin and endpoints (chat and completions when they do not know the backend)."""
+    pin, endpoints and the model types they serve (chat and completions, for chat
+    models, when they do not know the backend)."""
 
     checks: list[FieldCheck] = field(default_factory=list)
     owner: str = ""
     pin: LockPin | None = None
     endpoints: frozenset[str] = frozenset({"/v1/chat/completions", "/v1/completions"})
+    model_types: frozenset[str] = frozenset({"llm"})
 
 
 def plugin_side(options: Options, run: Run) -> PluginSide:
@@ -104,4 +106,9 @@ def plugin_side(options: Options, run: Run) -> PluginSide:
         core.plugins.owner(recipe, backend) or "",
         pinned,
         frozenset(backend.endpoints),
+        frozenset(
+            e.model_type.value
+            for path in backend.endpoints
+            if (e := core.plugins.registry.endpoints.get(path)) is not None
+        ),
     )

@@ -92,10 +92,23 @@ class ScenarioNumbers(TypedDict):
 
 
 class Benchmark(TypedDict, total=False):
+    """A chat backend's numbers (``max_tokens``, ``short``, ``long``, cold start), or
+    another endpoint kind's (``endpoint``, ``kind``: ``speech``, ``transcription``,
+    ``requests``; spreads of ``wall_ms`` and of its measure)."""
+
     reps: int
+    endpoint: str  # the path measured
+    kind: str  # chat, speech, transcription or requests
     max_tokens: int
     short: ScenarioNumbers
     long: ScenarioNumbers  # not with --quick
     peak_memory_mib: int
     peak_memory_note: str
     cold_start_ttft_ms: float  # not with --quick
+    wall_ms: dict[str, float]  # per request
+    realtime_factor: dict[str, float]  # speech: audio seconds produced per wall second
+    audio_seconds: dict[str, float]  # speech: the audio each answer held
+    audio_seconds_per_second: dict[str, float]  # transcription: of the sample upload
+    bytes_per_second: dict[str, float]  # audio that is not WAV
+    requests_per_second: float  # any other endpoint
+    note: str  # why a measure is not the kind's usual one

@@ -1,10 +1,11 @@
 """The orchestration of ``lemon validate``: the validation's own server on the user's
 installs (:mod:`~lemoncore.validation.server`), then install, model, load
-(:mod:`~lemoncore.validation.session`), the backend's field checks, the conformance kit
-(:mod:`~lemoncore.validation.suite`), a short benchmark
-(:mod:`~lemoncore.validation.benchmark`), uninstall (only what it installed itself),
-shutdown and cleanup, each a check in the :class:`~.report.Report`, with the versions and
-pins of :mod:`~lemoncore.validation.evidence`.
+(:mod:`~lemoncore.validation.session`), the backend's field checks, the conformance
+kit's checks that apply to what the backend declares (:func:`~.suite.field_checks`: the
+chat checks only when it serves chat), a short benchmark per endpoint kind
+(:mod:`~lemoncore.validation.benchmark`, :mod:`~.endpointbench`), uninstall (only what
+it installed itself), shutdown and cleanup, each a check in the :class:`~.report.Report`,
+with the versions and pins of :mod:`~lemoncore.validation.evidence`.
 
 Decisions that need no process (the model to use, the pin to report, stand-in reasons)
 are functions over data; :func:`validate` does the I/O. The entry point the CLI imports:
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 import datetime
 import subprocess
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +37,7 @@ from lemoncore.validation.options import Options, Refused, Run
 from lemoncore.validation.report import Report
 from lemoncore.validation.server import running_elsewhere, serving, stop
 from lemoncore.validation.session import Validation, secrets
-from lemoncore.validation.suite import BackendConformance, field_checks
+from lemoncore.validation.suite import field_checks, kit_class
 from lemoncore.validation.target import ConformanceTarget
 
 __all__ = ["Options", "Refused", "Run", "choose_model", "secrets", "validate"]
@@ -44,23 +45,36 @@ NON_CHAT = {"embeddings", "embedding", "reranking", "transcription", "image", "t
 
 
 def choose_model(
-    models: Iterable[Mapping[str, Any]], recipe: str, backend: str
+    models: Iterable[Mapping[str, Any]],
+    recipe: str,
+    backend: str,
+    types: Collection[str] = ("llm",),
 ) -> Mapping[str, Any] | None:
-    """The smallest chat model of ``recipe`` that ``backend`` serves (``/v1/models``
-    cards): by published size, then already downloaded first, then by name."""
+    """The smallest model of ``recipe`` that ``backend`` serves (``/v1/models`` cards)
+    of one of ``types`` (the model types its endpoints serve; a chat model, ``llm``, when
+    it serves chat): by published size, then already downloaded first, then by name."""
+    wanted = {"llm"} if "llm" in types else set(types)
     fits = [
         m
         for m in models
         if m.get("recipe") == recipe
         and backend in {b.get("name") for b in m.get("backends", [])}
         and (m.get("recipe_options") or {}).get("backend") in {None, backend}
-        and not NON_CHAT & set(m.get("labels") or ())
+        and _type(m) in wanted
     ]
     return min(
         fits,
         key=lambda m: (m.get("size_bytes") or float("inf"), not m.get("downloaded"), str(m["id"])),
         default=None,
     )
+
+
+def _type(card: Mapping[str, Any]) -> str:
+    """A card's ``model_type``; a card without one (an older server's) is a chat model unless
+    its labels say otherwise."""
+    if kind := card.get("model_type") or card.get("type"):
+        return str(kind)
+    return "other" if NON_CHAT & set(card.get("labels") or ()) else "llm"
 
 
 def _gone(pids: Iterable[int]) -> dict[str, str]:
@@ -172,10 +186,11 @@ def _steps(v: Validation, report: Report, here: HostInfo, side: PluginSide) -> N
     )
     if not v.options.model:
         models = v.client.get(v.server.url + "/v1/models", params={"show_all": "true"})
-        chosen = choose_model(models.json()["data"], v.recipe, v.name)
+        chosen = choose_model(models.json()["data"], v.recipe, v.name, side.model_types)
         if chosen is None:
+            kinds = " or ".join(sorted(side.model_types)) or "chat"
             raise Refused(
-                f"no catalogue chat model runs on {v.options.backend}; name one with --model"
+                f"no catalogue {kinds} model runs on {v.options.backend}; name one with --model"
             )
         v.options.model = report.model = str(chosen["id"])
     if not (
@@ -211,15 +226,16 @@ def _steps(v: Validation, report: Report, here: HostInfo, side: PluginSide) -> N
         plugins_allow=v.run.settings.allowed_plugins,
     )
     target.completions = "/v1/completions" in side.endpoints
-    kit = BackendConformance()
-    for name, description, method in field_checks():
+    kit = kit_class(side.endpoints)()
+    for name, description, method in field_checks(side.endpoints):
         v.check(report, "conformance", name, description, lambda m=method: m(kit, target))  # type: ignore[misc]
     v.check(
         report,
         "benchmark",
         "benchmark",
-        "TTFT, prompt and decode tokens/s, peak memory (lemoncore.bench)",
-        lambda: v.benchmark(report),
+        "per endpoint kind: chat TTFT and tokens/s (lemoncore.bench), speech real-time "
+        "factor, transcription audio seconds per second, else requests/s; peak memory",
+        lambda: v.benchmark(report, target),
     )
     with_loaded = v.client.get(v.server.url + "/api/v1/health").json()["all_models_loaded"]
     for m in with_loaded:

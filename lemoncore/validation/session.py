@@ -27,10 +27,13 @@ from lemoncore.bench import Target
 from lemoncore.fieldchecks import CheckSkipped, FieldContext
 from lemoncore.settings import Settings
 from lemoncore.validation.benchmark import measure
+from lemoncore.validation.declared import declared, request
+from lemoncore.validation.endpointbench import headline, measure_endpoint
 from lemoncore.validation.kit import run_check
 from lemoncore.validation.options import Options, Refused, Run
 from lemoncore.validation.report import Report
 from lemoncore.validation.server import ServerProcess
+from lemoncore.validation.target import ConformanceTarget
 
 Result = TypeVar("Result", bound=BaseModel)
 
@@ -215,9 +218,24 @@ class Validation:
         except (httpx.HTTPError, KeyError, ValueError):
             return []
 
-    def benchmark(self, report: Report) -> dict[str, str]:
-        """Warm runs of the short prompt (and, unless quick, the long one and a cold
-        start), through :mod:`lemoncore.bench`'s measurements."""
+    def benchmark(self, report: Report, target: ConformanceTarget) -> dict[str, str]:
+        """Per endpoint kind: a chat backend's warm runs of the short prompt (and, unless
+        quick, the long one and a cold start, :mod:`lemoncore.bench`'s measurements);
+        another's through the endpoint the kit's lifecycle checks use
+        (:mod:`~.endpointbench`)."""
+        found = declared(target)
+        if not found.chat:
+            endpoint = found.primary(target)
+            numbers = measure_endpoint(
+                self.client,
+                self.server.url,
+                str(self.options.model),
+                endpoint,
+                request(target, endpoint),
+                self.options.quick,
+            )
+            report.benchmark = numbers
+            return headline(numbers)
         numbers = measure(
             self.client,
             self.server.url,

@@ -33,9 +33,20 @@ class Sample(TypedDict, total=False):
 
 @dataclass
 class ConformanceTarget:
-    """``samples``: a request for each endpoint your backend declares beyond lemoncore's
-    own (``register_endpoints``), as ``httpx.post`` keyword arguments without the model
-    (``{"json": {...}}``, or ``{"data": {...}, "files": {...}}`` for an upload)."""
+    """What the kit runs against: ``server``, ``model`` (served by ``backend``, as
+    ``recipe:backend``), the plugins the server loads (``plugins``, in-process;
+    ``plugins_allow``, installed: ``None`` for all), the server's ``stop_grace`` and
+    whether the engine serves ``/v1/completions`` (``completions``).
+
+    ``samples``: a request for each endpoint your backend declares that lemoncore has
+    no sample for (:data:`SAMPLES` covers lemoncore's own; a ``register_endpoints``
+    endpoint needs one), by path, as ``httpx.post`` keyword arguments without the model
+    (the kit puts it in the endpoint's ``model_field``): ``{"json": {...}}``, or
+    ``{"data": {...}, "files": {...}}`` for a multipart upload. Every check that sends a
+    request (errors, readiness, every endpoint, crash replacement) sends these. An
+    endpoint whose declared body (``Endpoint.request``) has ``examples`` in its JSON
+    schema needs none here: the first example is its sample, also for ``lemon
+    validate``, which has no ``ConformanceTarget`` of yours."""
 
     server: Served
     model: str

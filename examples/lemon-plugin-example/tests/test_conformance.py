@@ -7,11 +7,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from lemoncore.conformance import BackendConformance, ConformanceTarget
-from lemoncore.testing import running_server
+from lemoncore.plugin import ChatConformance, ConformanceTarget, running_server
 
 
-class TestConformance(BackendConformance):
+class TestConformance(ChatConformance):
     @pytest.fixture(scope="class")
     @classmethod
     def conformance_target(

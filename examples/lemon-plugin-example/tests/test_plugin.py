@@ -5,9 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lemoncore.hosts import detect_host
-from lemoncore.launch import LaunchContext, LaunchSpec
-from lemoncore.plugins import PluginHost
+from lemoncore.plugin import LaunchContext, LaunchSpec, PluginHost, detect_host
 
 
 def test_it_loads_with_its_recipe_and_model(lemon_plugins: PluginHost) -> None:

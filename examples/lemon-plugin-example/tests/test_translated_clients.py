@@ -9,16 +9,19 @@ tool calls come from its chat template); the clients are the SDKs people use.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import cast
 
 import anthropic
 import openai
 import pytest
+from anthropic.types import MessageParam, ToolParam
+from openai.types.responses import FunctionToolParam
 
-from lemoncore.testing import ServerProcess, running_server
+from lemoncore.plugin import ServerProcess, running_server
 
 MODEL = "example-smollm2"
 LONG_ANSWER = "Write a long story about a dragon who learns to bake bread."
-WEATHER = {
+WEATHER: ToolParam = {
     "name": "get_weather",
     "description": "The weather in a city",
     "input_schema": {
@@ -71,7 +74,7 @@ def test_messages_with_a_system_prompt_stop_sequences_and_usage(
 
 def test_messages_stream_and_token_counting(claude: anthropic.Anthropic) -> None:
     # an answer that cannot fit in 8 tokens, so the cut is certain
-    question = [{"role": "user", "content": LONG_ANSWER}]
+    question: list[MessageParam] = [{"role": "user", "content": LONG_ANSWER}]
     with claude.messages.stream(model=MODEL, max_tokens=8, messages=question) as stream:
         kinds = []
         for event in stream:
@@ -98,7 +101,7 @@ def test_a_tool_result_round_trip(claude: anthropic.Anthropic) -> None:
     template has no tool syntax, so llama-server never emits a call for it: the call's
     translation back (``tool_use`` blocks, streamed ``input_json_delta``) is checked with
     llama-server-shaped chunks in ``tests/test_translation_messages_replies.py``."""
-    history = [
+    history: list[MessageParam] = [
         {"role": "user", "content": "What is the weather in Paris?"},
         {
             "role": "assistant",
@@ -168,12 +171,16 @@ def test_responses_streaming_and_not(gpt: openai.OpenAI) -> None:
 
 
 def test_responses_function_call_output(gpt: openai.OpenAI) -> None:
-    tool = {
-        "type": "function",
-        "name": "get_weather",
-        "description": "The weather",
-        "parameters": WEATHER["input_schema"],
-    }
+    # As a client sends it: without "strict", which the SDK's type requires.
+    tool = cast(
+        "FunctionToolParam",
+        {
+            "type": "function",
+            "name": "get_weather",
+            "description": "The weather",
+            "parameters": WEATHER["input_schema"],
+        },
+    )
     follow = gpt.responses.create(
         model=MODEL,
         tools=[tool],

@@ -12,12 +12,19 @@ from collections.abc import Mapping, Sequence
 from importlib.resources import files
 from typing import Any
 
-from lemoncore import hookimpl
-from lemoncore.fieldchecks import FieldCheck
-from lemoncore.hosts import HostInfo
-from lemoncore.launch import InstallPlan, LaunchContext, LaunchSpec, Runner
-from lemoncore.lock import Pin
-from lemoncore.recipes import Backend, ModelInfo, Recipe
+from lemoncore.plugin import (
+    Backend,
+    FieldCheck,
+    HostInfo,
+    InstallPlan,
+    LaunchContext,
+    LaunchSpec,
+    ModelInfo,
+    Pin,
+    Recipe,
+    Runner,
+    hookimpl,
+)
 
 from lemon_plugin_llamacpp.install import prebuilt_plan, pypi_plan, release_plan, system_plan
 from lemon_plugin_llamacpp.launch import (

@@ -11,7 +11,7 @@ every flag that takes a file (``--log-file``, ``--lora``, ``--chat-template-file
 
 from __future__ import annotations
 
-from lemoncore.recipes import ArgFlag
+from lemoncore.plugin import ArgFlag
 
 CACHE_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")
 

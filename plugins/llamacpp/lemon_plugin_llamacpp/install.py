@@ -14,10 +14,15 @@ from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
-from lemoncore.cpus import cpu_features, missing
-from lemoncore.hosts import HostInfo, current_os
-from lemoncore.launch import InstallPlan
-from lemoncore.lock import Pin, platform_key
+from lemoncore.plugin import (
+    HostInfo,
+    InstallPlan,
+    Pin,
+    cpu_features,
+    current_os,
+    missing_cpu_features,
+    platform_key,
+)
 
 EXE = "llama-server"
 PREBUILT: Mapping[str, Any] = json.loads(files(__package__).joinpath("prebuilt.json").read_text())
@@ -82,7 +87,7 @@ def prebuilt_plan(host: HostInfo) -> InstallPlan:
                 "llama-server built from source"
             ),
         )
-    if lacking := missing(frozenset(pin["cpu_features"]), host.cpu_features):
+    if lacking := missing_cpu_features(frozenset(pin["cpu_features"]), host.cpu_features):
         return InstallPlan(
             "",
             unsupported=True,
@@ -131,7 +136,9 @@ def prebuilt_runs_here() -> bool:
     """Whether this machine can run the prebuilt wheel (a wheel pinned for it, and the
     instruction sets it was compiled for)."""
     pin = PREBUILT["platforms"].get(platform_key(current_os()))
-    return pin is not None and not missing(frozenset(pin["cpu_features"]), cpu_features())
+    return pin is not None and not missing_cpu_features(
+        frozenset(pin["cpu_features"]), cpu_features()
+    )
 
 
 def _sha256(path: Path) -> str | None:

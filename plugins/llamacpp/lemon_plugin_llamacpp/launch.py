@@ -17,13 +17,21 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from lemoncore.launch import LaunchContext, LaunchRefused, LaunchSpec
-from lemoncore.recipes import ModelInfo, ModelType
-from lemoncore.supervisor import BackendProcess
+from lemoncore.plugin import (
+    LaunchContext,
+    LaunchRefused,
+    LaunchSpec,
+    ModelInfo,
+    ModelType,
+)
 
 from lemon_plugin_llamacpp.install import PORTABLE_BUILD, find_executable, prebuilt_runs_here
 from lemon_plugin_llamacpp.xparams import PYPI_HINT, UNSUPPORTED, unsupported_flags
+
+if TYPE_CHECKING:
+    from lemoncore.plugin import BackendProcess
 
 # What to do when llama.cpp dies of a signal (shown with lemoncore's explanation of it).
 NO_REPACK = "on a CPU with AMX, skip llama.cpp's AMX kernels with -o llamacpp_args=--no-repack"
@@ -240,6 +248,8 @@ def on_unix_socket(
     path = str(_socket_dir() / f"{context.port}.sock")
     argv = list(spec.argv)
     argv[argv.index("--host") + 1] = path
+    from lemoncore.plugin import BackendProcess  # the async stack, only when used
+
     return BackendProcess(
         model.name,
         dataclasses.replace(spec, argv=tuple(argv)),

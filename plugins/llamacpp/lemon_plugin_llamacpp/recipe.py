@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from lemoncore.recipes import (
+from lemoncore.plugin import (
     OPENAI_ENDPOINTS,
     Backend,
     Device,

@@ -4,16 +4,20 @@ user's machine. Registered by the plugin's ``register_field_checks`` hook."""
 from __future__ import annotations
 
 import subprocess
+from typing import TYPE_CHECKING
 
-import httpx
-
-from lemoncore.fieldchecks import FieldCheck, FieldContext, FieldResult
+from lemoncore.plugin import FieldCheck, FieldContext, FieldResult
 
 from lemon_plugin_llamacpp.launch import XSERVER
+
+if TYPE_CHECKING:
+    import httpx
 
 
 def engine_client(backend_url: str) -> httpx.Client:
     """A client for the engine itself: ``unix:/path.sock`` or ``http://host:port``."""
+    import httpx  # when a check runs, not when the plugin loads
+
     if backend_url.startswith("unix:"):
         return httpx.Client(
             base_url="http://engine", timeout=30, transport=httpx.HTTPTransport(uds=backend_url[5:])

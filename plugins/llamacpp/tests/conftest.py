@@ -8,7 +8,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from lemoncore.testing import ServerProcess, running_server
+from lemoncore.plugin import ServerProcess, running_server
 
 Register = Callable[..., None]
 

@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from lemoncore.options import OptionError, check_args
-from lemoncore.testing import ServerProcess
+from lemoncore.plugin import ServerProcess
 
 from lemon_plugin_llamacpp.flags import TUNING_FLAGS
 from lemon_plugin_llamacpp.install import pypi_plan

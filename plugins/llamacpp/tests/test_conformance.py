@@ -7,13 +7,12 @@ from collections.abc import Iterator
 
 import pytest
 
-from lemoncore.conformance import BackendConformance, ConformanceTarget
-from lemoncore.testing import running_server
+from lemoncore.plugin import ChatConformance, ConformanceTarget, running_server
 
 from .conftest import prebuilt_server
 
 
-class TestLlamaCppConformance(BackendConformance):
+class TestLlamaCppConformance(ChatConformance):
     @pytest.fixture(scope="class")
     @classmethod
     def conformance_target(
@@ -23,7 +22,7 @@ class TestLlamaCppConformance(BackendConformance):
             yield ConformanceTarget(server, "SmolLM2-135M-Instruct-GGUF", "llamacpp:pypi")
 
 
-class TestPrebuiltConformance(BackendConformance):
+class TestPrebuiltConformance(ChatConformance):
     @pytest.fixture(scope="class")
     @classmethod
     def conformance_target(

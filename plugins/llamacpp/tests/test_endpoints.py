@@ -14,7 +14,7 @@ import httpx
 import openai
 import pytest
 
-from lemoncore.testing import ServerProcess
+from lemoncore.plugin import ServerProcess
 
 DEFAULT = "SmolLM2-135M-Instruct-GGUF"
 

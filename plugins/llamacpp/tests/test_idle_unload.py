@@ -11,7 +11,7 @@ import time
 
 import httpx
 
-from lemoncore.testing import ServerProcess
+from lemoncore.plugin import ServerProcess
 
 TTL = 2.0  # the default keep_alive of the idle_server fixture (conftest.py)
 

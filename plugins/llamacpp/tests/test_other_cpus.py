@@ -23,7 +23,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from lemoncore.supervisor import free_port
+from lemoncore.plugin import free_port
 
 from .conftest import smollm2_gguf
 

@@ -13,7 +13,7 @@ import httpx
 import openai
 import pytest
 
-from lemoncore.testing import ServerProcess
+from lemoncore.plugin import ServerProcess
 
 from .conftest import _register, prebuilt_server
 

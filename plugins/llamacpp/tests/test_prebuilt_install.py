@@ -13,8 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from lemoncore.hosts import HostDevice, HostInfo, current_os
-from lemoncore.recipes import DeviceKind
+from lemoncore.plugin import DeviceKind, HostDevice, HostInfo, current_os
 
 from lemon_plugin_llamacpp.install import PREBUILT, PREBUILT_REQUIREMENTS, prebuilt_plan
 

@@ -19,8 +19,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from lemoncore.lock import platform_key
-from lemoncore.testing import ServerProcess, running_server, serve_directory
+from lemoncore.plugin import ServerProcess, platform_key, running_server, serve_directory
 
 
 def zip_llama_server(dest: Path) -> str:

@@ -16,7 +16,7 @@ import httpx
 import openai
 import pytest
 
-from lemoncore.testing import ServerProcess, running_server
+from lemoncore.plugin import ServerProcess, running_server
 
 DEFAULT = "SmolLM2-135M-Instruct-GGUF"
 MESSAGES = [{"role": "user", "content": "Name three colours."}]

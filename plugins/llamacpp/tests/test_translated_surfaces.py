@@ -17,7 +17,7 @@ import anthropic
 import openai
 import pytest
 
-from lemoncore.testing import ServerProcess
+from lemoncore.plugin import ServerProcess
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "tests"))  # the shared checks
 import sdk_surfaces

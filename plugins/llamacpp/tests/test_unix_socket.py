@@ -11,9 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from lemoncore.launch import LaunchContext, LaunchSpec
-from lemoncore.recipes import ModelInfo
-from lemoncore.testing import ServerProcess
+from lemoncore.plugin import LaunchContext, LaunchSpec, ModelInfo, ServerProcess
 
 from lemon_plugin_llamacpp.install import pypi_plan
 from lemon_plugin_llamacpp.launch import on_unix_socket

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from lemoncore.cli.worker import describe, locate_rpc_server, read_worker_states, state_file
+from lemoncore.plugin import free_port
 from lemoncore.rpc import HELLO_REQUEST, bind_refusal, probe_worker
-from lemoncore.supervisor import free_port
 
 from .worker_support import Worker, _alive, finish, start_worker
 

@@ -20,8 +20,7 @@ from typing import Any
 import httpx
 import pytest
 
-from lemoncore.supervisor import free_port
-from lemoncore.testing import ServerProcess, running_server
+from lemoncore.plugin import ServerProcess, free_port, running_server
 
 from .worker_support import Worker, _alive, start_worker
 

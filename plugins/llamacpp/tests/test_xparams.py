@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from lemoncore.recipes import ArgFlag
+from lemoncore.plugin import ArgFlag
 
 from .xparams_support import BASE, samples
 from lemon_plugin_llamacpp.flags import TUNING_FLAGS

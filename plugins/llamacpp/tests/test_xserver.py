@@ -24,7 +24,7 @@ import httpx
 import pytest
 from openai import OpenAI
 
-from lemoncore.testing import free_port
+from lemoncore.plugin import free_port
 
 from .xparams_support import ALIAS, BASE, KEY, samples
 from lemon_plugin_llamacpp.flags import TUNING_FLAGS

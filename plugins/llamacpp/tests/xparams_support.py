@@ -4,7 +4,7 @@ lines for each tuning flag."""
 
 from __future__ import annotations
 
-from lemoncore.recipes import ArgFlag
+from lemoncore.plugin import ArgFlag
 
 KEY = "test-key"
 ALIAS = "smol"

@@ -1,7 +1,9 @@
 """lemon-plugin-oci: experimental engines as locked-down OCI containers (podman, docker).
 
 ``plugin`` is the entry point: an :class:`OciPlugin` with the real engines. Tests (and
-administrators embedding lemoncore) can build one with other policies.
+administrators embedding lemoncore) can build one with other policies. Importing it loads
+no HTTP client and no logging stack: the container server, the installer and the registry
+client are imported by the hooks that use them.
 """
 
 from __future__ import annotations
@@ -13,37 +15,45 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from importlib.resources import files
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import structlog
-
-from lemoncore import hookimpl
-from lemoncore.fieldchecks import FieldCheck
-from lemoncore.hosts import HostDevice, HostInfo
-from lemoncore.launch import (
+from lemoncore.plugin import (
+    Backend,
+    BackendContribution,
+    Checkpoint,
+    DeviceKind,
+    FieldCheck,
+    HostDevice,
+    HostInfo,
     InstallPlan,
     LaunchContext,
     LaunchRefused,
     Migration,
+    ModelInfo,
+    Pin,
+    Recipe,
     StartupTask,
+    hookimpl,
 )
-from lemoncore.lock import Pin
-from lemoncore.models import Checkpoint
-from lemoncore.recipes import Backend, BackendContribution, DeviceKind, ModelInfo, Recipe
 
 from lemon_plugin_oci import memory, migration, validate
 from lemon_plugin_oci.contracts import CONTRACTS, SOCKET, LaunchContract
 from lemon_plugin_oci.engine import identity
-from lemon_plugin_oci.installer import ImageInstaller
 from lemon_plugin_oci.launching import Inputs, model_files
 from lemon_plugin_oci.recipes import CONTRIBUTIONS, RECIPES
 from lemon_plugin_oci.refs import TRUSTED_NAMESPACES, ImageRef, parse_ref, parse_tagged
-from lemon_plugin_oci.registry import TagRefresher
-from lemon_plugin_oci.server import OWNER_LABEL, ContainerServer, sweep
 from lemon_plugin_oci.setup import Facts, check, gather
 from lemon_plugin_oci.sockets import SocketDirs, runtime_base
 
-log = structlog.get_logger("lemon_plugin_oci")
+if TYPE_CHECKING:
+    from lemon_plugin_oci.registry import TagRefresher
+    from lemon_plugin_oci.server import ContainerServer
+
+
+def _warn(event: str, **fields: str) -> None:
+    import structlog
+
+    structlog.get_logger("lemon_plugin_oci").warning(event, **fields)
 
 
 def _curated_models() -> list[ModelInfo]:
@@ -135,6 +145,8 @@ class OciPlugin:
         except LaunchRefused as exc:
             return InstallPlan("", message=str(exc), action="fix the pin in the lock file")
         assert facts.engine is not None
+        from lemon_plugin_oci.installer import ImageInstaller
+
         return InstallPlan(
             pin.version,
             artifacts=pin.artifacts,
@@ -151,6 +163,8 @@ class OciPlugin:
         context: LaunchContext,
         host: HostInfo,
     ) -> ContainerServer:
+        from lemon_plugin_oci.server import OWNER_LABEL, ContainerServer
+
         contract = self.contracts[recipe.name, backend.name]
         facts = self.facts()
         if facts.engine is None:
@@ -195,7 +209,7 @@ class OciPlugin:
             },
         )
         if contract.memlock_unlimited and facts.memlock_advice:
-            log.warning("memlock", model=model.name, advice=facts.memlock_advice)
+            _warn("memlock", model=model.name, advice=facts.memlock_advice)
         check_gib = context.config.get("memory_check_gib")
         return ContainerServer(
             model.name,
@@ -222,6 +236,8 @@ class OciPlugin:
     def refresher(
         self, recipe: Recipe, backend: Backend, config: Mapping[str, Any], pin: Pin
     ) -> TagRefresher | None:
+        from lemon_plugin_oci.registry import TagRefresher
+
         trusted = (*TRUSTED_NAMESPACES, *config.get("trusted_namespaces", ()))
         try:
             return TagRefresher(*parse_tagged(pin.artifacts[0].url, trusted))
@@ -231,8 +247,10 @@ class OciPlugin:
     @hookimpl
     def startup_tasks(self, instance: str) -> Sequence[StartupTask]:
         async def sweep_and_notice() -> None:
+            from lemon_plugin_oci.server import sweep
+
             if left := self.find_native_ds4():
-                log.warning(
+                _warn(
                     "migration available",
                     message=left.message,
                     action=f"lemon backends migrate {left.name}",

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from lemoncore.recipes import OptionScope, OptionSpec
+from lemoncore.plugin import OptionScope, OptionSpec
 
 SOCKET_DIR = "/run/lemon"
 SOCKET = f"{SOCKET_DIR}/engine.sock"

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import anyio
 
-from lemoncore.launch import LaunchRefused
+from lemoncore.plugin import LaunchRefused
 
 from lemon_plugin_oci.contracts import SOCKET_DIR
 

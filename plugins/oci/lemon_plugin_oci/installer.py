@@ -6,8 +6,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from lemoncore.errors import InstallError
-from lemoncore.launch import Installed
+from lemoncore.plugin import Installed, InstallError
 
 from lemon_plugin_oci import model_label
 from lemon_plugin_oci.engine import Engine, run

@@ -13,8 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lemoncore.hosts import HostDevice
-from lemoncore.launch import LaunchRefused
+from lemoncore.plugin import HostDevice, LaunchRefused
 
 from lemon_plugin_oci.contracts import MODELS_DIR, LaunchContract, ModelFile
 from lemon_plugin_oci.engine import Identity, Mount, RunRequest

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from lemoncore.launch import Migration
+from lemoncore.plugin import Migration
 
 NAME = "ds4"
 

@@ -25,7 +25,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from lemoncore.recipes import ModelInfo
+from lemoncore.plugin import ModelInfo
 
 from lemon_plugin_oci.contracts import MODELS_DIR
 

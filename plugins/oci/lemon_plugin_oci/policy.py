@@ -8,7 +8,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import replace
 
-from lemoncore.launch import LaunchRefused
+from lemoncore.plugin import LaunchRefused
 
 from lemon_plugin_oci import model_label
 from lemon_plugin_oci.contracts import LaunchContract

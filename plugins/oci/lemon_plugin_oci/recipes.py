@@ -6,7 +6,7 @@ environment variables become typed administrator options of the backend.
 
 from __future__ import annotations
 
-from lemoncore.recipes import (
+from lemoncore.plugin import (
     OPENAI_ENDPOINTS,
     Backend,
     BackendContribution,

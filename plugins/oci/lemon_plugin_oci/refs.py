@@ -7,7 +7,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from lemoncore.launch import LaunchRefused
+from lemoncore.plugin import LaunchRefused
 
 TRUSTED_NAMESPACES = ("docker.io/kyuz0/", "ghcr.io/peonist-ai/")
 # distribution/reference's grammar (reference/regexp.go): a domain, then path components

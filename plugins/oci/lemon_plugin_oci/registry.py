@@ -10,7 +10,7 @@ import re
 
 import httpx
 
-from lemoncore.launch import Artifact
+from lemoncore.plugin import Artifact
 
 MANIFEST_TYPES = (
     "application/vnd.oci.image.index.v1+json",

@@ -30,9 +30,15 @@ import anyio.abc
 import httpx
 import structlog
 
-from lemoncore.launch import LaunchRefused, Lifecycle, ServerState
-from lemoncore.outputlines import EngineOutput, pump
-from lemoncore.supervisor import StartError, wait_healthy
+from lemoncore.plugin import (
+    EngineOutput,
+    LaunchRefused,
+    Lifecycle,
+    ServerState,
+    StartError,
+    pump_engine_output,
+    wait_healthy,
+)
 
 from lemon_plugin_oci import memory
 from lemon_plugin_oci.cgroups import cgroup_peak_memory
@@ -257,7 +263,7 @@ class ContainerServer(Lifecycle):
             )  # STDOUT
             async with process:
                 assert process.stdout is not None
-                await pump(functools.partial(_receive, process.stdout), output)
+                await pump_engine_output(functools.partial(_receive, process.stdout), output)
         except Exception:  # this container's business only: log it, end it
             log.exception("container output could not be read", model=self.name)
             with contextlib.suppress(OSError):  # the tool itself gone: the drift check sees it

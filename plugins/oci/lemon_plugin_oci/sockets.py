@@ -18,7 +18,7 @@ import stat
 import tempfile
 from pathlib import Path
 
-from lemoncore.launch import LaunchRefused
+from lemoncore.plugin import LaunchRefused
 
 SOCKET_NAME = "engine.sock"
 MAX_ENGINE_DIR_BYTES = 1024 * 1024

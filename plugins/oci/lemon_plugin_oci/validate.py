@@ -12,8 +12,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from lemoncore.fieldchecks import CheckSkipped, FieldCheck, FieldContext, FieldResult
-from lemoncore.hosts import detect_host
+from lemoncore.plugin import CheckSkipped, FieldCheck, FieldContext, FieldResult, detect_host
 
 from lemon_plugin_oci.contracts import LaunchContract
 

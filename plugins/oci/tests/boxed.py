@@ -15,17 +15,19 @@ from typing import Any
 
 from starlette.applications import Starlette
 
-from lemoncore import Settings, create_app
-from lemoncore.hosts import HostDevice, HostInfo
-from lemoncore.lock import platform_key
-from lemoncore.recipes import (
+from lemoncore.plugin import (
     Backend,
     BackendContribution,
     DeviceKind,
     Format,
+    HostDevice,
+    HostInfo,
     Recipe,
+    Settings,
     SupportRow,
     Tier,
+    create_app,
+    platform_key,
 )
 
 from lemon_plugin_oci import OciPlugin
@@ -113,7 +115,7 @@ def beside_llamacpp_app(lock: dict[str, Any], **settings: Any) -> Starlette:
 
 
 if __name__ == "__main__":
-    from lemoncore.cli import serve_app
+    from lemoncore.plugin import serve_app
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, required=True)

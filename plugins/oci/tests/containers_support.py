@@ -21,8 +21,7 @@ from typing import Any
 import httpx
 import pytest
 
-from lemoncore.lock import platform_key
-from lemoncore.supervisor import free_port
+from lemoncore.plugin import free_port, platform_key
 
 sys.path.insert(0, str(Path(__file__).parent))  # pytest's importlib mode adds no test dirs
 import engine_image

@@ -14,8 +14,7 @@ from pathlib import Path
 
 import httpx
 
-from lemoncore.lock import platform_key
-from lemoncore.testing import running_server
+from lemoncore.plugin import platform_key, running_server
 
 sys.path.insert(0, str(Path(__file__).parent))  # pytest's importlib mode adds no test dirs
 from containers_support import BOXED_SERVER, Registry, lock_for, require_container_tools

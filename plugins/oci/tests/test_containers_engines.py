@@ -23,9 +23,7 @@ import pytest
 from openai import AsyncOpenAI
 from starlette.applications import Starlette
 
-from lemoncore import Settings, create_app
-from lemoncore.hosts import HostDevice, HostInfo
-from lemoncore.recipes import DeviceKind, Recipe
+from lemoncore.plugin import DeviceKind, HostDevice, HostInfo, Recipe, Settings, create_app
 
 from lemon_plugin_oci import OciPlugin
 from lemon_plugin_oci.contracts import CONTRACTS, LaunchContract, ctx_size

@@ -19,7 +19,7 @@ import httpx
 import pytest
 from structlog.testing import capture_logs
 
-from lemoncore.testing import running_server
+from lemoncore.plugin import running_server
 
 from lemon_plugin_oci.server import OWNER_LABEL
 

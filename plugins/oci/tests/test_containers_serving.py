@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from huggingface_hub import constants as hf_constants
 
-from lemoncore.testing import serve_hub
+from lemoncore.plugin import serve_hub
 
 sys.path.insert(0, str(Path(__file__).parent))  # pytest's importlib mode adds no test dirs
 from boxed import lock_url

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from lemoncore.launch import LaunchRefused
+from lemoncore.plugin import LaunchRefused
 
 from lemon_plugin_oci import model_label
 from lemon_plugin_oci.contracts import HALOGEN, LaunchContract

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from lemoncore.launch import LaunchRefused
+from lemoncore.plugin import LaunchRefused
 
 from lemon_plugin_oci.contracts import CONTRACTS, HALOGEN
 from lemon_plugin_oci.drift import drift
@@ -132,7 +132,7 @@ def test_setup_assistant_names_the_fix(
 def test_each_curated_model_brings_every_file_its_engine_reads(tmp_path: Path) -> None:
     """A curated model is one catalogue entry with all its files: laid out as a pull
     leaves them (one snapshot folder), its contract finds each file it mounts."""
-    from lemoncore.models import Checkpoint
+    from lemoncore.plugin import Checkpoint
 
     from lemon_plugin_oci import _curated_models
 

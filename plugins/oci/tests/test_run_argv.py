@@ -13,10 +13,17 @@ from pathlib import Path
 
 import pytest
 
-from lemoncore.hosts import HostDevice, HostInfo
-from lemoncore.launch import LaunchContext, LaunchRefused
 from lemoncore.options import declared, resolve
-from lemoncore.recipes import Backend, DeviceKind, ModelInfo, Recipe
+from lemoncore.plugin import (
+    Backend,
+    DeviceKind,
+    HostDevice,
+    HostInfo,
+    LaunchContext,
+    LaunchRefused,
+    ModelInfo,
+    Recipe,
+)
 
 from lemon_plugin_oci import OciPlugin, container_name
 from lemon_plugin_oci.contracts import CONTRACTS, HALOGEN, EnvSetting, ModelFile, ctx_size

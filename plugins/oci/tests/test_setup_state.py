@@ -7,9 +7,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from lemoncore import Settings, create_app
-from lemoncore.hosts import HostDevice, HostInfo
-from lemoncore.recipes import DeviceKind
+from lemoncore.plugin import DeviceKind, HostDevice, HostInfo, Settings, create_app
 
 from lemon_plugin_oci import OciPlugin
 from lemon_plugin_oci.setup import Facts

@@ -16,8 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from lemoncore import Settings
-from lemoncore.recipes import ModelInfo
+from lemoncore.plugin import ModelInfo, Settings
 
 sys.path.insert(0, str(Path(__file__).parent))  # pytest's importlib mode adds no test dirs
 from boxed import BOXED, CONTRACT, HOST, lock_url
@@ -49,8 +48,7 @@ def settings(lock: dict[str, Any], **extra: Any) -> Settings:
 
 
 if __name__ == "__main__":
-    from lemoncore import create_app
-    from lemoncore.cli import serve_app
+    from lemoncore.plugin import create_app, serve_app
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--lock", type=Path, required=True)

@@ -15,8 +15,7 @@ from pydantic import (
     model_validator,
 )
 
-from lemoncore.durations import keep_alive_seconds
-from lemoncore.errors import LemonError
+from lemoncore.plugin import LemonError, keep_alive_seconds
 
 
 class BadRequest(LemonError):

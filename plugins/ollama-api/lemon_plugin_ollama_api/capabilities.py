@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from lemoncore.recipes import ModelInfo, ModelType
+from lemoncore.plugin import ModelInfo, ModelType
 
 from lemon_plugin_ollama_api.gguf import Array, Value
 

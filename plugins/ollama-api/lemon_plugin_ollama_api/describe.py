@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from lemoncore.recipes import ModelInfo
+from lemoncore.plugin import ModelInfo
 
 from lemon_plugin_ollama_api.capabilities import capabilities
 from lemon_plugin_ollama_api.gguf import Array, Value, read_metadata

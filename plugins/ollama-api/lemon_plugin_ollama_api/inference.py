@@ -16,9 +16,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from lemoncore.api.gateway import Gateway
-from lemoncore.errors import LemonError
-from lemoncore.recipes import ModelInfo
+from lemoncore.plugin import Gateway, LemonError, ModelInfo
 
 from lemon_plugin_ollama_api.answers import Clock, Kind, Turn, final_line, line, status_line
 from lemon_plugin_ollama_api.bodies import (

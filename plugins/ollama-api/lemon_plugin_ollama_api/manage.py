@@ -14,11 +14,7 @@ import anyio
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 
-import lemoncore
-from lemoncore.api.gateway import Gateway
-from lemoncore.api.replies import LoadedModel
-from lemoncore.errors import LemonError
-from lemoncore.recipes import ModelInfo
+from lemoncore.plugin import Gateway, LemonError, LoadedModel, ModelInfo
 
 from lemon_plugin_ollama_api.bodies import DeleteBody, PullBody, ShowBody, parse
 from lemon_plugin_ollama_api.describe import FileFacts, digest, file_facts, listing, running
@@ -57,11 +53,14 @@ async def heartbeat(request: Request) -> Response:
 
 async def api_version(request: Request) -> Response:
     """This plugin's version (Ollama's clients show it), and lemoncore's."""
+    return JSONResponse({"version": _version(DISTRIBUTION), "lemoncore": _version("lemoncore")})
+
+
+def _version(distribution: str) -> str:
     try:
-        mine = version(DISTRIBUTION)
+        return version(distribution)
     except PackageNotFoundError:  # imported from a source tree
-        mine = "0+unknown"
-    return JSONResponse({"version": mine, "lemoncore": lemoncore.__version__})
+        return "0+unknown"
 
 
 @ollama_errors

@@ -15,7 +15,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from lemoncore.errors import LemonError
+from lemoncore.plugin import LemonError
 
 from lemon_plugin_ollama_api.bodies import BadRequest, Message
 

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from lemoncore.api.gateway import Gateway
-from lemoncore.errors import LemonError
-from lemoncore.recipes import ModelInfo
+from lemoncore.plugin import Gateway, LemonError, ModelInfo
 
 TAG = "latest"
 

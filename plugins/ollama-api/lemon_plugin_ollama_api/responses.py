@@ -15,7 +15,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import Receive, Scope, Send
 
-from lemoncore.errors import LemonError
+from lemoncore.plugin import LemonError
 
 log = structlog.get_logger("lemon_plugin_ollama_api")
 

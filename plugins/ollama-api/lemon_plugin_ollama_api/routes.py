@@ -6,7 +6,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from lemoncore.errors import LemonError
+from lemoncore.plugin import LemonError
 
 from lemon_plugin_ollama_api import inference, manage
 from lemon_plugin_ollama_api.responses import Handler

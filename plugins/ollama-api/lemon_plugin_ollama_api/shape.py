@@ -12,7 +12,7 @@ keep lemoncore's shape (lemoncore leaves them out whatever a shape covers).
 
 from __future__ import annotations
 
-from lemoncore.errors import ErrorShape, LemonError
+from lemoncore.plugin import ErrorShape, LemonError
 
 
 def ollama_error(error: LemonError) -> dict[str, str]:

@@ -8,8 +8,7 @@ import httpx
 import ollama
 import pytest
 
-from lemoncore.recipes import ModelInfo
-from lemoncore.testing import ServerProcess, running_server, serve_hub
+from lemoncore.plugin import ModelInfo, ServerProcess, running_server, serve_hub
 
 sys.path.insert(0, str(Path(__file__).parent))  # pytest's importlib mode adds no test dirs
 from ollama_api_support import EMBED, SMOLLM2, hub_model, smollm2_gguf

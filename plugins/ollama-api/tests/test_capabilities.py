@@ -8,8 +8,7 @@ from typing import Any
 
 import pytest
 
-from lemoncore.api.replies import LoadedModel
-from lemoncore.recipes import ModelInfo
+from lemoncore.plugin import LoadedModel, ModelInfo
 
 from lemon_plugin_ollama_api.capabilities import (
     capabilities,

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from lemoncore.errors import LemonError
+from lemoncore.plugin import LemonError
 
 from lemon_plugin_ollama_api.answers import Clock, Turn, final_line, line
 from lemon_plugin_ollama_api.bodies import (

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from lemoncore.recipes import ModelInfo
+from lemoncore.plugin import ModelInfo
 
 from lemon_plugin_ollama_api.describe import (
     FileFacts,

@@ -20,8 +20,7 @@ import httpx
 import ollama
 import pytest
 
-from lemoncore.recipes import ModelInfo
-from lemoncore.testing import ServerProcess
+from lemoncore.plugin import ModelInfo, ServerProcess
 
 sys.path.insert(0, str(Path(__file__).parent))  # pytest's importlib mode adds no test dirs
 from ollama_api_support import CHAT, EMBED, smollm2_gguf

@@ -12,7 +12,7 @@ import httpx
 import ollama
 import pytest
 
-from lemoncore.testing import ServerProcess, running_server
+from lemoncore.plugin import ServerProcess, running_server
 
 sys.path.insert(0, str(Path(__file__).parent))  # pytest's importlib mode adds no test dirs
 from ollama_api_support import CHAT

@@ -19,7 +19,7 @@ import httpx
 import ollama
 import pytest
 
-from lemoncore.testing import ServerProcess
+from lemoncore.plugin import ServerProcess
 
 from lemon_plugin_ollama_api.manage import FOREVER
 

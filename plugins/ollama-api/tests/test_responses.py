@@ -13,7 +13,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from lemoncore.errors import LemonError
+from lemoncore.plugin import LemonError
 
 from lemon_plugin_ollama_api.responses import (
     INTERNAL,

@@ -13,18 +13,19 @@ from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
-from lemoncore import hookimpl
-from lemoncore.fieldchecks import FieldCheck
-from lemoncore.hosts import HostInfo
-from lemoncore.launch import (
+from lemoncore.plugin import (
+    FieldCheck,
+    HostInfo,
     InstallPlan,
     LaunchContext,
     LaunchRefused,
     LaunchSpec,
+    ModelInfo,
+    Pin,
+    Recipe,
     RequestRefused,
+    hookimpl,
 )
-from lemoncore.lock import Pin
-from lemoncore.recipes import ModelInfo, Recipe
 
 from lemon_plugin_vte.devices import assess
 from lemon_plugin_vte.gguf_check import check_gguf

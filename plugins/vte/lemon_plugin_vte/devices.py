@@ -13,8 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from lemoncore.hosts import HostDevice, HostInfo
-from lemoncore.recipes import DeviceKind
+from lemoncore.plugin import DeviceKind, HostDevice, HostInfo
 
 from lemon_plugin_vte.vte_source import (
     SUPPORTED_ARCHS,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lemoncore.launch import LaunchContext, LaunchRefused, LaunchSpec
+from lemoncore.plugin import LaunchContext, LaunchRefused, LaunchSpec
 
 from lemon_plugin_vte.vte_source import TARGET_FAMILY
 

@@ -8,8 +8,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from lemoncore.fieldchecks import FieldCheck, FieldContext, FieldResult
-from lemoncore.gpus import amd_family
+from lemoncore.plugin import FieldCheck, FieldContext, FieldResult, amd_family
 
 from lemon_plugin_vte.vte_source import SUPPORTED_ARCHS
 

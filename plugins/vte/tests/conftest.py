@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from lemoncore.testing import serve_directory
+from lemoncore.plugin import serve_directory
 
 sys.path.insert(0, str(Path(__file__).parent))  # pytest's importlib mode adds no test dirs
 from vte_support import World

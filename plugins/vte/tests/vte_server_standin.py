@@ -29,8 +29,7 @@ import time
 import uuid
 from pathlib import Path
 
-from lemoncore import standin
-from lemoncore.standin import CHUNK, Delta, Head, answer, delta, error, head
+from lemoncore.plugin import standin
 
 # vte/config.py GPU_ARCH_MAP, dict order (the plugin keeps its own copy in vte_source.py;
 # this one is typed out again from VTE's source so a wrong copy there is caught here).
@@ -289,21 +288,21 @@ class Handler(standin.Handler):
         try:
             body = self.read_json()
         except ValueError:
-            self.send_json(400, error("Corpo da requisição não é um JSON válido."))
+            self.send_json(400, standin.error("Corpo da requisição não é um JSON válido."))
             return
         chat = self.path == "/v1/chat/completions"
         if self.path not in {"/v1/chat/completions", "/v1/completions"}:
             self.send_json(404, {"detail": "Not Found"})
             return
         if chat and not body.get("messages"):
-            self.send_json(400, error("Campo 'messages' ausente ou vazio na requisição."))
+            self.send_json(400, standin.error("Campo 'messages' ausente ou vazio na requisição."))
             return
         if not chat and "prompt" not in body:
-            self.send_json(400, error("Campo 'prompt' ausente."))
+            self.send_json(400, standin.error("Campo 'prompt' ausente."))
             return
         if not generation.acquire(blocking=False):  # _BUSY_RESPONSE: no Retry-After
             report("busy", {"path": self.path})
-            self.send_json(429, error(BUSY, "server_busy"))
+            self.send_json(429, standin.error(BUSY, "server_busy"))
             return
         report("request", {"path": self.path, "body": body})
         messages = body["messages"] if chat else [{"role": "user", "content": body["prompt"]}]
@@ -319,10 +318,10 @@ class Handler(standin.Handler):
                 time.sleep(TOKEN_S * len(out))
             finally:
                 generation.release()
-            said, start = " ".join(out), head(ident, body.get("model", "vte"))
+            said, start = " ".join(out), standin.head(ident, body.get("model", "vte"))
             choice = standin.message(said, finish) if chat else standin.text(said, finish)
             kind = standin.CHAT if chat else standin.TEXT
-            self.send_json(200, answer(start, [choice], kind, counts))
+            self.send_json(200, standin.answer(start, [choice], kind, counts))
             return
         event_loop.release()  # the stream's generation thread leaves the loop free
         self.stream(body, ident, out, finish, counts)
@@ -342,19 +341,24 @@ class Handler(standin.Handler):
             events = self.open_events(("Connection", "close"))
             prefill()
 
-            def now() -> Head:  # each chunk's own time
-                return head(ident, body.get("model", "vte"))
+            def now() -> standin.Head:  # each chunk's own time
+                return standin.head(ident, body.get("model", "vte"))
 
             for i, word in enumerate(out):  # the role rides on the first content chunk
                 time.sleep(TOKEN_S)
-                piece: Delta = {"content": " " + word}
+                piece: standin.Delta = {"content": " " + word}
                 if not i:
                     piece = {"role": "assistant", "content": word}
-                events.send(answer(now(), [delta(piece)], CHUNK))
-            events.send({**answer(now(), [delta({}, finish)], CHUNK), "usage": TIMINGS})
+                events.send(standin.answer(now(), [standin.delta(piece)], standin.CHUNK))
+            events.send(
+                {
+                    **standin.answer(now(), [standin.delta({}, finish)], standin.CHUNK),
+                    "usage": TIMINGS,
+                }
+            )
             options = body.get("stream_options") or {}
             if isinstance(options, dict) and options.get("include_usage"):
-                events.send({**answer(now(), [], CHUNK), "usage": counts})
+                events.send({**standin.answer(now(), [], standin.CHUNK), "usage": counts})
             events.done()
         except OSError:
             pass  # the client went away: stop_event, then the lock is released

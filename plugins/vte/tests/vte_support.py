@@ -24,12 +24,23 @@ import httpx
 import pytest
 from starlette.applications import Starlette
 
-from lemoncore import Settings, create_app, hookimpl
-from lemoncore.hosts import HostDevice, HostInfo, gpus_from_names
-from lemoncore.launch import InstallPlan, LaunchContext, LaunchSpec
-from lemoncore.lock import platform_key
-from lemoncore.recipes import Backend, DeviceKind, Recipe, SupportRow
-from lemoncore.supervisor import free_port
+from lemoncore.plugin import (
+    Backend,
+    DeviceKind,
+    HostDevice,
+    HostInfo,
+    InstallPlan,
+    LaunchContext,
+    LaunchSpec,
+    Recipe,
+    Settings,
+    SupportRow,
+    create_app,
+    free_port,
+    gpus_from_names,
+    hookimpl,
+    platform_key,
+)
 
 STANDIN = Path(__file__).with_name("vte_server_standin.py")
 CPU = HostDevice(DeviceKind.CPU, "AMD Ryzen 7 7700")
