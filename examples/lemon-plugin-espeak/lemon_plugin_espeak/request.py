@@ -28,9 +28,12 @@ class VoiceID(BaseModel):
 
 
 class SpeechRequest(BaseModel):
-    """OpenAI's text-to-speech request, as far as espeak-ng can serve it."""
+    """OpenAI's text-to-speech request, as far as espeak-ng can serve it; its example is
+    the sample request the kit and ``lemon validate`` send."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(
+        extra="allow", json_schema_extra={"examples": [{"input": "Hello.", "voice": "alloy"}]}
+    )
 
     input: str = Field(
         min_length=1, max_length=MAX_INPUT, description="The text to speak (1-4096 characters)"
