@@ -56,7 +56,10 @@ class Engine:
 
     @hookimpl
     def register_models(self) -> Sequence[ModelInfo]:
-        return [ModelInfo(name="risky-model", recipe="risky", checkpoint="x/y:z.gguf")]
+        return [
+            ModelInfo(name="risky-model", recipe="risky", checkpoint="x/y:z.gguf"),
+            ModelInfo(name="engine-model", recipe="engine", checkpoint="x/y:z.gguf"),
+        ]
 
     @hookimpl
     def install(self, recipe: Recipe, backend: Backend, pin: Pin | None) -> InstallPlan | None:
@@ -197,6 +200,12 @@ async def test_unverified_pins_are_refused_with_the_fix(world: World) -> None:
         refused = await client.post("/api/v1/install", json={"backend": "engine:native"})
         assert refused.status_code == 400
         assert "gives no SHA-256" in refused.json()["error"]["message"]
+        plan = await client.post(  # what `lemon explain engine-model` shows
+            "/api/v1/load", json={"model_name": "engine-model", "dry_run": True}
+        )
+        assert plan.json()["backend_state"] == "action_required"
+        assert plan.json()["refused"].startswith("backend engine:native is action_required: ")
+        assert "--trust-download" in plan.json()["refused"] and plan.json()["evict"] == []
     assert not (world.root / "cache/bin").exists()
     async with world.app(allow_unverified="engine:native") as client:
         assert (await world.state(client, "native"))["state"] == "installable"

@@ -366,3 +366,39 @@ async def test_the_openai_client_does_not_retry_an_engine_that_dies_of_sigill(
             await client.chat.completions.create(model="sigill", messages=CHAT["messages"])
     assert "CPU instructions this machine cannot run" in str(failed.value)
     assert sent == ["/v1/chat/completions"] and engines.runs("sigill") == 1
+
+
+async def test_the_events_say_what_happened_to_each_model(
+    tmp_path: Path, illegal: Path, anyio_backend: str
+) -> None:
+    """``/api/v1/events`` (the Status tab's source) tells an asked-for unload from an
+    eviction, and records a crash and a failed start; ``/metrics`` counts the crash."""
+    engines = Engines(tmp_path, illegal)
+    async with lemon(engines) as c:
+        assert (await c.post("/api/v1/load", json={"model_name": "healthy"})).status_code == 200
+        assert (await c.post("/api/v1/unload", json={"model_name": "healthy"})).status_code == 200
+        dead = await c.post("/v1/chat/completions", json={**CHAT, "model": "dies", "stream": True})
+        assert "backend stream broke" in dead.text
+        failed = await c.post("/v1/chat/completions", json={**CHAT, "model": "sigill"})
+        assert failed.status_code == 503
+        answer = await c.get("/api/v1/events")
+        assert answer.status_code == 200
+        seen = [(e["model"], e["event"], e["kind"]) for e in answer.json()["data"]]
+        assert seen == [
+            ("healthy", "loaded", None),
+            ("healthy", "unloaded", "unload"),
+            ("dies", "loaded", None),
+            ("dies", "crashed", None),
+            ("sigill", "load_failed", None),
+        ]
+        reasons = [e["reason"] for e in answer.json()["data"]]
+        assert reasons[1] == "unload requested" and reasons[2] == "crashy:cpu on cpu"
+        assert reasons[3].startswith("died of SIGKILL")
+        assert "SIGILL" in reasons[4] and "\n" not in reasons[4]
+        assert answer.json()["crashes"] == {"dies": 1}
+        assert [e["model"] for e in (await c.get("/api/v1/events?limit=2")).json()["data"]] == [
+            "dies",
+            "sigill",
+        ]
+        assert (await c.get("/api/v1/events?limit=0")).status_code == 400
+        assert 'lemon_backend_crashes_total{model="dies"} 1' in (await c.get("/metrics")).text

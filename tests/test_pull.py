@@ -143,6 +143,7 @@ def test_pull_streams_progress_into_the_hf_cache_and_delete_removes_it(tmp_path:
         assert path.read_bytes() == BIG
         assert path.is_relative_to(tmp_path / "hf" / "hub" / "models--owner--big-GGUF")
         assert models(server)["big"]["downloaded"] is True
+        assert models(server)["big"]["size_bytes"] == len(BIG)  # its file on disk
         deleted = httpx.post(server.url + "/api/v1/delete", json={"model_name": "big"})
         assert deleted.status_code == 200
         assert not path.exists()
@@ -173,6 +174,7 @@ def test_a_model_of_several_files_is_pulled_whole_verified_and_deleted_whole(
     for name, data in MULTI.items():  # one snapshot, each file where the engine looks
         assert (snapshot / name).read_bytes() == data
     assert models(server)["multi"]["downloaded"] is True
+    assert models(server)["multi"]["size_bytes"] == sum(map(len, MULTI.values()))
     (snapshot / "tokenizer/vocab.json").unlink()  # a missing part: not downloaded
     assert models(server, show_all=True)["multi"]["downloaded"] is False
     assert (
@@ -203,11 +205,26 @@ def test_a_model_of_several_files_is_pulled_whole_verified_and_deleted_whole(
     assert httpx.post(server.url + "/api/v1/pull", json=escape).status_code == 400
 
 
-def test_pull_of_a_missing_file_reports_an_error(server: ServerProcess) -> None:
+def test_a_failed_pull_reports_the_error_and_leaves_no_new_model_behind(
+    server: ServerProcess,
+) -> None:
+    """A pull that registers a model and then fails forgets that model (no ghost that is
+    "not downloaded" forever); a failing pull of a model registered before keeps it."""
     body = {"model_name": "ghost", "checkpoint": "owner/tiny-GGUF:ghost.gguf", "recipe": "tiny"}
+    response = httpx.post(server.url + "/api/v1/pull", json={**body, "stream": True}, timeout=60)
+    assert response.status_code == 200  # streamed: the failure is the last event
+    assert "ghost.gguf" in response.text and "event: error" in response.text
+    assert "ghost" not in models(server, show_all=True)
     response = httpx.post(server.url + "/api/v1/pull", json=body, timeout=60)
     assert response.status_code == 502
     assert "ghost.gguf" in response.json()["error"]["message"]
+    assert "ghost" not in models(server, show_all=True)
+
+    kept = {"model_name": "kept", "checkpoint": "owner/tiny-GGUF:tiny.gguf", "recipe": "tiny"}
+    assert httpx.post(server.url + "/api/v1/pull", json=kept, timeout=60).status_code == 200
+    moved = {**kept, "checkpoint": "owner/tiny-GGUF:moved.gguf"}
+    assert httpx.post(server.url + "/api/v1/pull", json=moved, timeout=60).status_code == 502
+    assert "kept" in models(server, show_all=True)
 
 
 def test_pull_registers_a_file_in_the_model_store_only(
@@ -222,6 +239,7 @@ def test_pull_registers_a_file_in_the_model_store_only(
     )
     assert response.status_code == 200
     assert models(server)["local"]["checkpoint"] == str(local)
+    assert models(server)["local"]["size_bytes"] == len(BLOB)
     outside = tmp_path / "outside.gguf"
     outside.write_bytes(BLOB)
     refused = httpx.post(

@@ -132,10 +132,16 @@ def _pull_target(core: Core, body: bodies.PullBody) -> ModelInfo:
 async def pull(request: Request) -> Response:
     core: Core = request.app.state.core
     body = parse(bodies.PullBody, await json_object(request))
+    new = core.models.get(body.model_name) is None
     model = _pull_target(core, body)
 
     async def run(progress: ProgressCallback | None) -> replies.PullResult:
-        path = await core.models.pull(model, progress)
+        try:
+            path = await core.models.pull(model, progress)
+        except BaseException:  # a failed add leaves no model behind that has no files
+            if new:
+                core.models.unregister(model.name)
+            raise
         return replies.PullResult(model_name=model.name, path=str(path))
 
     if not body.stream:
@@ -185,6 +191,14 @@ async def metrics(request: Request) -> Response:
     lines += [
         f'lemon_tokens_total{{model="{model}",kind="{kind.removesuffix("_tokens")}"}} {count}'
         for (model, kind), count in sorted(counts.tokens.items())
+    ]
+    lines += [
+        "# HELP lemon_backend_crashes_total Engines that ended on their own while loaded.",
+        "# TYPE lemon_backend_crashes_total counter",
+    ]
+    lines += [
+        f'lemon_backend_crashes_total{{model="{model}"}} {count}'
+        for model, count in sorted(counts.crashes.items())
     ]
     lines += [
         "# HELP lemon_backend_answers_total Answers backends gave, by model, endpoint and status.",

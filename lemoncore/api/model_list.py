@@ -27,20 +27,20 @@ def model_card(core: Core, model: ModelInfo) -> replies.ModelCard:
         replies.BackendRef(name=b.name, tier=b.tier, format=b.format)
         for b in (recipe.backends if recipe else ())
     ]
-    downloaded = core.models.local_path(model) is not None
+    on_disk = core.models.size_on_disk(model)
     return replies.ModelCard(
         id=model.name,
         checkpoint=model.checkpoint,
         recipe=model.recipe,
         model_type=model.model_type,
         backends=backends,
-        downloaded=downloaded,
+        downloaded=on_disk is not None,
         deletable=core.models.deletable(model),
         suggested=model.suggested,
         labels=list(model.labels),
         aliases=list(model.aliases),
         recipe_options=dict(model.recipe_options),
-        size_bytes=sum(model.sizes.values()) if model.sizes else None,
+        size_bytes=sum(model.sizes.values()) if model.sizes else on_disk,
     )
 
 

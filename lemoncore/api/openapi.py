@@ -20,6 +20,7 @@ from lemoncore.api import (
     anthropic_models,
     apidoc,
     bodies,
+    events,
     inference,
     logs,
     manage,
@@ -28,6 +29,7 @@ from lemoncore.api import (
 )
 from lemoncore.api.operation import LEMONADE, OPENAI, Media, Operation
 from lemoncore.recipes import Endpoint
+from lemoncore.serving.history import HISTORY_SIZE
 
 # One event of an inference stream (schemathesis reads an event stream's `schema` per
 # event, as Open API 3.2's `itemSchema`); the engine's chunks are not lemoncore's to type.
@@ -289,6 +291,19 @@ OPERATIONS: tuple[Operation, ...] = (
         errors=(400,),
         ok={"application/json": replies.LogEntries},
         events={"line": replies.LogEntry},
+    ),
+    Operation(
+        "GET",
+        "/events",
+        events.events,
+        "What happened to each model",
+        prefix=LEMONADE,
+        description="Since the server started: each model's loads, unloads (`kind` says "
+        "why: asked for, idle, or the eviction's reason), crashes and failed starts, the "
+        f"newest {HISTORY_SIZE} kept; and crashes counted per model.",
+        parameters=events.PARAMETERS,
+        errors=(400,),
+        ok={"application/json": events.ModelEvents},
     ),
 )
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.responses import JSONResponse
 
-from lemoncore.installs.backend_status import BackendState
+from lemoncore.installs.backend_status import BackendState, unusable
 from lemoncore.recipes import Device, DeviceKind, Format, ModelType, OptionSpec, SlotPolicy, Tier
 
 if TYPE_CHECKING:
@@ -80,7 +80,9 @@ class ModelCard(Reply):
     aliases: list[str]
     recipe_options: dict[str, Any]
     size_bytes: int | None = Field(
-        None, description="Published sizes of its files, summed; absent when unknown"
+        None,
+        description="Its files' published sizes, summed; else what its downloaded files "
+        "take on disk; absent when unknown",
     )
 
 
@@ -209,6 +211,7 @@ class LoadPlanReply(Reply):
     @classmethod
     def of(cls, plan: LoadPlan) -> LoadPlanReply:
         """``plan`` as a ``dry_run`` load answers it."""
+        cannot_start = plan.refusal or unusable(plan.backend)
         return cls(
             model_name=plan.model.name,
             recipe=plan.recipe.name,
@@ -218,10 +221,12 @@ class LoadPlanReply(Reply):
             is_amd_gpu=plan.is_amd_gpu,
             slot_policy=plan.policy,
             options=plan.options,
-            refused=plan.refusal or plan.decision.refused,
+            refused=cannot_start or plan.decision.refused,
             already_loaded=plan.already_loaded,
             rpc_workers=list(plan.workers),
-            evict=[
+            evict=[]  # a load refused before its evictions evicts nothing
+            if cannot_start
+            else [
                 Eviction(model_name=e.name, kind=e.kind.value, reason=e.reason)
                 for e in plan.decision.evict
             ],

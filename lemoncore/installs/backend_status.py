@@ -122,3 +122,16 @@ def check_online(offline: bool, name: str, action: str) -> None:
             f"offline): install it with network access first: {action}",
             status=503,
         )
+
+
+def unusable(status: BackendStatus) -> str:
+    """Why ``status``'s backend can neither run nor be installed without the user (its
+    state, message and fix); ``""`` when it is installed or lemoncore may install it."""
+    if status.state in {
+        BackendState.INSTALLED,
+        BackendState.INSTALLABLE,
+        BackendState.UPDATE_REQUIRED,
+    }:
+        return ""
+    fix = f" Fix: {status.action}" if status.action else ""
+    return f"backend {status.name} is {status.state.value}: {status.message}.{fix}"

@@ -24,7 +24,7 @@ from lemoncore.installs.assess import assess
 from lemoncore.installs.backend_status import BackendError as BackendError
 from lemoncore.installs.backend_status import BackendState as BackendState
 from lemoncore.installs.backend_status import BackendStatus as BackendStatus
-from lemoncore.installs.backend_status import check_online
+from lemoncore.installs.backend_status import check_online, unusable
 from lemoncore.installs.backend_status import choose as choose
 from lemoncore.installs.install import download, install_plan, partial_path, uninstall
 from lemoncore.installs.record import InstallRecord, read_record, write_record
@@ -215,11 +215,8 @@ class Backends:
         """
         if status.state is BackendState.INSTALLED:
             return status
-        if status.state not in {BackendState.INSTALLABLE, BackendState.UPDATE_REQUIRED}:
-            fix = f" Fix: {status.action}" if status.action else ""
-            raise BackendError(
-                f"backend {status.name} is {status.state.value}: {status.message}.{fix}", status=503
-            )
+        if why := unusable(status):
+            raise BackendError(why, status=503)
         if self.needs_consent(status):
             if not consent:
                 raise BackendError(

@@ -91,6 +91,23 @@ class ModelStore:
         self._user[model.name] = model
         self._write_user()
 
+    def unregister(self, name: str) -> None:
+        """Forget a model the user registered (its files stay); others are left alone."""
+        if self._user.pop(name, None) is not None:
+            self._write_user()
+
+    def size_on_disk(self, model: ModelInfo) -> int | None:
+        """The bytes the model's files take here, if they are all present; else ``None``."""
+        path = self.local_path(model)
+        if path is None:
+            return None
+        cp = Checkpoint.parse(model.checkpoint)
+        if cp.kind == "hf":
+            found = self._downloaded(model)
+        else:
+            found = [str(path), *(str(path.parent / f) for f in model.files)]
+        return sum(Path(f).resolve().stat().st_size for f in found)
+
     def roots(self) -> tuple[Path, ...]:
         """Directories model files may lie in (besides a ``pkg:`` model's own package)."""
         return (self.store, Path(hf_constants.HF_HUB_CACHE), *self.model_dirs)
@@ -197,8 +214,7 @@ class ModelStore:
         for path in found:
             self.confined(Path(path)).unlink(missing_ok=True)  # the blob
             Path(path).unlink(missing_ok=True)  # the snapshot's link to it
-        if self._user.pop(model.name, None) is not None:
-            self._write_user()
+        self.unregister(model.name)
 
     def _downloaded(self, model: ModelInfo) -> list[str]:
         """The model's files in the Hugging Face cache (none unless its checkpoint is)."""

@@ -1,7 +1,7 @@
 """The running servers: who runs what, evictions (drain, then stop), and what happens
 when a server crashes or wedges. The router decides what to load; this carries out the
 removals :mod:`lemoncore.serving.eviction` decides and keeps the counts ``/metrics`` shows
-(:class:`Metrics`)."""
+(:class:`Metrics`) and each model's :class:`~lemoncore.serving.history.History`."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from lemoncore.exits import EngineExit, classify
 from lemoncore.launch import Runner
 from lemoncore.serving.admission import Admission
 from lemoncore.serving.eviction import Decision, EvictionKind, EvictionOrder, Resident, wedged
+from lemoncore.serving.history import History, ModelEventKind
 from lemoncore.serving.server import LoadedServer
 from lemoncore.supervisor import BackendProcess
 
@@ -35,6 +36,7 @@ class Metrics:
     evictions: Mapping[EvictionKind, int]  # servers stopped, by kind (every kind present)
     tokens: Mapping[tuple[str, str], int]  # (model, usage kind) -> tokens reported
     answers: Mapping[tuple[str, str, int], int]  # (model, path, status) -> answers
+    crashes: Mapping[str, int]  # model -> its engine's crashes while loaded
 
 
 class Fleet:
@@ -48,6 +50,7 @@ class Fleet:
         self.evictions: Counter[EvictionKind] = Counter(dict.fromkeys(EvictionKind, 0))
         self.tokens: Counter[tuple[str, str]] = Counter()  # (model, kind), from usage
         self.answers: Counter[tuple[str, str, int]] = Counter()  # (model, path, status)
+        self.history = History()
         self.task_group: anyio.abc.TaskGroup | None = None  # for removals in the background
         self._restarting: list[LoadedServer] = []  # wedged, being stopped in the background
 
@@ -55,6 +58,11 @@ class Fleet:
         """Put a started server in service (counted in :attr:`loads`)."""
         self.servers[server.model.name] = server
         self.loads += 1
+        self.history.record(
+            server.model.name,
+            ModelEventKind.LOADED,
+            f"{server.recipe.name}:{server.backend.name} on {server.device.value}",
+        )
         server.process.on_exit(lambda _: self._forget_if_crashed(server))
 
     def running(self, name: str) -> LoadedServer | None:
@@ -69,6 +77,7 @@ class Fleet:
             dict(self.evictions),
             dict(self.tokens),
             dict(self.answers),
+            dict(self.history.crashes),
         )
 
     def residents(self) -> list[Resident]:
@@ -87,6 +96,7 @@ class Fleet:
         if self.servers.get(server.model.name) is server:
             del self.servers[server.model.name]
         self.evictions[why.kind] += 1
+        self.history.record(server.model.name, ModelEventKind.UNLOADED, why.reason, why.kind)
         log.info(
             "evicting",
             model=server.model.name,
@@ -158,6 +168,7 @@ class Fleet:
             del self.servers[server.model.name]
             self._background().start_soon(server.client.aclose)
             ended = exit_of(server.process)
+            self.history.record(server.model.name, ModelEventKind.CRASHED, ended.headline)
             log.warning(
                 "model unloaded: backend crashed; the next request reloads it",
                 model=server.model.name,

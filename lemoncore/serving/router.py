@@ -32,6 +32,7 @@ from lemoncore.serving.admission import Admission, HeldOff
 from lemoncore.serving.eviction import EvictionKind, EvictionOrder
 from lemoncore.serving.facts import Survey
 from lemoncore.serving.fleet import Fleet, Metrics
+from lemoncore.serving.history import History, ModelEventKind
 from lemoncore.serving.idle import IdleUnloader
 from lemoncore.serving.launcher import Launcher
 from lemoncore.serving.pending import PendingLoad
@@ -96,6 +97,11 @@ class Router:
         """Refuse new requests (503) and give in-flight ones ``stop_grace`` seconds to
         finish (:meth:`Admission.begin_shutdown`); idempotent."""
         self.admission.begin_shutdown()
+
+    @property
+    def history(self) -> History:
+        """What happened to each model since the start (``GET /api/v1/events``)."""
+        return self.fleet.history
 
     def held_off(self) -> list[HeldOff]:
         """The models whose starts are held off after failing, and why."""
@@ -209,7 +215,9 @@ class Router:
             try:
                 server = await self.launcher.execute(found, pin, self._tg)
             except StartError as exc:
-                raise self.admission.failed_start(name, exc) from exc
+                refusal = self.admission.failed_start(name, exc)
+                self.fleet.history.record(name, ModelEventKind.LOAD_FAILED, str(refusal))
+                raise refusal from exc
             self.admission.started(name)
             self.pins.set(name, pin)
             self.fleet.add(server)
