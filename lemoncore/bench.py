@@ -11,7 +11,7 @@ import json
 import statistics
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import httpx
@@ -175,12 +175,14 @@ def bench(
     cold: bool = True,
     max_tokens: int = 96,
     api_key: str | None = None,
+    progress: Callable[[str], None] = lambda step: None,
 ) -> dict[str, object]:
     """Warm and (optionally) cold runs of every scenario for each target on a lemoncore
     server at ``url``: the same prompts, each with a unique prefix, in rounds that
     interleave the targets (each round starts with an unmeasured warm-up, which also
     reloads a target another one evicted). Cold runs unload the model first. A target
-    whose backend is not installed is reported as skipped, with the reason."""
+    whose backend is not installed is reported as skipped, with the reason. ``progress``
+    is told each step as it starts (``round 1/5: M, prompt 'short'``)."""
     chosen = [t if isinstance(t, Target) else Target(t) for t in models]
     report: dict[str, object] = {}
     with client_for(api_key) as client:
@@ -192,11 +194,12 @@ def bench(
                 running.append(target)
         warm: dict[tuple[str, str], list[Sample]] = {}
         peaks: dict[str, int] = {}
-        for _ in range(reps):
+        for round_ in range(1, reps + 1):
             for target in running:
                 if target.backend or len(running) > 1:
                     select(client, url, target)
                 for name, prompt in SCENARIOS.items():
+                    progress(f"round {round_}/{reps}: {target.label}, prompt {name!r}")
                     stream_once(client, url + "/v1", target.model, prompt, 4)  # warm-up
                     warm.setdefault((target.label, name), []).append(
                         stream_once(client, url + "/v1", target.model, prompt, max_tokens)
@@ -211,7 +214,8 @@ def bench(
                 result["peak_memory_mib"] = round(peaks[target.label] / 2**20)
             if cold:
                 samples = []
-                for _ in range(reps):
+                for start in range(1, reps + 1):
+                    progress(f"{target.label}: cold start {start}/{reps}")
                     client.post(url + "/api/v1/unload", json={"model_name": target.model})
                     loading = select(client, url, target)  # the load counts: it is cold
                     sample = stream_once(

@@ -197,6 +197,16 @@ def check_args(
                 i += 1
             continue
         if flag is None:
+            name, joined, given = word.partition("=")
+            if joined and (name in table or name in extra):  # llama-server's parser reads
+                named = table.get(name)  # --threads=2 as one unknown word (common/arg.cpp)
+                wanted = name if named and named.takes == "switch" else f"{name} {given}"
+                raise OptionError(
+                    f"{option} {source}: write {wanted!r}, not {word!r}: the engine reads a "
+                    "flag and its value as two words, not as flag=value",
+                    option,
+                    status,
+                )
             listed = ", ".join(sorted(f.names[-1] for f in flags)) or "none"
             raise OptionError(
                 f"{option} {source}: {word!r} is not allowed. Allowed flags: {listed}. "

@@ -8,9 +8,11 @@ Rules (``assess``), over the evidence in lemoncore's tier registry
 - **community → core** when, in addition, no critical issue has been open for
   ``STABLE_RELEASES`` releases and its pin can be refreshed; core is granted only by
   lemoncore's registry (``core_grants``), never by a plugin's own claim.
-- **demote one tier** when the kit fails on a declared platform it used to pass, or the
-  pin can no longer be refreshed; an experimental backend that would be demoted is
-  proposed for removal.
+- **demote one tier** when the registry records a failure (``failed``): the kit failing
+  on a declared platform it used to pass, or a pin that can no longer be refreshed; an
+  experimental backend that would be demoted is proposed for removal. Evidence not yet
+  recorded (a platform the kit has not run on, a pin not yet shown refreshable) is not a
+  failure: a core backend missing some reads ``keep (core by grant, evidence incomplete)``.
 
 A plugin may state its own evidence in its package metadata (:func:`claims`); it is shown
 as the plugin's claim, beside the registry's evidence, and never changes a verdict.
@@ -39,6 +41,7 @@ class Evidence:
     open_critical: int = 0
     releases_clean: int = 0
     pin_refreshable: bool = False
+    failed: tuple[str, ...] = ()  # criteria shown failing (the kit, the pin), not just unshown
 
 
 @dataclass(frozen=True)
@@ -70,13 +73,15 @@ def assess(tier: Tier, evidence: Evidence | None) -> Assessment:
         "stable": evidence.open_critical == 0 and evidence.releases_clean >= STABLE_RELEASES,
         "pin": evidence.pin_refreshable,
     }
-    failing = not met["pin"] or (bool(evidence.conformance) and not met["conformance"])
-    if failing:
-        verdict = "propose removal" if tier is Tier.EXPERIMENTAL else "demote"
+    if evidence.failed:
+        demotion = "propose removal" if tier is Tier.EXPERIMENTAL else "demote"
+        verdict = f"{demotion} (failed: {', '.join(evidence.failed)})"
     elif tier is Tier.EXPERIMENTAL and met["conformance"] and met["ci_row"] and met["maintainer"]:
         verdict = "promote to community"
     elif tier is Tier.COMMUNITY and all(met.values()):
         verdict = "promote to core (needs a core grant)"
+    elif tier is Tier.CORE and not all(met.values()):
+        verdict = "keep (core by grant, evidence incomplete)"
     else:
         verdict = "keep"
     return Assessment(tier, met, verdict)
@@ -104,6 +109,7 @@ def evidence_for(backend: str) -> Evidence | None:
         int(raw.get("open_critical", 0)),
         int(raw.get("releases_clean", 0)),
         bool(raw.get("pin_refreshable")),
+        tuple(raw.get("failed", ())),
     )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -144,7 +145,12 @@ def test_allowed_tuning_flags_pass(args: str) -> None:
             "--gpu-layers, --mlock, --temp, --tensor-split, --threads",
         ),
         ("--log_file /tmp/x", "'--log_file' is not allowed"),
-        ("--threads=4", "'--threads=4' is not allowed"),
+        # llama-server reads --threads=4 as one unknown word (common/arg.cpp: "error:
+        # invalid argument: --threads=4"): how to write it, not that it is not allowed
+        ("--threads=4", "write '--threads 4', not '--threads=4': the engine reads a flag"),
+        ("-ngl=all", "write '-ngl all', not '-ngl=all'"),
+        ("--mlock=on", "write '--mlock', not '--mlock=on'"),  # a switch takes no value
+        ("--log-file=/tmp/x", "'--log-file=/tmp/x' is not allowed. Allowed flags: "),
         ("--threads /etc/passwd", "--threads takes int, not '/etc/passwd'"),
         ("--threads", "--threads takes int, not 'nothing'"),
         ("-fa maybe", "-fa takes on | off"),
@@ -169,6 +175,13 @@ def test_an_administrator_widens_the_list_and_requests_still_cannot() -> None:
         "recipes.engine",
     )
     assert options["engine_args"] == "--lora /models/a.gguf -t 2"
+    with pytest.raises(OptionError, match=re.escape("write '--lora /models/a.gguf', not '--lora=")):
+        resolve(
+            declared(RECIPE, CPU),
+            config,
+            [request(engine_args="--lora=/models/a.gguf")],
+            "recipes.engine",
+        )
     with pytest.raises(OptionError, match="'--lora' is not allowed"):
         resolve(declared(RECIPE, CPU), {}, [request(engine_args="--lora /x")], "recipes.engine")
 

@@ -73,6 +73,7 @@ class TinyPlugin:
         self.engine_name = engine_name  # what the engine calls its model: default its name
         self.recipe = RECIPE
         self.download: Artifact | None = None  # installed by download, else located
+        self.start_delay = 0.0  # seconds its engine takes to start (tinyserver --start-delay)
 
     @hookimpl
     def register_recipes(self) -> Sequence[Recipe]:
@@ -104,6 +105,7 @@ class TinyPlugin:
                 str(context.options["ctx_size"]),
                 "--registry",
                 str(self.registry),
+                *(("--start-delay", str(self.start_delay)) if self.start_delay else ()),
             )
         )
 
@@ -124,6 +126,9 @@ if __name__ == "__main__":
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--engine-name", help="the name the engine reports for its model")
     parser.add_argument(
+        "--start-delay", type=float, default=0.0, help="seconds each engine takes to start"
+    )
+    parser.add_argument(
         "--experimental",
         nargs=2,
         metavar=("URL", "SHA256"),
@@ -134,6 +139,7 @@ if __name__ == "__main__":
     settings = Settings(port=args.port, plugins_allow="")
     plugin = tiny_plugin(settings.cache_dir)
     plugin.engine_name = args.engine_name
+    plugin.start_delay = args.start_delay
     if args.experimental:
         plugin.recipe = RECIPE.model_copy(
             update={

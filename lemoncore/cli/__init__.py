@@ -3,11 +3,12 @@ module builds the argparse tree from each area's ``add_*`` functions, in the ord
 ``lemon --help`` lists the commands, and :func:`main` dispatches to the chosen command.
 The commands live by area: :mod:`~lemoncore.cli.serving` (serve, explain),
 :mod:`~lemoncore.cli.daemon` (stop, status, ``serve --detach``), :mod:`~lemoncore.cli.chat`
-(run), :mod:`~lemoncore.cli.control` (ps, load, unload, rm, logs),
+(run; its session's commands in :mod:`~lemoncore.cli.chat_session`),
+:mod:`~lemoncore.cli.control` (ps, load, unload, rm, logs),
 :mod:`~lemoncore.cli.plugins` (plugins, plugins new), :mod:`~lemoncore.cli.backends`
 (backends, tiers), :mod:`~lemoncore.cli.validate`, :mod:`~lemoncore.cli.worker`,
-:mod:`~lemoncore.cli.lock` (lock, lock refresh), :mod:`~lemoncore.cli.models` (models,
-pull), :mod:`~lemoncore.cli.measure` (bench, launch), with shared helpers in
+:mod:`~lemoncore.cli.lock` (lock, lock refresh), :mod:`~lemoncore.cli.models` (models or
+list, show, pull), :mod:`~lemoncore.cli.measure` (bench, launch), with shared helpers in
 :mod:`~lemoncore.cli.common`. Every command that talks to a running server does it
 through :class:`~lemoncore.cli.remote.Remote` (its URL, and the key each route needs).
 Each command imports what it needs when it runs (the settings, pydantic, httpx, anyio,
@@ -18,6 +19,7 @@ structlog, rich), so ``lemon --help`` loads none of them
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, TypeGuard
@@ -49,8 +51,22 @@ DESCRIPTION = (
 )
 
 
+class _Version(argparse.Action):
+    """``lemon --version``: the installed lemoncore's version, looked up only when asked."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: object) -> None:
+        super().__init__(option_strings, dest, nargs=0, help="print lemoncore's version and exit")
+
+    def __call__(self, p: argparse.ArgumentParser, *_: object) -> None:
+        from lemoncore import __version__
+
+        print(f"lemon {__version__}")
+        p.exit()
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="lemon", description=DESCRIPTION)
+    p.add_argument("--version", action=_Version)
     sub = p.add_subparsers(dest="command", required=True)
     for add in (
         serving.add_serve,
@@ -66,6 +82,7 @@ def parser() -> argparse.ArgumentParser:
         measure.add_launch,
         lock.add_lock,
         models.add_models,
+        models.add_show,
         models.add_pull,
         serving.add_explain,
     ):
@@ -88,8 +105,23 @@ def _parse(p: argparse.ArgumentParser, words: list[str]) -> argparse.Namespace:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Everything after ``--`` goes to the launched agent untouched."""
-    words = list(sys.argv[1:] if argv is None else argv)
+    """Run the command ``argv`` names (default: ``sys.argv``); its exit status. Everything
+    after ``--`` goes to the launched agent untouched. A reader that stops reading
+    (``lemon backends | head -2``) ends the command quietly, status 1, as Python's
+    documentation of SIGPIPE recommends: stdout goes to devnull, so the interpreter's own
+    last flush cannot fail with a traceback."""
+    try:
+        try:
+            status = _run(list(sys.argv[1:] if argv is None else argv))
+        finally:  # --help and --version exit through here too
+            sys.stdout.flush()
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+    return status
+
+
+def _run(words: list[str]) -> int:
     cut = words.index("--") if "--" in words else len(words)
     args = _parse(parser(), words[:cut])
     args.passthrough = words[cut + 1 :]

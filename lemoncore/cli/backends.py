@@ -44,9 +44,10 @@ def cmd_tiers(args: argparse.Namespace) -> int:
             )
 
     def table() -> None:
+        width = max((len(r["verdict"]) for r in rows), default=0)
         for r in rows:
             met = " ".join(("+" if r["criteria"][c] else "-") + c for c in CRITERIA)
-            print(f"{r['backend']:<22} {r['tier']:<12} {r['verdict']:<36} {met}")
+            print(f"{r['backend']:<22} {r['tier']:<12} {r['verdict']:<{width}} {met}")
             if r["claims"]:
                 said = ", ".join(f"{k} {v}" for k, v in r["claims"].items())
                 print(f"{'':<22} the plugin claims (not evidence): {said}")

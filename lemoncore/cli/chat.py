@@ -2,9 +2,12 @@
 
 With a prompt it streams one answer and exits; without, it is an interactive chat:
 streamed answers, the conversation kept for the session, line editing and history
-(readline), ``\"\"\"`` to start and end a multi-line message, ``/clear`` to forget the
-conversation, ``/bye`` (or Ctrl-D) to leave. Ctrl-C stops the answer being written, not
-the session. A model that is not downloaded is pulled first, with a progress bar.
+(readline), ``\"\"\"`` to start and end a multi-line message, the slash commands of
+:mod:`~lemoncore.cli.chat_session` (``/set temperature 0.2``, ``/show``, ``/clear``,
+``/?``), ``/bye`` (or Ctrl-D) to leave. Ctrl-C stops the answer being written, not the
+session. A model that is not downloaded is pulled first, with a progress bar; one that
+is not loaded shows a spinner with the time elapsed (on a terminal) until the engine
+answers.
 """
 
 from __future__ import annotations
@@ -13,62 +16,44 @@ import argparse
 import sys
 import time
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Literal, NotRequired, TypedDict
+from typing import TYPE_CHECKING
 
-from lemoncore.cli.common import add_server_arg
+from lemoncore.cli.chat_session import HELP, Message, Session
+from lemoncore.cli.common import add_server_arg, waiting
 from lemoncore.cli.remote import Remote, RemoteError
 
 if TYPE_CHECKING:
     from lemoncore.cli.common import Subparsers
 
-HELP = (
-    'Type a message; """ starts and ends a multi-line one. /clear forgets the '
-    "conversation, /bye leaves. Ctrl-C stops an answer."
-)
 
-
-class Message(TypedDict):
-    role: Literal["user", "assistant"]
-    content: str
-
-
-class StreamOptions(TypedDict):
-    include_usage: bool
-
-
-class ChatBody(TypedDict):
-    """The streamed ``/v1/chat/completions`` request ``lemon run`` sends."""
-
-    model: str
-    messages: list[Message]
-    stream: bool
-    stream_options: StreamOptions
-    max_tokens: NotRequired[int]
-
-
-def _pull_if_needed(remote: Remote, model: str) -> None:
+def _pull_if_needed(remote: Remote, model: str) -> str:
+    """The model's name (``model`` may be an alias), pulled first if not downloaded."""
     from lemoncore.api import replies
     from lemoncore.cli.models import pull_through
 
     card = replies.ModelCard.model_validate(remote.get(f"/v1/models/{model}"), extra="ignore")
     if not card.downloaded:
         pull_through(remote, {"model_name": model})
+    return card.id
 
 
-def _answer(remote: Remote, model: str, messages: list[Message], args: argparse.Namespace) -> str:
+def _loaded(remote: Remote, name: str) -> bool:
+    """Whether the server has model ``name`` loaded."""
+    return any(m["model_name"] == name for m in remote.get("/api/v1/health")["all_models_loaded"])
+
+
+def _answer(
+    remote: Remote, session: Session, messages: list[Message], args: argparse.Namespace
+) -> str:
     """Stream one answer to stdout; return its text (what was written of it when Ctrl-C
     stopped it: leaving the stream closes the connection, which stops the engine)."""
     text, usage, started, first = "", None, time.monotonic(), None
-    body: ChatBody = {
-        "model": model,
-        "messages": messages,
-        "stream": True,
-        "stream_options": {"include_usage": True},
-    }
-    if args.max_tokens is not None:
-        body["max_tokens"] = args.max_tokens
+    cold = not _loaded(remote, session.model)
     try:
-        with remote.events("/v1/chat/completions", body) as events:
+        with (
+            waiting(f"loading {session.model}", show=cold) as loaded,
+            remote.events("/v1/chat/completions", session.body(messages)) as events,
+        ):
             for _, chunk in events:
                 if chunk is None:
                     break
@@ -76,6 +61,7 @@ def _answer(remote: Remote, model: str, messages: list[Message], args: argparse.
                     raise RemoteError(f"the answer failed: {chunk['error'].get('message')}")
                 usage = chunk.get("usage") or usage
                 for choice in chunk.get("choices") or ():
+                    loaded()  # the engine answers
                     delta = choice.get("delta", {}).get("content") or ""
                     first = first or (time.monotonic() if delta else None)
                     text += delta
@@ -128,22 +114,19 @@ def _messages() -> Iterator[str]:
 
 def cmd_run(args: argparse.Namespace) -> int:
     remote = Remote.from_args(args)
-    _pull_if_needed(remote, args.model)
+    session = Session(_pull_if_needed(remote, args.model))
+    if args.max_tokens is not None:
+        session.fields["max_tokens"] = args.max_tokens
     if args.prompt:
-        _answer(remote, args.model, [{"role": "user", "content": " ".join(args.prompt)}], args)
+        _answer(remote, session, [{"role": "user", "content": " ".join(args.prompt)}], args)
         return 0
     print(HELP, file=sys.stderr)
-    history: list[Message] = []
+    history = session.history
     for message in _messages():
-        if message.strip() == "/clear":
-            history.clear()
-            print("(conversation cleared)", file=sys.stderr)
-            continue
-        if message.strip() in {"/?", "/help"}:
-            print(HELP, file=sys.stderr)
+        if session.command(message):
             continue
         history.append({"role": "user", "content": message})
-        history.append({"role": "assistant", "content": _answer(remote, args.model, history, args)})
+        history.append({"role": "assistant", "content": _answer(remote, session, history, args)})
     return 0
 
 

@@ -1,20 +1,24 @@
 """What every ``lemon`` command shares: the clock that startup time is measured from,
 turning parsed flags into :class:`~lemoncore.settings.Settings` and a built core, printing
 a result as JSON or as the command's own table, the ``--server`` flag of the commands
-that talk to a running server (:mod:`lemoncore.cli.remote`), and the download progress bar
-(rich). Nothing here imports the settings, a plugin or a backend until a command asks.
+that talk to a running server (:mod:`lemoncore.cli.remote`), and what long operations
+show on a terminal's stderr (rich): the download progress bar, and a spinner with the
+time elapsed. Nothing here imports the settings, a plugin or a backend until a command
+asks.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 if TYPE_CHECKING:
-    from rich.progress import TaskID
+    from rich.progress import ProgressColumn, TaskID
 
     from lemoncore.settings import Settings
 
@@ -67,6 +71,41 @@ def print_result(data: Any, as_json: bool, table: Callable[[], None]) -> None:
         table()
 
 
+def download_columns() -> tuple[ProgressColumn, ...]:
+    """A download's columns: what, the bar, percent, time left, bytes, speed, time spent."""
+    from rich.progress import DownloadColumn, Progress, TimeElapsedColumn, TransferSpeedColumn
+
+    return (
+        *Progress.get_default_columns(),
+        DownloadColumn(),
+        TransferSpeedColumn(),
+        TimeElapsedColumn(),
+    )
+
+
+@contextmanager
+def waiting(label: str, show: bool = True) -> Iterator[Callable[[], None]]:
+    """While the block runs: a spinner, ``label`` and the time elapsed, on stderr, when
+    ``show`` and stderr is a terminal (a pipe, a log or ``--json`` output never gets
+    one); the block gets a function that takes it away sooner."""
+    if not show or not sys.stderr.isatty():
+        yield lambda: None
+        return
+    from rich.console import Console
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    spinner = Progress(
+        SpinnerColumn(),
+        TextColumn(label, markup=False),
+        TimeElapsedColumn(),
+        transient=True,
+        console=Console(stderr=True),
+    )
+    spinner.add_task(label, total=None)
+    with spinner:
+        yield spinner.stop
+
+
 def progress_bar(label: str) -> Callable[[int, int], None]:
     """A download's progress on stderr, drawn by rich (a bar on a terminal, nothing live
     when stderr is a pipe), fed ``(bytes_done, bytes_total)``. It starts with the first
@@ -74,14 +113,9 @@ def progress_bar(label: str) -> Callable[[int, int], None]:
     import atexit
 
     from rich.console import Console
-    from rich.progress import DownloadColumn, Progress, TransferSpeedColumn
+    from rich.progress import Progress
 
-    bar = Progress(
-        *Progress.get_default_columns(),
-        DownloadColumn(),
-        TransferSpeedColumn(),
-        console=Console(stderr=True),
-    )
+    bar = Progress(*download_columns(), console=Console(stderr=True))
     task: list[TaskID] = []
 
     def show(done: int, total: int) -> None:

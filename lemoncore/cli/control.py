@@ -1,6 +1,6 @@
-"""Commands that manage a running server's models: ``lemon ps``, ``load``, ``unload``,
-``rm`` and ``logs``. Each talks to the server over HTTP (:mod:`lemoncore.cli.remote`),
-and prints JSON with ``--json``.
+"""Commands that manage a running server's models: ``lemon ps``, ``load`` (``--pin``,
+``--unpin``), ``unload``, ``rm`` and ``logs``. Each talks to the server over HTTP
+(:mod:`lemoncore.cli.remote`), and prints JSON with ``--json``.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import argparse
 from typing import TYPE_CHECKING
 from urllib.parse import urlencode
 
-from lemoncore.cli.common import add_server_arg, parse_options, print_result
+from lemoncore.cli.common import add_server_arg, parse_options, print_result, waiting
 from lemoncore.cli.remote import Remote, RemoteError
 
 if TYPE_CHECKING:
@@ -111,14 +111,17 @@ def _models_table(loaded: list[LoadedModel]) -> None:
 
 
 def cmd_load(args: argparse.Namespace) -> int:
+    """Load a model (a spinner with the time elapsed while it loads, or downloads, on a
+    terminal); ``--pin`` pins it, ``--unpin`` unpins it (a loaded model keeps running)."""
     from lemoncore.api.replies import Loaded
 
     body = {"model_name": args.model, **parse_options(args.option)}
-    if args.pin:
-        body["pinned"] = True
+    if args.pinned is not None:
+        body["pinned"] = args.pinned
     if args.keep_alive is not None:
         body["keep_alive"] = args.keep_alive
-    answer = Remote.from_args(args).post("/api/v1/load", body)
+    with waiting(f"loading {args.model}", show=not args.json):
+        answer = Remote.from_args(args).post("/api/v1/load", body)
 
     def text() -> None:
         loaded = Loaded.model_validate(answer, extra="ignore")
@@ -154,13 +157,13 @@ def cmd_rm(args: argparse.Namespace) -> int:
 
 def cmd_logs(args: argparse.Namespace) -> int:
     """The running server's recent log lines (``GET /api/v1/logs``, admin), and with
-    ``--follow`` each new one until Ctrl-C."""
-    query = urlencode(
-        {k: v for k, v in (("model", args.model), ("limit", args.lines)) if v is not None}
-    )
+    ``--follow`` each new one until Ctrl-C; ``--model`` (a name or an alias) only that
+    model's, a model the server does not know a :class:`RemoteError`."""
     from lemoncore.api.replies import LogEntries, LogEntry
 
     remote = Remote.from_args(args)
+    model = args.model and remote.get(f"/v1/models/{args.model}")["id"]  # its log name
+    query = urlencode({k: v for k, v in (("model", model), ("limit", args.lines)) if v is not None})
     try:
         if not args.follow:
             logs = LogEntries.model_validate(remote.get(f"/api/v1/logs?{query}"), extra="ignore")
@@ -193,7 +196,17 @@ def add_control(sub: Subparsers) -> None:
         default=[],
         help="a load option, e.g. -o backend=cpu -o ctx_size=8192",
     )
-    load.add_argument("--pin", action="store_true", help="never evict it")
+    pin = load.add_mutually_exclusive_group()
+    pin.add_argument(
+        "--pin", dest="pinned", action="store_const", const=True, help="never evict it"
+    )
+    pin.add_argument(
+        "--unpin",
+        dest="pinned",
+        action="store_const",
+        const=False,
+        help="let eviction and idleness unload it again (a loaded model is not reloaded)",
+    )
     load.add_argument(
         "--keep-alive",
         metavar="DURATION",

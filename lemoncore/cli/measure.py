@@ -22,7 +22,8 @@ LOAD, CHAT = "/api/v1/load", "/v1/chat/completions"  # routes whose keys bench a
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    """Measure models on a running server: TTFT, decode and prompt tokens/s, warm and cold."""
+    """Measure models on a running server: TTFT, decode and prompt tokens/s, warm and cold;
+    each step (which target, which prompt or cold start) a line on stderr as it starts."""
     import httpx
 
     from lemoncore.bench import bench, targets
@@ -37,6 +38,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
             not args.warm_only,
             args.max_tokens,
             remote.key(LOAD),
+            lambda step: print(f"bench: {step}", file=sys.stderr, flush=True),
         )
     except (httpx.HTTPError, RuntimeError) as exc:
         print(f"benchmark against {remote.url} failed: {exc}", file=sys.stderr)

@@ -1,18 +1,21 @@
-"""Commands about model weights: ``lemon models`` lists the models lemoncore knows (marking
-the downloaded ones), and ``lemon pull`` downloads one, first registering it when it is
-new (a name, a checkpoint and a recipe). Both go through the running server when one
-answers (``--server``, else the one the settings describe), so what the server serves is
-what they show and change; without one they read and write the cache directly.
+"""Commands about models: ``lemon models`` (or ``lemon list``) lists the models lemoncore
+knows (marking the downloaded ones), ``lemon show`` gives one model's card, and ``lemon
+pull`` downloads one, first registering it when it is new (a name, a checkpoint and a
+recipe). ``models`` and ``pull`` go through the running server when one answers
+(``--server``, else the one the settings describe), so what the server serves is what
+they show and change; without one they read and write the cache directly. ``show`` asks
+the running server, which knows what is loaded and which options a load would use.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from typing import TYPE_CHECKING, Any
 
-from lemoncore.cli.common import add_server_arg, core_from, print_result
-from lemoncore.cli.remote import Remote, RemoteError
+from lemoncore.cli.common import add_server_arg, core_from, download_columns, print_result
+from lemoncore.cli.remote import Remote, RemoteError, in_commands
 
 if TYPE_CHECKING:
     from lemoncore.cli.common import Subparsers
@@ -29,31 +32,29 @@ def _server(args: argparse.Namespace) -> Remote | None:
 
 def pull_through(remote: Remote, body: dict[str, Any]) -> None:
     """Have the server pull (and, with a checkpoint, register) a model, showing its
-    progress on stderr; a failure is a :class:`RemoteError` with the server's reason."""
+    progress and the time elapsed on stderr when it is a terminal; a failure is a
+    :class:`RemoteError` with the server's reason."""
     from rich.console import Console
-    from rich.progress import DownloadColumn, Progress, TransferSpeedColumn
+    from rich.progress import Progress
 
     from lemoncore.api import replies
 
     name = body["model_name"]
-    with (
-        Progress(
-            *Progress.get_default_columns(),
-            DownloadColumn(),
-            TransferSpeedColumn(),
-            transient=True,
-            console=Console(stderr=True),
-        ) as bar,
-        remote.events("/api/v1/pull", {**body, "stream": True}) as events,
-    ):
-        task = bar.add_task(f"pulling {name}", total=None)
+    bar = Progress(
+        *download_columns(),
+        transient=True,
+        console=Console(stderr=True),
+        disable=not sys.stderr.isatty(),
+    )
+    task = bar.add_task(f"pulling {name}", total=None)  # drawn at once, time elapsed too
+    with bar, remote.events("/api/v1/pull", {**body, "stream": True}) as events:
         for event, data in events:
             if event == "progress":
                 tick = replies.Progress.model_validate(data, extra="ignore")
                 bar.update(task, completed=tick.bytes_downloaded, total=tick.bytes_total)
             elif event == "error":
                 failed = replies.StreamError.model_validate(data, extra="ignore").error
-                raise RemoteError(f"pulling {name} failed: {failed}")
+                raise RemoteError(f"pulling {name} failed: {in_commands(failed)}")
 
 
 def cmd_models(args: argparse.Namespace) -> int:
@@ -61,7 +62,8 @@ def cmd_models(args: argparse.Namespace) -> int:
     if remote is not None:
         cards = remote.get("/v1/models?show_all=true")["data"]
         rows = [
-            {k: c[k] for k in ("recipe", "checkpoint", "downloaded")} | {"name": c["id"]}
+            {k: c[k] for k in ("recipe", "checkpoint", "downloaded")}
+            | {"name": c["id"], "type": c["model_type"]}
             for c in cards
         ]
     else:
@@ -69,6 +71,7 @@ def cmd_models(args: argparse.Namespace) -> int:
         rows = [
             {
                 "name": m.name,
+                "type": m.model_type.value,
                 "recipe": m.recipe,
                 "checkpoint": m.checkpoint,
                 "downloaded": core.models.local_path(m) is not None,
@@ -80,9 +83,60 @@ def cmd_models(args: argparse.Namespace) -> int:
     def table() -> None:
         for r in rows:
             mark = "*" if r["downloaded"] else " "
-            print(f"{mark} {r['name']:<32} {r['recipe']:<10} {r['checkpoint']}")
+            print(f"{mark} {r['name']:<32} {r['recipe']:<10} {r['type']:<10} {r['checkpoint']}")
 
     print_result(rows, args.json, table)
+    return 0
+
+
+def _size(size: int | None) -> str:
+    if size is None:
+        return "unknown"
+    unit, scale = next((u for u in (("GiB", 2**30), ("MiB", 2**20)) if size >= u[1]), ("", 1))
+    return f"{size / scale:.1f} {unit}" if unit else f"{size} bytes"
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    """One model's card (``MODEL`` may be an alias), whether it is loaded (and how), and
+    the options a load of it would use; ``--json``: ``{"model": card, "loaded": the
+    loaded model or null, "load_options": ...}``."""
+    remote = Remote.from_args(args)
+    card = remote.get(f"/v1/models/{args.model}")
+    health = remote.get("/api/v1/health")
+    loaded = next((m for m in health["all_models_loaded"] if m["model_name"] == card["id"]), None)
+    shown: dict[str, Any] = {"model": card, "loaded": loaded}
+    try:  # the plan resolves the saved options with the rest; it needs the admin key
+        plan = remote.post("/api/v1/load", {"model_name": card["id"], "dry_run": True}, 30)
+        shown["load_options"] = plan["options"]
+    except RemoteError as exc:
+        shown |= {"load_options": None, "load_options_error": str(exc)}
+
+    def table() -> None:
+        backends = ", ".join(f"{b['name']} ({b['tier']}, {b['format']})" for b in card["backends"])
+        how = loaded and (
+            f"yes, on {loaded['recipe']}:{loaded['backend']} ({loaded['device']})"
+            + (", pinned" if loaded["pinned"] else "")
+        )
+        options = shown["load_options"]
+        rows = {
+            "recipe": card["recipe"],
+            "checkpoint": card["checkpoint"],
+            "type": card["model_type"],
+            "backends": backends or "-",
+            "size": _size(card.get("size_bytes")),
+            "labels": ", ".join(card["labels"]) or "-",
+            "aliases": ", ".join(card["aliases"]) or "-",
+            "downloaded": "yes" if card["downloaded"] else f"no (lemon pull {card['id']})",
+            "loaded": how or f"no (lemon load {card['id']})",
+            "options": shown.get("load_options_error")
+            if options is None
+            else json.dumps(options) + " (what a load uses, saved options included)",
+        }
+        print(card["id"])
+        for key, value in rows.items():
+            print(f"  {key:<11} {value}")
+
+    print_result(shown, args.json, table)
     return 0
 
 
@@ -118,10 +172,23 @@ def cmd_pull(args: argparse.Namespace) -> int:
 
 
 def add_models(sub: Subparsers) -> None:
-    models = sub.add_parser("models", help="list models (the running server's, if one answers)")
+    models = sub.add_parser(
+        "models", aliases=["list"], help="list models (the running server's, if one answers)"
+    )
     models.add_argument("--all", action="store_true", help="include models not downloaded")
     add_server_arg(models)
     models.set_defaults(func=cmd_models)
+
+
+def add_show(sub: Subparsers) -> None:
+    show = sub.add_parser(
+        "show",
+        help="a model's card: recipe, checkpoint, backends, size, labels, "
+        "whether downloaded and loaded, the options a load uses",
+    )
+    show.add_argument("model")
+    add_server_arg(show)
+    show.set_defaults(func=cmd_show)
 
 
 def add_pull(sub: Subparsers) -> None:

