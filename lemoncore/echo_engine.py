@@ -16,6 +16,10 @@ string (``stop``). A token is a word; usage counts the words of the prompt (plus
 message) and of the answer. Sampling parameters are accepted and ignored: the output is
 deterministic. Every answer's ``model`` is ``--alias``, the name lemoncore serves.
 A prompt and ``max_tokens`` above ``--ctx-size`` words is refused with a 400.
+With ``--reasoning-format deepseek`` (llama-server's flag), a chat answer that opens with
+the words ``<think>`` ... ``</think>`` gives those in between as its reasoning, as
+llama-server does: ``delta.reasoning_content`` in a stream, ``message.reasoning_content``
+in a whole answer, the rest as ``content``.
 
 When the environment variable ``ECHO_ENGINE_API_KEY`` is set, ``/v1/*`` requires
 ``Authorization: Bearer <key>`` (lemoncore sends the launch's ``backend_key``). It exits
@@ -39,7 +43,9 @@ from lemoncore.standin import (
     CHUNK,
     TEXT,
     Answer,
+    Delta,
     Head,
+    Message,
     Usage,
     answer,
     delta,
@@ -54,6 +60,14 @@ from lemoncore.standin import (
 
 KEY_ENV = "ECHO_ENGINE_API_KEY"
 DEFAULT_MAX_TOKENS = 16
+
+
+class ReasoningDelta(Delta, total=False):
+    reasoning_content: str
+
+
+class ReasoningMessage(Message):
+    reasoning_content: str
 
 
 class BadRequest(Exception):
@@ -72,10 +86,13 @@ def _text(content: object) -> str:
 class Engine:
     """What the server answers with: the model file's words, the served name, limits."""
 
-    def __init__(self, words: Sequence[str], alias: str, ctx_size: int) -> None:
+    def __init__(
+        self, words: Sequence[str], alias: str, ctx_size: int, reasoning: bool = False
+    ) -> None:
         if not words:
             raise ValueError("the model file has no words to answer with")
         self.words, self.alias, self.ctx_size = tuple(words), alias, ctx_size
+        self.reasoning = reasoning  # --reasoning-format deepseek
 
     def prompt_tokens(self, path: str, body: Mapping[str, object]) -> int:
         if path == "/v1/chat/completions":
@@ -115,6 +132,19 @@ class Engine:
         if found:
             words, finish = words[: min(found)], "stop"
         return re.findall(r"\s*\S+", words), finish
+
+
+def split_reasoning(pieces: list[str]) -> tuple[list[str], list[str]]:
+    """An answer's reasoning and content pieces: those between an opening ``<think>``
+    and ``</think>`` (or the end), and those after; no reasoning when it opens otherwise."""
+    if not pieces or pieces[0].strip() != "<think>":
+        return [], pieces
+    end = next((i for i, p in enumerate(pieces) if p.strip() == "</think>"), len(pieces))
+    reasoning, content = pieces[1:end], pieces[end + 1 :]
+    for part in (reasoning, content):
+        if part:
+            part[0] = part[0].lstrip()
+    return reasoning, content
 
 
 class Handler(standin.Handler):
@@ -159,19 +189,30 @@ class Handler(standin.Handler):
         start = head(
             f"{'chatcmpl' if chat else 'cmpl'}-echo-{time.monotonic_ns()}", self.engine.alias
         )
+        thought: list[str] = []
+        if chat and self.engine.reasoning:
+            thought, pieces = split_reasoning(pieces)
         if body.get("stream"):
             options = body.get("stream_options")
             include = isinstance(options, dict) and bool(options.get("include_usage"))
             events = self.open_events(("Cache-Control", "no-cache"), chunked=True)
+            for piece in thought:
+                events.send(answer(start, [delta(ReasoningDelta(reasoning_content=piece))], CHUNK))
             for event in _chunks(start, chat, pieces, finish, counts if include else None):
                 events.send(event)
             events.done()
             return
         said = "".join(pieces)
         choice = message(said, finish) if chat else text(said, finish)
+        if thought:
+            choice["message"] = _reasoned(said, "".join(thought))
         if not chat:
             choice["logprobs"] = None
         self.send_json(200, answer(start, [choice], CHAT if chat else TEXT, counts))
+
+
+def _reasoned(said: str, thought: str) -> ReasoningMessage:
+    return {"role": "assistant", "content": said, "reasoning_content": thought}
 
 
 def _chunks(
@@ -200,9 +241,17 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--ctx-size", type=int, default=4096)
+    parser.add_argument(
+        "--reasoning-format",
+        choices=("none", "deepseek"),
+        default="none",
+        help="deepseek: an answer's opening <think>...</think> is its reasoning_content",
+    )
     args = parser.parse_args(argv)
     try:
-        engine = Engine(args.model.read_text(encoding="utf-8").split(), args.alias, args.ctx_size)
+        words = args.model.read_text(encoding="utf-8").split()
+        reasoning = args.reasoning_format == "deepseek"
+        engine = Engine(words, args.alias, args.ctx_size, reasoning)
     except (OSError, ValueError) as exc:
         print(f"echo_engine: cannot load model {args.model}: {exc}", file=sys.stderr)
         raise SystemExit(1) from None

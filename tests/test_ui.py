@@ -103,7 +103,7 @@ def test_pull_shows_progress_to_100_percent(server: ServerProcess, browser: Any)
         "arguments[0]}'] .progress-label`).textContent",
         HUB_MODEL,
     )
-    assert label.startswith("100 %") and "MB" in label and "done" in label
+    assert label.startswith("100 %") and "MiB" in label and "done" in label
     assert (
         js(
             browser,
@@ -211,15 +211,15 @@ def test_status_shows_why_a_model_was_evicted(server: ServerProcess, browser: An
     row = wait_for(
         lambda: js(
             browser,
-            "const r = [...document.querySelectorAll("
-            "'#eviction-rows tr.eviction')].find(r => r.innerText.includes("
-            "arguments[0])); return r && r.innerText",
+            "const r = document.querySelector("
+            "`#event-rows tr.event.unloaded[data-model='${arguments[0]}']`); "
+            "return r && r.innerText",
             HUB_MODEL,
         ),
         15,
         "the eviction row",
     )
-    assert "lru" in row and "least recently used" in row, row
+    assert "evicted (lru)" in row and "least recently used" in row, row
     counts = js(browser, "return document.querySelector('#eviction-counts').textContent")
     assert "lru: 1" in counts, counts
     assert LOCAL in js(browser, "return document.querySelector('#loaded-rows').innerText")
@@ -404,5 +404,6 @@ def test_the_address_opens_the_page_where_the_ollama_api_answers_root(
         pytest.skip("the Ollama API plugin is not installed (pip install -e plugins/ollama-api)")
     assert httpx.get(server.url + "/").text == "Ollama is running"  # what Ollama clients ask
     browser.get(server.url + "/")
-    wait_for(lambda: browser.current_url == server.url + "/ui/", 30, "the page")
+    # The page, its address without the tab it then writes in (#models)
+    wait_for(lambda: browser.current_url.split("#")[0] == server.url + "/ui/", 30, "the page")
     wait_for(lambda: js(browser, "return !!window.lemonUI"), 10, "the UI")

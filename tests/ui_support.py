@@ -1,23 +1,42 @@
 """The web UI tests' helpers: what they need installed (the llama.cpp plugin and
 SmolLM2's wheel), and driving the page in the browser (a real headless Chromium, the
 ``browser`` fixture in ``conftest.py``): scripts, waits, tabs, model rows, chat and
-screenshots into ``tests/results/ui/``."""
+screenshots into ``tests/results/ui/``.
+
+Run as a script (``ui_support.py --port N``, which :func:`chat_server` does) it serves
+two echo-engine chat models, no installed plugin loaded: ``echo-words`` (tests/
+echoplugin.py's) and :data:`THINKS`, whose answers open with reasoning, streamed as
+llama-server streams it (``delta.reasoning_content``).
+"""
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
+import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from lemoncore.testing import ServerProcess
+sys.path.insert(0, str(Path(__file__).parent))  # pytest's importlib mode adds no test dirs
+from echoplugin import MODEL, EchoPlugin, echo_launch, echo_plugin
+
+from lemoncore import Settings, hookimpl
+from lemoncore.launch import LaunchContext, LaunchSpec
+from lemoncore.recipes import ModelInfo
+from lemoncore.testing import ServerProcess, running_server
 
 LOCAL = "SmolLM2-135M-Instruct-GGUF"  # the catalogue's model from the wheel: downloaded
 RESULTS = Path(__file__).parent / "results" / "ui"
+WORDS_MODEL = MODEL  # echo-words: answers with echoplugin.WORDS
+THINKS = "echo-thinks"
+THOUGHT = "The user says hello, so I greet them back."
+REPLY = "Hello! Nice to meet you."
 
 
 def require_ui_parts() -> Path:
@@ -95,3 +114,40 @@ def ask(browser: Any, text: str) -> None:
         "document.querySelector('#chat-form').requestSubmit()",
         text,
     )
+
+
+class ChatPlugin(EchoPlugin):
+    """echoplugin's ``echo-words`` and :data:`THINKS`: its words are ``<think> THOUGHT
+    </think> REPLY``, its engine runs with ``--reasoning-format deepseek``."""
+
+    def __init__(self, cache_dir: Path) -> None:
+        super().__init__(echo_plugin(cache_dir).words)
+        self.thinks = self.words.parent / f"{THINKS}.txt"
+        self.thinks.write_text(f"<think> {THOUGHT} </think> {REPLY}", encoding="utf-8")
+
+    @hookimpl
+    def register_models(self) -> Sequence[ModelInfo]:
+        thinks = ModelInfo(name=THINKS, recipe="echo", checkpoint=f"file:{self.thinks}")
+        return [*super().register_models(), thinks]
+
+    @hookimpl
+    def launch(self, model: ModelInfo, context: LaunchContext) -> LaunchSpec:
+        extra = ("--reasoning-format", "deepseek") if model.name == THINKS else ()
+        return echo_launch(model, context, *extra)
+
+
+@contextmanager
+def chat_server(cache_dir: Path, env: Mapping[str, str] | None = None) -> Iterator[ServerProcess]:
+    """A real server of :class:`ChatPlugin`'s two models (this file run as a script)."""
+    with running_server(cache_dir, env, command=(str(Path(__file__)),)) as server:
+        yield server
+
+
+if __name__ == "__main__":
+    from lemoncore import create_app
+    from lemoncore.cli import serve_app
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--port", type=int, required=True)
+    settings = Settings(port=parser.parse_args().port, plugins_allow="")
+    serve_app(create_app(settings, plugins={"echo": ChatPlugin(settings.cache_dir)}))
