@@ -23,7 +23,6 @@ from lemoncore.plugin import (
     ModelInfo,
     Pin,
     Recipe,
-    RequestRefused,
     hookimpl,
 )
 
@@ -31,6 +30,7 @@ from lemon_plugin_vte.devices import assess
 from lemon_plugin_vte.gguf_check import check_gguf
 from lemon_plugin_vte.launch import build_launch
 from lemon_plugin_vte.recipe import MODELS, RECIPE
+from lemon_plugin_vte.request import normalize
 from lemon_plugin_vte.validate import FIELD_CHECKS
 
 
@@ -79,17 +79,11 @@ def register_field_checks() -> Sequence[FieldCheck]:
 
 
 @hookimpl
-def launch(context: LaunchContext) -> LaunchSpec:
-    return build_launch(context)
+def launch(context: LaunchContext, host: HostInfo) -> LaunchSpec:
+    return build_launch(context, host)
 
 
 @hookimpl
 def normalize_request(endpoint: str, body: dict[str, Any]) -> None:
-    """vte-server reads ``repetition_penalty`` and cannot stream completions."""
-    if "repeat_penalty" in body and "repetition_penalty" not in body:
-        body["repetition_penalty"] = body.pop("repeat_penalty")
-    if endpoint == "/v1/completions" and body.get("stream"):
-        raise RequestRefused(
-            "vte-server does not stream /v1/completions; send the request "
-            "with stream false, or use /v1/chat/completions"
-        )
+    """What vte-server reads (``lemon_plugin_vte.request.normalize``)."""
+    normalize(endpoint, body)

@@ -18,8 +18,8 @@ from lemoncore.plugin import DeviceKind, HostDevice, HostInfo
 from lemon_plugin_vte.vte_source import (
     SUPPORTED_ARCHS,
     TARGET_FAMILY,
-    VALIDATED,
     VTE_VERSION,
+    verdict,
     vte_arch,
 )
 
@@ -32,10 +32,14 @@ CHOOSE = (
 
 @dataclass(frozen=True)
 class Assessment:
-    """``supported`` with a ``message`` saying what VTE will use, or why it cannot run."""
+    """``supported`` with a ``message`` saying what VTE will use, or why it cannot run;
+    ``arch``: the architecture VTE will read for the GPU it takes ("" when lemoncore
+    cannot know it: an administrator's HIP index, or cards of several architectures, of
+    which HIP's order, unknown here, decides)."""
 
     supported: bool
     message: str
+    arch: str = ""
 
 
 def _listed(devices: list[HostDevice]) -> str:
@@ -45,14 +49,6 @@ def _listed(devices: list[HostDevice]) -> str:
             for d in devices
         )
         or "none"
-    )
-
-
-def _verdict(arch: str) -> str:
-    return (
-        f"validated on real hardware ({VALIDATED[arch]})"
-        if arch in VALIDATED
-        else "cross-compiled, never run on real hardware"
     )
 
 
@@ -101,8 +97,9 @@ def assess(host: HostInfo, device_index: int | None = None) -> Assessment:
             f"{_listed(amd)}{why}; {ELSEWHERE}",
         )
     chosen = runnable[0]
-    arch = vte_arch(chosen.name) or ""
-    message = f"VTE will use {chosen.name} ({arch}, {_verdict(arch)})"
+    archs = {vte_arch(d.name) or "" for d in runnable}
+    arch = archs.pop() if len(archs) == 1 else ""  # HIP order decides between several
+    message = f"VTE will use {chosen.name} ({arch}, {verdict(chosen.name)})"
     if len(runnable) > 1:
         message = (
             f"VTE will use the first of {', '.join(d.name for d in runnable)} in HIP "
@@ -111,4 +108,4 @@ def assess(host: HostInfo, device_index: int | None = None) -> Assessment:
     skipped = [d for d in amd if d not in runnable]
     if skipped:
         message += f"; it leaves {_listed(skipped)} alone (VTE_TARGET_ARCH_FAMILY={TARGET_FAMILY})"
-    return Assessment(True, message)
+    return Assessment(True, message, arch)

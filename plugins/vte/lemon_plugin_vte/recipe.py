@@ -46,9 +46,10 @@ RECIPE = Recipe(
             name="rocm",
             tier=Tier.EXPERIMENTAL,
             max_concurrency=1,
-            description=f"vte-server {VTE_VERSION} on Windows. Validated on the RX 7600 "
-            "(gfx1102); RX 7700, 7800 XT and 7900 series kernels are cross-compiled "
-            "and untested.",
+            description=f"vte-server {VTE_VERSION} on Windows. Validated on one RX 7600 "
+            "(gfx1102); the RX 7600 XT, 7600S and 7600M XT load the same kernels but have "
+            "never run them; the RX 7700, 7800 XT and 7900 series kernels (gfx1101, "
+            "gfx1100) are cross-compiled and have never run.",
             support=(
                 SupportRow(
                     os=frozenset({"windows"}), devices={DeviceKind.AMD_GPU: SUPPORTED_ARCHS}

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 VTE_VERSION = "0.3.7"
 
-# ``vte/config.py`` ``GPU_ARCH_MAP`` (L53-65), in dict order. VTE lower-cases the HIP
+# ``vte/config.py`` ``GPU_ARCH_MAP`` (L53-65), in dict order (``tests/test_devices.py``
+# compares it with that file, vendored in ``tests/upstream/``). VTE lower-cases the HIP
 # device name and takes the first entry that is a substring of it (``hip_runtime.py``
 # ``get_gpu_architecture`` L550-555), so "rx 7700s" reads as "rx 7700" and the longer
 # entries after a shorter prefix ("rx 7600 xt", "rx 7900 xtx", ...) never match.
@@ -39,9 +40,11 @@ GPU_ARCH_MAP: tuple[tuple[str, str], ...] = (
 # it minus its last character (``_select_device_index`` L381, L401).
 TARGET_FAMILY = "gfx110X"
 FAMILY_PREFIX = TARGET_FAMILY[:-1]
-# What VTE's author ran on real hardware (VTE README); the other gfx110X kernels are
-# cross-compiled and have never run.
-VALIDATED = {"gfx1102": "RX 7600"}
+# The one card VTE's author ran it on: an RX 7600 (gfx1102; VTE ``README.md`` "developed
+# and measured on a single consumer card: an RX 7600", ``docs/LIMITATIONS.md``). Other
+# gfx1102 cards (RX 7600 XT, 7600S, 7600M XT) load the same kernels but never ran them;
+# the gfx1100/gfx1101 kernels are cross-compiled and never ran either.
+VALIDATED_CARD, VALIDATED_ARCH = "RX 7600", "gfx1102"
 
 
 def vte_arch(name: str) -> str | None:
@@ -52,3 +55,18 @@ def vte_arch(name: str) -> str | None:
 
 
 SUPPORTED_ARCHS = frozenset(a for _, a in GPU_ARCH_MAP if a.startswith(FAMILY_PREFIX))
+
+
+def validated(name: str) -> bool:
+    """Whether the HIP device ``name`` is the validated card itself ("AMD Radeon RX 7600"),
+    not a sibling whose name only starts the same ("RX 7600 XT", "RX 7600S")."""
+    return name.lower().rstrip().endswith(VALIDATED_CARD.lower())
+
+
+def verdict(name: str) -> str:
+    """What has run on the card ``name``, in the words users see."""
+    if validated(name):
+        return f"validated on real hardware ({VALIDATED_CARD})"
+    if vte_arch(name) == VALIDATED_ARCH:
+        return f"same kernels as the validated {VALIDATED_CARD}, never run"
+    return "cross-compiled, never run on real hardware"

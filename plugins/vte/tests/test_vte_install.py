@@ -1,7 +1,8 @@
 """Installing VTE and its ROCm runtime through the production paths, run end to end on
 Linux with the stand-in ``vte-server``: the release zip verified against the lock pin and
-launched with TheRock's runtime, a matching system ROCm (``HIP_PATH``) preferred, and
-TheRock published without a hash trusted once (``--trust-download``), then verified."""
+launched with TheRock's runtime, a matching system ROCm (``HIP_PATH``) preferred, and the
+shipped TheRock pin (TheRock's URL, no hash published) trusted once (``--trust-download``),
+then verified."""
 
 from __future__ import annotations
 
@@ -9,11 +10,18 @@ import hashlib
 import os
 import sys
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))  # pytest's importlib mode adds no test dirs
-from vte_support import World, chat, therock_tarball
+from vte_support import World, chat, shipped_therock, therock_tarball
+
+from lemon_plugin_vte.vte_source import TARGET_FAMILY
+
+# TheRock's stable index for releases before ROCm 10.0 (TheRock docs/development/
+# s3_buckets.md, docs/packaging/legacy_multi_arch_releases.md at commit 1a70157f2)
+THEROCK_STABLE = "https://repo.amd.com/rocm/tarball-multi-arch/"
 
 pytestmark = pytest.mark.anyio
 
@@ -48,7 +56,12 @@ async def test_install_verifies_then_launches_with_therock(world: World) -> None
     assert env["PATH"].startswith(f"{therock / 'bin'};")
     assert (env["VTE_TARGET_ARCH_FAMILY"], env["VTE_DEVICE_INDEX"]) == ("gfx110X", None)
     assert world.reports("device") == [
-        {"index": 0, "name": "AMD Radeon RX 7600", "arch": "gfx1102"}
+        {
+            "index": 0,
+            "name": "AMD Radeon RX 7600",
+            "arch": "gfx1102",
+            "dll": str(therock / "bin/amdhip64_7.dll"),  # the tarball's, found by HIP_PATH
+        }
     ]
 
 
@@ -69,13 +82,29 @@ async def test_system_rocm_is_used_only_when_it_matches(
     assert (world.root / "cache/bin/runtime/therock").exists() == (source == "therock")
 
 
-async def test_a_clean_windows_host_trusts_therock_once_then_loads_verified(world: World) -> None:
-    """No HIP SDK, and TheRock's tarball published without a hash (as it is): VTE's status
-    names the trust-on-first-use command; after it, the load is verified against the pin,
-    and a different file at the same URL is refused."""
-    tarball = therock_tarball()
-    unhashed = {**world.publish("therock.tar.gz", tarball), "sha256": None}
-    async with world.lemon(therock=unhashed) as client:
+def test_the_shipped_therock_url_is_the_one_therock_publishes() -> None:
+    """TheRock names a dist tarball ``therock-dist-{platform}-{family}-{version}.tar.gz``
+    (``build_tools/build_tarballs.py``) and serves stable releases before 10.0 from
+    ``repo.amd.com/rocm/tarball-multi-arch/`` (``docs/development/s3_buckets.md``:
+    ``therock-release-tarball``; ``docs/packaging/legacy_multi_arch_releases.md``); VTE
+    needs the gfx110X family. No checksum is published beside it, so none is pinned."""
+    version, artifact = shipped_therock()
+    name = f"therock-dist-windows-{TARGET_FAMILY}-all-{version}.tar.gz"
+    assert artifact["url"].format(version=version) == THEROCK_STABLE + name
+    assert artifact["sha256"] is None
+
+
+async def test_a_clean_windows_host_installs_the_shipped_therock(world: World) -> None:
+    """No HIP SDK, and the shipped TheRock pin (its version, URL path, ``sha256: null``;
+    only its origin is this test's server, which serves a tarball laid out as TheRock
+    builds it at TheRock's path for it): VTE's status names the trust-on-first-use
+    command; after it the load finds the HIP runtime in the tarball, and a different file
+    at the same URL is refused."""
+    version, artifact = shipped_therock()
+    name = f"therock-dist-windows-{TARGET_FAMILY}-all-{version}.tar.gz"
+    world.serve_at(THEROCK_STABLE + name, therock_tarball())
+    pinned = {**artifact, "url": world.url + urlsplit(artifact["url"]).path}
+    async with world.lemon(therock=(version, pinned)) as client:
         state = (await client.get("/api/v1/system-info")).json()["recipes"]["vte"]["backends"][
             "rocm"
         ]
@@ -89,17 +118,17 @@ async def test_a_clean_windows_host_trusts_therock_once_then_loads_verified(worl
         assert done.status_code == 200, done.text
         [trusted] = done.json()["trusted"]
         assert (trusted["sha256"], trusted["size"]) == (
-            hashlib.sha256(tarball).hexdigest(),
-            len(tarball),
+            hashlib.sha256(therock_tarball()).hexdigest(),
+            len(therock_tarball()),
         )
         reply = await client.post("/v1/chat/completions", json=chat())
         assert reply.status_code == 200, reply.text
-    assert world.reports("start")[-1]["env"]["HIP_PATH"] == str(
-        world.root / "cache/bin/runtime/therock"
-    )
+    therock = world.root / "cache/bin/runtime/therock"
+    assert world.reports("start")[-1]["env"]["HIP_PATH"] == str(therock)
+    assert world.reports("device")[-1]["dll"] == str(therock / "bin/amdhip64_7.dll")
     # The publisher's file changes under the same URL: the pin holds.
-    (world.root / "www/therock.tar.gz").write_bytes(tarball + b"\0")
-    async with world.lemon(therock=unhashed) as client:
+    world.serve_at(THEROCK_STABLE + name, therock_tarball() + b"\0")
+    async with world.lemon(therock=(version, pinned)) as client:
         await client.post("/api/v1/uninstall", json={"backend": "runtime:therock"})
         again = await client.post("/api/v1/install", json={"backend": "runtime:therock"})
         assert again.status_code == 503

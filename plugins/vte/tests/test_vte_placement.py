@@ -6,12 +6,15 @@ second AMD-GPU recipe."""
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
 import pytest
 
 from lemoncore.plugin import HostInfo, gpus_from_names
+
+from lemon_plugin_vte.launch import vte_said
 
 sys.path.insert(0, str(Path(__file__).parent))  # pytest's importlib mode adds no test dirs
 from vte_support import CPU, LINUX_RX7600, World, chat
@@ -125,15 +128,14 @@ async def test_hosts_vte_cannot_use_are_unsupported_and_load_nothing(
 
 async def test_the_standin_fails_loudly_as_vte_does(world: World) -> None:
     """What VTE does on a host lemoncore would refuse: exit 1 with its family message,
-    which lemoncore relays (W7600 forced through a configured index is not checked)."""
+    which lemoncore relays. VTE writes it in cp1252 and lemoncore reads UTF-8, so its
+    accented letters arrive as U+FFFD (``lemon_plugin_vte/launch.py``)."""
     host = HostInfo("windows", (CPU, *gpus_from_names(["AMD Radeon RX 7600"])))
     async with world.lemon(host=host, hip=[W7600, IGPU]) as client:
         failed = await client.post("/v1/chat/completions", json=chat())
         assert failed.status_code == 503
-        assert (
-            "nenhum dos 2 devices HIP visíveis pertence a essa família"
-            in failed.json()["error"]["message"]
-        )
+        said = vte_said("nenhum dos 2 devices HIP visíveis pertence a essa família")
+        assert re.search(said, failed.json()["error"]["message"])
 
 
 async def test_linux_is_unsupported_with_the_reason(world: World) -> None:

