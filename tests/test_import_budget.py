@@ -1,16 +1,12 @@
-"""The plugin-facing API imports light: no web stack, and little time of its own.
+"""The plugin-facing API imports light: no web stack, no HTTP or hub client.
 
 What a plugin imports (``lemoncore.hookspecs``, ``lemoncore.recipes``, ``lemoncore.launch``,
 ``lemoncore.errors``) must load none of the HTTP or async stack: the package's own
 ``__init__`` resolves ``create_app`` and friends lazily, and type-only imports stay under
 ``TYPE_CHECKING``. Each check runs in a fresh interpreter.
 
-The time budget: the issue asked for under 0.1 s in all. pydantic, which the recipes are
-made of, takes most of that by itself (``from pydantic import BaseModel``: about 0.08 to
-0.15 s on the 2-core CI machine, more while other tests run), so an absolute 0.1 s would
-measure the machine, not lemoncore. What lemoncore adds on top of importing pydantic and
-pluggy (its only required imports) must stay under 0.1 s; each side is the fastest of a
-few runs, interleaved, so a busy machine slows both alike.
+Import time is measured, not asserted (tests check behaviour, not timings):
+``benchmarks/plugin_import.py``, with its numbers in ``benchmarks/RESULTS.md``.
 
 ``lemon --help`` (and each command's ``--help``) builds the whole argparse tree, so every
 ``lemoncore.cli`` module is imported, and must load nothing heavy: not the settings
@@ -42,10 +38,6 @@ HEAVY = (
     "lemoncore.app",
     "lemoncore.serving.router",
     "lemoncore.settings",
-)
-BASELINE = (
-    "from pydantic import BaseModel, ConfigDict, Field, field_validator, "
-    "model_validator; import pluggy"
 )
 CLI_HEAVY = (
     "pydantic",
@@ -82,8 +74,6 @@ PLUGIN_HEAVY = (
     "lemoncore.app",
     "lemoncore.core",
 )
-OWN_BUDGET_S = 0.1
-RUNS = 5
 
 
 def fresh(code: str) -> str:
@@ -139,26 +129,6 @@ def test_the_package_names_still_resolve_lazily() -> None:
     assert {"Settings", "create_app", "hookimpl", "lifespan", "__version__"} <= set(dir(lemoncore))
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
         lemoncore.nope  # noqa: B018
-
-
-def timed(statement: str) -> float:
-    return float(
-        fresh(f"import time; t = time.perf_counter(); {statement}; print(time.perf_counter() - t)")
-    )
-
-
-def test_what_lemoncore_adds_to_pydantic_stays_under_the_budget() -> None:
-    api = f"import {', '.join(PLUGIN_API)}"
-    baseline, plugin_api = [], []
-    for _ in range(RUNS):
-        baseline.append(timed(BASELINE))
-        plugin_api.append(timed(api))
-    own = min(plugin_api) - min(baseline)
-    assert own < OWN_BUDGET_S, (
-        f"the plugin API takes {min(plugin_api):.3f} s, pydantic "
-        f"and pluggy alone {min(baseline):.3f} s"
-    )
-    assert timed("import lemoncore.errors") < OWN_BUDGET_S  # standard library only
 
 
 HELP = """
