@@ -19,7 +19,10 @@ A prompt and ``max_tokens`` above ``--ctx-size`` words is refused with a 400.
 With ``--reasoning-format deepseek`` (llama-server's flag), a chat answer that opens with
 the words ``<think>`` ... ``</think>`` gives those in between as its reasoning, as
 llama-server does: ``delta.reasoning_content`` in a stream, ``message.reasoning_content``
-in a whole answer, the rest as ``content``.
+in a whole answer, the rest as ``content`` (llama.cpp ``common/chat.cpp``: the
+``COMMON_REASONING_FORMAT_DEEPSEEK`` parse of ``<think>``, and
+``common_chat_msg_diff_to_json_oaicompat`` for the stream's deltas; not yet re-read at
+the pinned b11434 tag).
 
 When the environment variable ``ECHO_ENGINE_API_KEY`` is set, ``/v1/*`` requires
 ``Authorization: Bearer <key>`` (lemoncore sends the launch's ``backend_key``). It exits
