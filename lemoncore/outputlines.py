@@ -1,5 +1,6 @@
 """An engine's output as log lines, whatever it prints: bounded memory and linear time
-(:class:`LineCutter`), control characters escaped (:func:`escaped`), and at most
+(:class:`LineCutter`), decoded as UTF-8 or, for a line that is not, in this system's own
+encoding (:data:`SYSTEM_ENCODING`), control characters escaped (:func:`escaped`), and at most
 :data:`LINES_PER_SECOND` lines a second logged (:class:`RateLimit`), the rest counted and
 reported (:class:`EngineOutput`, fed by :func:`pump_engine_output`). Every line is logged as the
 ``line`` field of an ``engine output`` event, never as a message of lemoncore's own.
@@ -7,6 +8,7 @@ reported (:class:`EngineOutput`, fed by :func:`pump_engine_output`). Every line 
 
 from __future__ import annotations
 
+import locale
 import math
 import time
 from collections import deque
@@ -22,6 +24,11 @@ MAX_LINE_BYTES = 16 * 1024  # of one output line kept; what a longer line has pa
 # 2000 backend lines still holds ten seconds of it.
 LINES_PER_SECOND, BURST_LINES = 200.0, 1000
 REPORT_EVERY_S = 5.0  # while lines are dropped, how often the count is logged
+# What a program that does not write UTF-8 writes to a pipe: on Windows the ANSI code page
+# (a Python program's stdout there, PyInstaller bundles included, unless it runs in UTF-8
+# mode), elsewhere the locale's. ``locale.getencoding`` (3.11): "On Windows, return the
+# ANSI code page (ex: "cp1252")", ignoring lemoncore's own UTF-8 mode.
+SYSTEM_ENCODING = locale.getencoding()
 
 # C0 controls but tab, DEL, C1 controls; and the characters that reorder or break a
 # console's line (bidirectional overrides and isolates, line and paragraph separators)
@@ -49,12 +56,13 @@ def escaped(line: str) -> str:
 
 class LineCutter:
     """Split a byte stream, fed in chunks, into lines of at most ``limit`` bytes, each
+    decoded (UTF-8, else ``fallback``: a Windows program's ANSI code page) and
     :func:`escaped`. A longer line keeps its first ``limit`` bytes and says how many more
     were dropped, so an engine that prints megabytes without a newline costs ``limit``
     bytes, not the line's length. Each byte is looked at once."""
 
-    def __init__(self, limit: int = MAX_LINE_BYTES) -> None:
-        self.limit = limit
+    def __init__(self, limit: int = MAX_LINE_BYTES, fallback: str = SYSTEM_ENCODING) -> None:
+        self.limit, self.fallback = limit, fallback
         self._line = bytearray()
         self._dropped = 0
 
@@ -77,8 +85,16 @@ class LineCutter:
         """The last line, when the stream ended without a newline."""
         return [self._take()] if self._line or self._dropped else []
 
+    def _decoded(self, raw: bytes) -> str:
+        try:
+            return raw.decode()
+        except UnicodeDecodeError as exc:
+            if exc.reason == "unexpected end of data":  # UTF-8, cut inside its last letter
+                return raw.decode(errors="replace")
+            return raw.decode(self.fallback, errors="replace")
+
     def _take(self) -> str:
-        text = escaped(self._line.decode(errors="replace").rstrip())
+        text = escaped(self._decoded(bytes(self._line)).rstrip())
         if self._dropped:
             text += f" [... {self._dropped} more bytes of this line dropped]"
         self._line.clear()

@@ -13,6 +13,16 @@ without a console (a service, ``pythonw``) the child gets none either
 (``CREATE_NO_WINDOW``: no window pops up), no event can reach it, and the job is
 terminated at once. The config and cache directories follow each OS's conventions
 (:mod:`platformdirs`, where it names the directories lemoncore has always used).
+
+The signals that ask lemoncore itself (``lemon serve``, ``lemon worker``) to stop
+gracefully (:func:`stop_signals`, :func:`on_stop_signal`): POSIX SIGINT (Ctrl-C) and
+SIGTERM; Windows SIGINT and SIGBREAK, the two console control events Python turns into
+signals (Python docs, ``signal``: "On Windows, signal() can only be called with SIGABRT,
+SIGFPE, SIGILL, SIGINT, SIGSEGV, SIGTERM, or SIGBREAK"). SIGTERM is left alone there:
+``os.kill(pid, SIGTERM)`` is ``TerminateProcess``, which runs no handler. asyncio's
+``add_signal_handler`` (what ``anyio.open_signal_receiver`` uses) raises
+``NotImplementedError`` on Windows, so the handlers are installed with
+:func:`signal.signal` on every OS (one tested path) and hand over to the event loop.
 """
 
 from __future__ import annotations
@@ -22,7 +32,7 @@ import ctypes
 import os
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -233,6 +243,36 @@ def _extended_limit_information() -> Any:
 
 def current() -> ProcessPlatform:
     return Windows() if sys.platform == "win32" else Posix()
+
+
+SIGBREAK = 21  # signal.SIGBREAK, which only Windows' signal module defines (CPython signal.c)
+
+
+def stop_signals(platform: str = sys.platform) -> tuple[int, ...]:
+    """The signal numbers that mean "stop gracefully" on ``platform`` (``sys.platform``)."""
+    if platform == "win32":
+        return (signal.SIGINT, SIGBREAK)
+    return (signal.SIGINT, signal.SIGTERM)
+
+
+@contextlib.contextmanager
+def on_stop_signal(stop: Callable[[], None]) -> Iterator[None]:
+    """While the block runs, a stop signal calls ``stop`` in the running event loop's
+    thread (as a callback, never inside the handler); the previous handlers come back
+    after. Enter it from the main thread, inside the asyncio loop."""
+    import asyncio
+
+    loop = asyncio.get_running_loop()
+
+    def handler(signum: int, frame: object) -> None:
+        loop.call_soon_threadsafe(stop)
+
+    previous = {number: signal.signal(number, handler) for number in stop_signals()}
+    try:
+        yield
+    finally:
+        for number, old in previous.items():
+            signal.signal(number, old)
 
 
 APP = "lemoncore"  # the directories' name

@@ -270,3 +270,15 @@ def test_the_line_cutter_keeps_memory_bounded_and_splits_across_chunks() -> None
     assert cutter.feed(b"fghij") == [] and len(cutter._line) == 4  # bounded
     assert cutter.feed(b"k\n\nl") == ["defg [... 4 more bytes of this line dropped]", ""]
     assert cutter.flush() == ["l"] and cutter.flush() == []
+
+
+def test_a_line_that_is_not_utf8_is_read_in_the_systems_encoding() -> None:
+    # VTE, a PyInstaller bundle on Windows, writes its Portuguese in the ANSI code page
+    # (lemon_plugin_vte.launch): cp1252 there, given here as the fallback.
+    said = "VTE: amdhip64.dll não encontrada"
+    cutter = LineCutter(fallback="cp1252")
+    assert cutter.feed(said.encode("cp1252") + b"\n") == [said]
+    assert cutter.feed(said.encode() + b"\n") == [said]  # UTF-8 stays UTF-8
+    # A line cut inside its last UTF-8 letter is UTF-8 still, not cp1252's mojibake
+    cut = LineCutter(limit=2, fallback="cp1252")  # "n" and the first byte of "ã"
+    assert cut.feed("não\n".encode()) == ["n\ufffd [... 2 more bytes of this line dropped]"]

@@ -139,6 +139,13 @@ def test_load_and_chat_streams_an_answer(server: ServerProcess, browser: Any) ->
           if (b) window.lengths.push(b.textContent.length); }).observe(
           document.querySelector('#chat-log'), {subtree: true, childList: true});""",
     )
+    # A budget, set as a user would: without one a small model may ramble past the wait
+    # (llama-server's default n_predict is unlimited; CI timed out once here).
+    js(
+        browser,
+        """const f = document.querySelector('#chat-max-tokens'); f.value = '64';
+        f.dispatchEvent(new Event('input'));""",
+    )
     ask(browser, "List three colours, as a markdown list.")
     stats = wait_for(
         lambda: js(
@@ -149,7 +156,7 @@ def test_load_and_chat_streams_an_answer(server: ServerProcess, browser: Any) ->
         60,
         "the answer",
     )
-    assert "tokens/s" in stats, stats
+    assert "tokens/s" in stats and int(stats.split()[0]) <= 64, stats  # the budget was sent
     answer = js(browser, "return document.querySelector('.msg.assistant .body').textContent")
     assert answer.strip()
     assert len(set(js(browser, "return window.lengths"))) > 3  # it grew while streaming

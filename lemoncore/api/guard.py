@@ -2,8 +2,8 @@
 
 With ``api_key`` set, every API route needs it (``Authorization: Bearer …`` or
 ``x-api-key``; the admin key serves too); management routes (load, unload, pull, delete,
-install, uninstall, logs, events) need ``admin_api_key``, which defaults to ``api_key``. What a
-plugin's route may do through the gateway follows the same rule
+install, uninstall, logs, events, shutdown) need ``admin_api_key``, which defaults to
+``api_key``. What a plugin's route may do through the gateway follows the same rule
 (:func:`may_manage`). With no admin key, management routes
 answer only requests from this machine itself (:func:`is_local`) unless
 ``allow_remote_admin`` is set. ``/live``, ``/openapi.json`` and the web UI's static
@@ -37,7 +37,17 @@ from lemoncore.api.shapes import error_bytes
 from lemoncore.errors import LemonError
 
 KEYLESS = "lemoncore.keyless"  # scope key: on an open path, without the api_key that is set
-ADMIN_ENDPOINTS = {"load", "unload", "pull", "delete", "install", "uninstall", "logs", "events"}
+ADMIN_ENDPOINTS = {
+    "load",
+    "unload",
+    "pull",
+    "delete",
+    "install",
+    "uninstall",
+    "logs",
+    "events",
+    "shutdown",
+}
 
 
 def required_key(path: str) -> str | None:

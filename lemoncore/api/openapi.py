@@ -26,6 +26,7 @@ from lemoncore.api import (
     manage,
     model_list,
     replies,
+    shutdown,
 )
 from lemoncore.api.operation import LEMONADE, OPENAI, Media, Operation
 from lemoncore.recipes import Endpoint
@@ -304,6 +305,17 @@ OPERATIONS: tuple[Operation, ...] = (
         parameters=events.PARAMETERS,
         errors=(400,),
         ok={"application/json": events.ModelEvents},
+    ),
+    Operation(
+        "POST",
+        "/shutdown",
+        shutdown.shutdown,
+        "Stop the server",
+        prefix=LEMONADE,
+        description="Refuse new requests, give in-flight ones `stop_grace` seconds, stop "
+        "every backend, and exit (what SIGTERM does; how `lemon stop` stops a server). "
+        "Admin-only. The answer comes before the drain.",
+        ok={"application/json": shutdown.ShuttingDown},
     ),
 )
 

@@ -3,11 +3,16 @@
 ``lemon serve`` records itself in ``<cache_dir>/run/serve-<port>.json`` (pid, URL, log
 file) once its port is bound, while it runs; ``stop`` and ``status`` find it there; on a
 taken port it exits 1 saying who holds it (:func:`port_taken`). ``--detach`` starts the
-same command in a new session with its output in ``<cache_dir>/run/serve-<port>.log``
-and returns once that process has recorded itself and answers ``/live``. ``stop`` sends
-SIGTERM, which drains requests and stops every backend and container (``serve_app``),
-and waits for the exit. Whether a server answers is asked through
-:class:`~lemoncore.cli.remote.Remote` (``/live``).
+same command apart from this terminal (:func:`detached_options`) with its output in
+``<cache_dir>/run/serve-<port>.log`` and returns once that process has recorded itself
+and answers ``/live``. ``stop`` asks the server to drain and stop (``POST
+/api/v1/shutdown``, with the admin key: the same on every OS) and waits for the exit;
+a server that does not answer gets a signal instead (:func:`signal_stop`: SIGTERM, which
+drains too, on POSIX; on Windows that is ``TerminateProcess``, no drain, and it says
+so). Whether a server answers is asked through :class:`~lemoncore.cli.remote.Remote`.
+
+The Windows branches follow the documented APIs but have never run on Windows: the unit
+tests check what they pass (``tests/test_daemon_windows.py``).
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, NotRequired, TypedDict
+from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict
 
 from lemoncore.cli.common import print_result, settings_from
 from lemoncore.cli.remote import Remote
@@ -45,11 +50,23 @@ class ServerState(TypedDict):
     started: float  # epoch seconds
 
 
+StopHow = Literal["asked", "signalled", "terminated"]
+
+
 class Stopped(TypedDict):
-    """``lemon stop --json``: the workers stopped and, if it was, the server's pid."""
+    """``lemon stop --json``: the workers stopped and, if it was, the server's pid and
+    how: ``asked`` (the shutdown route: drained), ``signalled`` (SIGTERM: drained),
+    ``terminated`` (Windows ``TerminateProcess``: not drained)."""
 
     workers: list[str]
     stopped: NotRequired[int]
+    how: NotRequired[StopHow]
+
+
+# Windows process creation flags and show-window values (winbase.h, winuser.h), named
+# here because only Windows' subprocess module defines them.
+CREATE_NEW_CONSOLE, CREATE_NEW_PROCESS_GROUP = 0x00000010, 0x00000200
+STARTF_USESHOWWINDOW, SW_HIDE = 0x00000001, 0
 
 
 def state_file(settings: Settings) -> Path:
@@ -126,6 +143,26 @@ def _listener(port: int) -> str:
     return ", ".join(names) or "another program"
 
 
+def detached_options(platform: str = sys.platform) -> dict[str, Any]:
+    """``Popen`` keywords that part a background server from this terminal. POSIX: a new
+    session (no controlling terminal: closing it sends no SIGHUP). Windows: a console of
+    its own, hidden (``CREATE_NEW_CONSOLE`` with ``STARTUPINFO.wShowWindow = SW_HIDE``),
+    in a new process group: Ctrl-C here does not reach it, closing this window does not
+    end it, and the engines it starts share its console, so their graceful stop
+    (``CTRL_BREAK_EVENT``, :mod:`lemoncore.platforms`) still reaches them, which
+    ``DETACHED_PROCESS`` (no console at all) would rule out. ``start_new_session`` is
+    ignored on Windows (CPython ``subprocess`` docs: POSIX only)."""
+    if platform != "win32":
+        return {"start_new_session": True}
+    startup = subprocess.STARTUPINFO()  # type: ignore[attr-defined,unused-ignore]
+    startup.dwFlags |= STARTF_USESHOWWINDOW
+    startup.wShowWindow = SW_HIDE
+    return {
+        "creationflags": CREATE_NEW_CONSOLE | CREATE_NEW_PROCESS_GROUP,
+        "startupinfo": startup,
+    }
+
+
 def detach(args: argparse.Namespace, argv: list[str]) -> int:
     """Start ``lemon serve`` (``argv`` without ``--detach``) in the background."""
     settings = settings_from(args)
@@ -142,7 +179,7 @@ def detach(args: argparse.Namespace, argv: list[str]) -> int:
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=out,
-            start_new_session=True,
+            **detached_options(),
         )
     url = Remote.for_settings(settings).url
     deadline = time.monotonic() + START_TIMEOUT_S
@@ -164,18 +201,42 @@ def detach(args: argparse.Namespace, argv: list[str]) -> int:
     return 1
 
 
-def _stopped(pid: int, within: float) -> bool:
-    """Send SIGTERM to ``pid`` and wait up to ``within`` seconds for it to exit."""
+def _exited(pid: int, within: float) -> bool:
+    """Whether ``pid`` exits within ``within`` seconds (a zombie has: only its parent's
+    wait is missing)."""
     import psutil
 
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + within
     while time.monotonic() < deadline:
-        if not psutil.pid_exists(pid):
+        try:
+            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                return True
+        except psutil.NoSuchProcess:
             return True
         time.sleep(0.05)
     return False
+
+
+def signal_stop(pid: int, platform: str = sys.platform) -> StopHow:
+    """Signal ``pid`` to stop: SIGTERM (POSIX: a lemoncore process drains on it); on
+    Windows ``os.kill(pid, SIGTERM)`` is ``TerminateProcess`` (CPython ``os.kill`` docs),
+    so ``terminated``: no drain, and its engines end with its job objects."""
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+    return "terminated" if platform == "win32" else "signalled"
+
+
+def ask_to_stop(settings: Settings, state: ServerState) -> str | None:
+    """``POST /api/v1/shutdown`` to the recorded server; ``None`` once it agreed, else
+    why it did not (not answering, an older server without the route, a wrong key)."""
+    from lemoncore.cli.remote import RemoteError
+
+    remote = Remote.for_settings(settings, state["url"])
+    try:
+        remote.post("/api/v1/shutdown", {}, timeout=10)
+    except RemoteError as exc:
+        return str(exc)
+    return None
 
 
 def cmd_stop(args: argparse.Namespace) -> int:
@@ -193,24 +254,39 @@ def cmd_stop(args: argparse.Namespace) -> int:
         )
         return 1
     stopped: Stopped = {"workers": []}
-    for worker in workers:
-        if _stopped(int(worker["pid"]), settings.stop_grace + 15):
+    within = settings.stop_grace + 15
+    for worker in workers:  # no HTTP API: a signal
+        pid = int(worker["pid"])
+        signal_stop(pid)
+        if _exited(pid, within):
             stopped["workers"].append(worker["endpoint"])
             if not args.json:
-                print(f"stopped the RPC worker {worker['endpoint']} (pid {worker['pid']})")
+                print(f"stopped the RPC worker {worker['endpoint']} (pid {pid})")
         else:
             print(
-                f"the RPC worker {worker['endpoint']} (pid {worker['pid']}) is still stopping",
+                f"the RPC worker {worker['endpoint']} (pid {pid}) is still stopping",
                 file=sys.stderr,
             )
     if state is not None:
         pid = int(state["pid"])
-        if not _stopped(pid, settings.stop_grace + 15):
+        how: StopHow = "asked"
+        if (refused := ask_to_stop(settings, state)) is not None:
+            how = signal_stop(pid)
+            print(
+                f"the server did not take the shutdown request ({refused}); "
+                + (
+                    "terminated it: requests in flight were cut"
+                    if how == "terminated"
+                    else "sent it SIGTERM"
+                ),
+                file=sys.stderr,
+            )
+        if not _exited(pid, within):
             print(
                 f"the server (pid {pid}) is still stopping; see {state.get('log')}", file=sys.stderr
             )
             return 1
-        stopped["stopped"] = pid
+        stopped["stopped"], stopped["how"] = pid, how
         if not args.json:
             print(f"stopped the server (pid {pid})")
     if args.json:

@@ -40,6 +40,7 @@ ROUTE_COMMANDS = {  # a route a server's message names (either prefix) -> its co
     "/v1/pull": "lemon pull MODEL",
     "/v1/delete": "lemon rm MODEL",
     "/v1/logs": "lemon logs",
+    "/v1/shutdown": "lemon stop",
 }
 _ROUTE = re.compile(r"(?P<joint>,? or )?\b(?:GET|POST) (?P<route>/[\w/.-]*\w)")
 

@@ -1,15 +1,15 @@
 """Commands that face the HTTP server: ``lemon serve`` runs it (Hypercorn, with a graceful
-stop on SIGINT/SIGTERM, via :func:`serve_app`, which tests and other entry points reuse),
-and ``lemon explain`` asks a running one what loading a model would do, without doing it
-(a dry-run load: a management route, so it sends the admin key, :mod:`lemoncore.cli.remote`).
-anyio, structlog and the settings are imported when a command runs.
+stop on a stop signal or ``POST /api/v1/shutdown``, via :func:`serve_app`, which tests and
+other entry points reuse), and ``lemon explain`` asks a running one what loading a model
+would do, without doing it (a dry-run load: a management route, so it sends the admin
+key, :mod:`lemoncore.cli.remote`). anyio, structlog and the settings are imported when a
+command runs.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import signal
 import sys
 import time
 from typing import TYPE_CHECKING
@@ -53,12 +53,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def serve_app(app: Starlette, log_file: str | None = None) -> int:
-    """Serve a :func:`~lemoncore.app.create_app` app with Hypercorn until SIGINT/SIGTERM;
-    the exit status (1: the port is taken, said on stderr with who holds it).
+    """Serve a :func:`~lemoncore.app.create_app` app with Hypercorn until a stop signal
+    (:func:`lemoncore.platforms.stop_signals`) or ``POST /api/v1/shutdown``; the exit status (1: the
+    port is taken, said on stderr with who holds it).
 
     The port is bound first, and only then is the server recorded as the one on its
     port (:func:`~lemoncore.cli.daemon.recorded`, ``log_file`` its output), so a second
-    server on a taken port changes nothing. On the signal the router refuses new requests
+    server on a taken port changes nothing. On either, the router refuses new requests
     and gives in-flight ones ``stop_grace`` seconds (streams then end with an error
     frame); Hypercorn's own grace is a second longer, so those answers still reach their
     clients. Then every backend is stopped.
@@ -69,6 +70,7 @@ def serve_app(app: Starlette, log_file: str | None = None) -> int:
 
     from lemoncore.app import core_of
     from lemoncore.cli.daemon import port_taken, recorded
+    from lemoncore.platforms import on_stop_signal
 
     log = structlog.get_logger("lemoncore.cli")
 
@@ -83,24 +85,13 @@ def serve_app(app: Starlette, log_file: str | None = None) -> int:
     config.bind = [f"fd://{listening.detach()}"]  # Hypercorn serves the bound socket
 
     async def main() -> None:
-        stop = anyio.Event()
-        with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-
-            async def watch() -> None:
-                async for _ in signals:
-                    core.router.begin_shutdown()
-                    stop.set()
-                    return
-
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(watch)
-                log.info(
-                    "serving",
-                    url=f"http://{settings.host}:{settings.port}/v1",
-                    startup_seconds=round(time.perf_counter() - STARTED, 3),
-                )
-                await serve(app, config, shutdown_trigger=stop.wait)  # type: ignore[arg-type]
-                tg.cancel_scope.cancel()
+        with on_stop_signal(core.router.begin_shutdown):
+            log.info(
+                "serving",
+                url=f"http://{settings.host}:{settings.port}/v1",
+                startup_seconds=round(time.perf_counter() - STARTED, 3),
+            )
+            await serve(app, config, shutdown_trigger=core.router.shutdown_begun)  # type: ignore[arg-type]
 
     with recorded(settings, log_file):
         anyio.run(main)

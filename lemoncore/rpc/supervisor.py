@@ -1,13 +1,12 @@
 """rpc-server under supervision: :func:`supervise` starts it (:class:`RpcServerProcess`:
 ready once it answers the RPC handshake), restarts it after a crash with exponential
 back-off (reset once it has run :data:`STABLE_AFTER` seconds), and stops it when asked;
-:func:`run` does that until SIGINT/SIGTERM. A start that fails before the server was ever
+:func:`run` does that until a stop signal. A start that fails before the server was ever
 ready (a bad device, a taken port) ends the supervision instead: retrying cannot help.
 """
 
 from __future__ import annotations
 
-import signal
 import sys
 import time
 from typing import TypedDict
@@ -16,6 +15,7 @@ import anyio
 import anyio.abc
 
 from lemoncore.launch import LaunchSpec
+from lemoncore.platforms import on_stop_signal
 from lemoncore.rpc.probe import probe_worker
 from lemoncore.rpc.records import Record
 from lemoncore.rpc.worker import WorkerConfig, worker_argv, worker_env
@@ -165,17 +165,8 @@ async def _wait_any(*events: anyio.Event) -> None:
 
 
 async def run(config: WorkerConfig, record: Record) -> int:
-    """:func:`supervise` until SIGINT or SIGTERM; its exit code."""
+    """:func:`supervise` until a stop signal (:func:`lemoncore.platforms.stop_signals`); its exit
+    code."""
     stop = anyio.Event()
-    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-        async with anyio.create_task_group() as tg:
-
-            async def watch() -> None:
-                async for _ in signals:
-                    stop.set()
-                    return
-
-            tg.start_soon(watch)
-            code = await supervise(config, stop, record)
-            tg.cancel_scope.cancel()
-    return code
+    with on_stop_signal(stop.set):
+        return await supervise(config, stop, record)

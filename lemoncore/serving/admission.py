@@ -64,6 +64,7 @@ class Admission:
         self.settings = settings
         self.closing = False  # a shutdown began: new requests are refused
         self.drain_deadline = math.inf
+        self._begun: anyio.Event | None = None  # created by the first shutdown_begun()
         self._cuttable: set[anyio.CancelScope] = set()  # in-flight requests
         self._failed_starts: dict[str, _Failures] = {}
 
@@ -75,6 +76,8 @@ class Admission:
         if self.closing:
             return
         self.closing, self.drain_deadline = True, anyio.current_time() + self.settings.stop_grace
+        if self._begun is not None:
+            self._begun.set()
         for scope in self._cuttable:
             scope.deadline = self.drain_deadline
         log.info(
@@ -82,6 +85,13 @@ class Admission:
             in_flight=len(self._cuttable),
             deadline_s=self.settings.stop_grace,
         )
+
+    async def shutdown_begun(self) -> None:
+        """Return once a shutdown began, whoever began it (a signal, ``POST
+        /api/v1/shutdown``)."""
+        if not self.closing:
+            self._begun = self._begun or anyio.Event()
+            await self._begun.wait()
 
     def refuse_if_closing(self) -> None:
         if self.closing:

@@ -98,6 +98,12 @@ class Router:
         finish (:meth:`Admission.begin_shutdown`); idempotent."""
         self.admission.begin_shutdown()
 
+    async def shutdown_begun(self) -> None:
+        """Return once :meth:`begin_shutdown` was called: what ends the HTTP server
+        (Hypercorn's ``shutdown_trigger`` in ``lemon serve``; an embedding app's server
+        may await it the same way)."""
+        await self.admission.shutdown_begun()
+
     @property
     def history(self) -> History:
         """What happened to each model since the start (``GET /api/v1/events``)."""

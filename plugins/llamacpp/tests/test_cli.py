@@ -197,6 +197,7 @@ def test_stop_drains_and_stops_the_backends(env: dict[str, str]) -> None:
     stopped = lemon(env, "stop", "--json")
     assert stopped.returncode == 0 and json.loads(stopped.stdout) == {
         "stopped": state["pid"],
+        "how": "asked",  # through POST /api/v1/shutdown, as on Windows
         "workers": [],
     }
     for pid in (state["pid"], server["pid"]):

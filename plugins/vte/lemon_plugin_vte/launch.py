@@ -24,8 +24,9 @@ from lemon_plugin_vte.vte_source import TARGET_FAMILY
 # Options": variables "such as PYTHONUTF8" do not apply). PYTHONIOENCODING and PYTHONUTF8
 # would change nothing, so they are not set: on a pipe VTE writes Windows' ANSI code page
 # (cp1252 on Portuguese and English systems) unless its bundle was built with ``X utf8``.
-# lemoncore decodes engine output as UTF-8, so "ã" arrives as itself, as one U+FFFD per
-# undecodable byte, or as "?".
+# lemoncore reads a line that is not UTF-8 in that code page
+# (``lemoncore.outputlines.SYSTEM_ENCODING``), so "ã" arrives as itself, as "?" where
+# VTE's console could not encode it, or as U+FFFD per byte when the two disagree.
 _NOT_ASCII = "(?:\ufffd\ufffd|.)"
 
 
