@@ -45,12 +45,11 @@ def build_core(
     """Load plugins (entry points plus ``plugins``) and wire the core's parts together."""
     host = host or detect_host()
     plugin_host = load_plugins(settings.allowed_plugins, settings.denied_plugins, plugins)
-    refreshed = settings.cache_dir / refresh.REFRESH_FILE  # accepted refreshes win
-    lock = load_lock(
-        plugin_host.registry.locks,
-        [*settings.lock_files, *([refreshed] if refreshed.exists() else [])],
-    )
+    lock = load_lock(plugin_host.registry.locks, settings.lock_files)
     lock.adopt(trust.load(settings.cache_dir / trust.TRUST_FILE))
+    # accepted refreshes, over the pins they replaced (a newer shipped pin wins)
+    for left_out in refresh.apply(lock, refresh.read(settings.cache_dir / refresh.REFRESH_FILE)):
+        structlog.get_logger("lemoncore").warning("refreshed pin superseded", detail=left_out)
     backends = Backends(plugin_host, host, settings, lock)
     models = ModelStore(
         plugin_host.registry.models,

@@ -44,15 +44,26 @@ class Pin:
     artifacts: tuple[Artifact, ...]
 
 
+class ReplacedPin(BaseModel):
+    """The pin an accepted refresh replaced (``lemon lock refresh``): its version, URL (as
+    installed, ``{version}`` filled in) and hash."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
+    version: str
+    url: str
+    sha256: str | None = None
+
+
 class LockedArtifact(BaseModel):
     """One pinned download: ``url`` may contain ``{version}``; ``sha256`` may be null (see
-    above)."""
+    above). ``replaces``: set on a refreshed pin only, what it replaced."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
     url: str
     sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
     extract: bool = True
     provenance: str = ""
+    replaces: ReplacedPin | None = None
 
 
 class LockEntry(BaseModel):
