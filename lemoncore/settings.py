@@ -100,8 +100,10 @@ class Settings(BaseSettings):
     load_timeout: float = Field(
         600.0,
         gt=0,
-        description="Seconds a backend may take to start; also the longest a "
-        "request waits for its model to load (then 503 model_loading; the load goes on).",
+        description="Seconds a backend may take to start (raised to the floor a backend "
+        "declares as its start_timeout option, e.g. halogen:rocm 3600; "
+        "recipes.<recipe>.start_timeout overrides both); also the longest a request "
+        "waits for its model to load (then 503 model_loading; the load goes on).",
     )
     stop_grace: float = Field(
         5.0,

@@ -1,6 +1,8 @@
 """Downloading a Hugging Face checkpoint: the checkpoint, then every file it needs beside
-it at the same revision (so all land in one snapshot), each checked against its published
-size and SHA-256, in a worker thread, with progress reported from the event loop."""
+it at the same revision (so all land in one snapshot), in a worker thread, with progress
+reported from the event loop. The catalogue's sizes and SHA-256 values are compared with
+the hub's published file metadata before the first byte (:mod:`~lemoncore.models.published`;
+a mismatch downloads nothing) and checked again on each file once it has arrived."""
 
 from __future__ import annotations
 
@@ -12,11 +14,15 @@ from typing import Any
 
 import anyio
 import huggingface_hub
+import structlog
 from huggingface_hub.utils.tqdm import tqdm as hf_tqdm
 
 from lemoncore.launch import ProgressCallback
+from lemoncore.models import published
 from lemoncore.models.checkpoints import Checkpoint, ModelError, snapshot_revision
 from lemoncore.recipes import ModelInfo
+
+log = structlog.get_logger("lemoncore.models")
 
 
 @dataclass
@@ -65,8 +71,10 @@ async def download(
 
     def download_all() -> str:
         """The checkpoint, then every other file at the checkpoint's revision, so all
-        land in one snapshot (a moved branch cannot split them)."""
+        land in one snapshot (a moved branch cannot split them); what is missing is
+        compared with the hub's metadata first."""
         try:
+            before_first_byte(model, cp)
             first = fetch(cp.filename, None)
             revision = snapshot_revision(first, cp.filename)
             for name in model.files:
@@ -90,6 +98,48 @@ async def download(
             f"download of {model.checkpoint!r} failed: {failure}", status=502
         ) from failure
     return path_text
+
+
+def before_first_byte(model: ModelInfo, cp: Checkpoint) -> None:
+    """Compare the catalogue's SHA-256 and sizes of the files still missing with what the
+    hub publishes (:func:`~lemoncore.models.published.lookup`), before any is fetched: a
+    difference is a :class:`ModelError` (502) naming both values. When the hub cannot be
+    asked or publishes no SHA-256 for a file, the log says so and the download goes on
+    (each file is still checked once it has arrived)."""
+    cached = huggingface_hub.try_to_load_from_cache(cp.location, cp.filename)
+    revision = snapshot_revision(cached, cp.filename) if isinstance(cached, str) else None
+    missing = [
+        name
+        for name in (cp.filename, *model.files)
+        if revision is None
+        or not isinstance(
+            huggingface_hub.try_to_load_from_cache(cp.location, name, revision=revision), str
+        )
+    ]
+    hashes = {n: model.sha256[n] for n in missing if n in model.sha256}
+    sizes = {n: model.sizes[n] for n in missing if n in model.sizes}
+    if not hashes and not sizes:
+        return
+    try:
+        found = published.lookup(cp.location, sorted({*hashes, *sizes}), revision)
+    except Exception as exc:  # noqa: BLE001 - offline, no such API (a mirror): checked after
+        log.warning(
+            "the hub's file metadata could not be read; the files are checked after their download",
+            repo=cp.location,
+            error=f"{type(exc).__name__}: {exc}"[:300],
+        )
+        return
+    if why := published.refusal(cp.location, revision, hashes, sizes, found):
+        raise ModelError(why, status=502)
+    if left := published.unchecked(hashes, found):
+        log.warning(
+            "the hub publishes no SHA-256 for these files (not LFS); they are checked "
+            "after their download",
+            repo=cp.location,
+            files=left,
+        )
+    if checked := sorted(set(hashes) - set(left)):
+        log.info("the catalogue's SHA-256 matches the hub's", repo=cp.location, files=checked)
 
 
 async def _report(progress: _Counter, done: threading.Event, on_progress: ProgressCallback) -> None:

@@ -3,7 +3,11 @@ and, if it just arrived, checked again by its owner), room (the RPC workers prob
 evictions done by the fleet), then the start: the launch context (port, key, runtime
 environment, model files), the plugin's launch spec or runner, readiness, and the HTTP
 client to it, retried once after evicting the others when memory ran out. The record it
-returns is a :class:`~lemoncore.serving.server.LoadedServer`."""
+returns is a :class:`~lemoncore.serving.server.LoadedServer`.
+
+Two decisions are pure functions here: :func:`start_budget` (how long a start may take: a
+backend may declare its own floor, the ``start_timeout`` option) and :func:`binding_refusal`
+(a model an installed artifact declares loads only on the backend that declares it)."""
 
 from __future__ import annotations
 
@@ -11,7 +15,9 @@ import functools
 import os
 import secrets
 import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 import anyio
 import anyio.abc
@@ -25,7 +31,9 @@ from lemoncore.installs.backends import Backends
 from lemoncore.installs.record import read_record
 from lemoncore.launch import LaunchContext, LaunchSpec, Runner
 from lemoncore.models import ModelError, ModelStore
+from lemoncore.options import declared
 from lemoncore.plugins import PluginHost
+from lemoncore.recipes import Backend, ModelInfo, Recipe
 from lemoncore.serving.eviction import after_failed_start
 from lemoncore.serving.facts import preflight
 from lemoncore.serving.fleet import Fleet
@@ -47,6 +55,61 @@ BACKEND_TIMEOUT = httpx.Timeout(connect=10.0, read=None, write=60.0, pool=None)
 BACKEND_LIMITS = httpx.Limits(
     max_connections=None, max_keepalive_connections=64, keepalive_expiry=2.0
 )
+# The admin option a backend declares (its default: the engine's own floor) for the
+# seconds its start may take; set in the recipe's section, it wins over every default.
+START_TIMEOUT = "start_timeout"
+
+
+def start_budget(load_timeout: float, floor: float | None, configured: float | None) -> float:
+    """Seconds a start may take: ``configured`` (``recipes.<recipe>.start_timeout``, the
+    administrator's explicit choice for this backend) when set; otherwise ``load_timeout``
+    raised to the backend's declared ``floor``, so a global value chosen for small models
+    cannot kill an engine whose cold load its authors measure in tens of minutes (as
+    Lemonade does for Halogen: ``max(1800, global timeout)``, halogen_server.cpp)."""
+    if configured is not None:
+        return configured
+    return max(load_timeout, floor or 0.0)
+
+
+def binding_refusal(model: ModelInfo, declared_by: str | None, recipe: str, backend: str) -> str:
+    """Why ``model`` may not load on ``recipe:backend`` ("" when it may): a model that the
+    artifact of ``recipe:declared_by`` declares (an image's ``org.lemonade.models`` label)
+    was vetted only for that backend's confinement, so another backend of the recipe (a
+    native, unconfined one) is refused."""
+    if declared_by is None or declared_by == backend:
+        return ""
+    return (
+        f"model {model.name!r} is declared by the {recipe}:{declared_by} image and loads "
+        f"only on that backend, not on {recipe}:{backend}: load it without 'backend' (or "
+        f"with backend '{declared_by}'), or register the checkpoint as a model of your own "
+        "to run it elsewhere"
+    )
+
+
+def declared_on(recipe: Recipe, model: ModelInfo, target: Callable[[str], Path]) -> str | None:
+    """The backend of ``recipe`` whose install record (in ``target("recipe:backend")``)
+    declares ``model`` (this very entry: a catalogue or user model of the same name is
+    not it), if any; reads the records."""
+    for backend in recipe.backends:
+        record = read_record(target(f"{recipe.name}:{backend.name}"))
+        if record is not None and model in record.models:
+            return backend.name
+    return None
+
+
+def budget_inputs(
+    recipe: Recipe, backend: Backend, configured: Mapping[str, Any]
+) -> tuple[float | None, float | None]:
+    """The floor ``backend`` declares for its start (its ``start_timeout`` default) and
+    the value ``configured`` (the recipe's checked section) sets, when it declares one."""
+    spec = next((o for o in declared(recipe, backend) if o.name == START_TIMEOUT), None)
+    if spec is None:
+        return None, None
+    value = configured.get(START_TIMEOUT)
+    return (
+        None if spec.default is None else float(spec.default),
+        None if value is None else float(value),
+    )
 
 
 class Launcher:
@@ -100,7 +163,16 @@ class Launcher:
         needed: the CLI may install) and the model's file (downloaded; a failure is a
         :class:`~lemoncore.serving.refusals.RouterError`). A model that just arrived is
         checked by its owner's preflight again (:class:`~lemoncore.errors.LaunchRefused`),
-        so nothing is evicted for a load that would be refused."""
+        so nothing is evicted for a load that would be refused. A model an installed
+        artifact declares is refused on any other backend first
+        (:func:`binding_refusal`)."""
+        declared_by = await anyio.to_thread.run_sync(
+            declared_on, plan.recipe, plan.model, self.backends.target
+        )
+        if refusal := binding_refusal(
+            plan.model, declared_by, plan.recipe.name, plan.backend.backend.name
+        ):
+            raise LaunchRefused(refusal)
         status = await self.backends.ensure_installed(
             await anyio.to_thread.run_sync(self.backends.status, plan.recipe, plan.backend.backend)
         )
@@ -156,7 +228,11 @@ class Launcher:
             else spec
         )
         started = time.monotonic()
-        await process.start(task_group, self.settings.load_timeout)
+        budget = start_budget(
+            self.settings.load_timeout,
+            *budget_inputs(recipe, backend, self.backends.configuration(recipe)),
+        )
+        await process.start(task_group, budget)
         log.info(
             "model loaded",
             model=model.name,
@@ -165,6 +241,7 @@ class Launcher:
             amd_gpu=plan.is_amd_gpu,
             policy=plan.policy.value,
             seconds=round(time.monotonic() - started, 3),
+            budget=budget,
         )
         client = httpx.AsyncClient(
             base_url=process.base_url,

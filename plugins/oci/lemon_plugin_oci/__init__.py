@@ -42,6 +42,7 @@ from lemon_plugin_oci.engine import identity
 from lemon_plugin_oci.launching import Inputs, model_files
 from lemon_plugin_oci.recipes import CONTRIBUTIONS, RECIPES
 from lemon_plugin_oci.refs import TRUSTED_NAMESPACES, ImageRef, parse_ref, parse_tagged
+from lemon_plugin_oci.requirements import ctx_problem, kernel_problem
 from lemon_plugin_oci.setup import Facts, check, gather
 from lemon_plugin_oci.sockets import SocketDirs, runtime_base
 
@@ -123,6 +124,10 @@ class OciPlugin:
         facts = self.facts()
         if (problem := check(facts, contract.devices)) is not None:
             return InstallPlan("", message=problem.message, action=problem.action)
+        if why := kernel_problem(contract, facts.kernel):
+            return InstallPlan("", message=why, action="install a newer kernel, then reboot")
+        if why := ctx_problem(contract, config.get("ctx_size"), config, recipe.name):
+            return InstallPlan("", message=why, action="fix the recipe's configuration section")
         if pin is None or not pin.artifacts:
             return InstallPlan(
                 "",
@@ -155,6 +160,23 @@ class OciPlugin:
         )
 
     @hookimpl
+    def preflight(
+        self,
+        recipe: Recipe,
+        backend: Backend,
+        config: Mapping[str, Any],
+        options: Mapping[str, Any],
+    ) -> None:
+        """Refuse, before anything is evicted, a load its engine would refuse: an old
+        kernel, a context past the native one without its rope factor."""
+        contract = self.contracts[recipe.name, backend.name]
+        why = kernel_problem(contract, self.facts().kernel) or ctx_problem(
+            contract, options.get("ctx_size"), config, recipe.name
+        )
+        if why:
+            raise LaunchRefused(why)
+
+    @hookimpl
     def launch(
         self,
         recipe: Recipe,
@@ -169,6 +191,11 @@ class OciPlugin:
         facts = self.facts()
         if facts.engine is None:
             raise LaunchRefused("no container tool: install podman")
+        why = kernel_problem(contract, facts.kernel) or ctx_problem(
+            contract, context.options.get("ctx_size"), context.config, recipe.name
+        )
+        if why:
+            raise LaunchRefused(why)
         ref = parse_ref(
             context.installed["artifacts"][0]["url"],  # vetted at every start
             (*TRUSTED_NAMESPACES, *context.config.get("trusted_namespaces", ())),
@@ -221,6 +248,11 @@ class OciPlugin:
             sockets,
             facts.present_devices,
             None if check_gib is None else float(check_gib),
+            {
+                f"{r}:{b}": c.min_host_gib
+                for (r, b), c in self.contracts.items()
+                if c.pins_page_cache
+            },
         )
 
     @hookimpl

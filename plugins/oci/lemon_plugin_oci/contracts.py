@@ -59,8 +59,12 @@ class LaunchContract:
     inside the container bridges ``{socket}`` to it). ``devices`` are classes: ``/dev/dri``
     is the chosen GPU's render node only, ``/dev/kfd`` (ROCm) adds the compute device.
     ``min_host_gib`` (RAM the engine holds itself) and ``min_device_gib`` (GPU memory)
-    are checked before start; ``memory_hint`` says which setting lowers them. ``relay``
-    is the image's program that runs lemoncore's relay script.
+    are checked before start; ``memory_hint`` says which setting lowers them;
+    ``pins_page_cache``: while it runs, ``MemAvailable`` still counts its host part as
+    free. ``relay`` is the image's program that runs lemoncore's relay script.
+    ``start_timeout`` is the floor of its start budget (seconds), ``min_kernel`` the
+    oldest Linux it runs on, and a ``ctx_size`` past ``native_ctx`` needs the setting of
+    ``rope_env`` (:mod:`lemon_plugin_oci.requirements`).
     """
 
     command: tuple[Argument, ...]
@@ -76,7 +80,12 @@ class LaunchContract:
     min_host_gib: float = 0.0
     min_device_gib: float = 0.0
     memory_hint: str = ""
+    pins_page_cache: bool = False
     relay: tuple[str, ...] = ("python3", "-I", "-u", "-c")
+    start_timeout: float | None = None
+    min_kernel: tuple[int, int] | None = None
+    native_ctx: int = 0
+    rope_env: str = ""
     sources: Mapping[str, str] = field(default_factory=dict)
 
     @property
@@ -297,6 +306,17 @@ HALOGEN = LaunchContract(
             _admin_int("host_reserve_gib", None, 0, 512, "HALOGEN_HOST_RESERVE_GIB"),
         ),
         EnvSetting(
+            "HALOGEN_ROPE_YARN",
+            _admin_int(
+                "rope_yarn",
+                None,
+                2,
+                4,
+                "HALOGEN_ROPE_YARN: static YaRN factor for a ctx_size past 262144 "
+                "(2: 524288, 4: 1048576); rescales every position",
+            ),
+        ),
+        EnvSetting(
             "HALOGEN_WEIGHTS_LOCK",
             OptionSpec(
                 name="weights_lock",
@@ -316,6 +336,11 @@ HALOGEN = LaunchContract(
     min_device_gib=35,
     memory_hint="set recipes.halogen.kv_pool_positions = 262144 (HALOGEN_KV_POOL_POSITIONS) "
     "to need ~7 GiB less",
+    pins_page_cache=True,
+    start_timeout=3600,
+    min_kernel=(7, 0),
+    native_ctx=262144,
+    rope_env="HALOGEN_ROPE_YARN",
     sources={
         "command": "HG deploy/entrypoint.sh: the image's entrypoint takes a mode, 'all' "
         "by default (flash_serve on 127.0.0.1:8730, then serve_api.py); named "
@@ -342,6 +367,16 @@ HALOGEN = LaunchContract(
         "min_device_gib": "HG: ~35 GiB on the device at the default KV pool",
         "relay": "HG entrypoint.sh runs serve_api.py with python3; CP "
         "runtime/isolated_api.py relays with the image's python3 -I -u -c",
+        "pins_page_cache": "HG README 'Give it a machine of its own': free and MemAvailable "
+        "count the locked weights as reclaimable page cache and overstate free memory by "
+        "about 68 GiB (Mlocked, Unevictable stay 0)",
+        "start_timeout": "LX halogen_server.cpp: startup timeout max(1800 s, global); HG "
+        "docker-compose.yml start_period 20m; HG entrypoint.sh @04f446b: a fixed 1800 s "
+        "wait killed hosts that load for longer, so it now waits unbounded",
+        "min_kernel": "on 6.18.6 its read-only GPU mapping of the checkpoint fails with "
+        "'invalid argument' (HG README, 0.13.8 era; LT: Linux >= 7.0)",
+        "native_ctx": "HG entrypoint.sh @04f446b exits 2 past 262144 without "
+        "HALOGEN_ROPE_YARN; HG docs/FLAGS.md @0208581: refused past 262144 x factor",
     },
 )
 

@@ -215,3 +215,11 @@ async def run(engine: Engine, *args: str) -> tuple[int, str, str]:
     """Run the container tool; (exit code, stdout, stderr)."""
     result = await anyio.run_process([engine.exe, *args], check=False)
     return result.returncode, result.stdout.decode(), result.stderr.decode()
+
+
+async def running_with_label(engine: Engine, label: str) -> list[str]:
+    """The names of the running containers labelled ``label`` (``key=value``), any owner
+    this tool shows; none when it cannot say. The same ``ps --filter label=…`` as the boot
+    sweep (``server.sweep``, run under podman and docker by the container tests)."""
+    code, out, _ = await run(engine, "ps", "--filter", f"label={label}", "--format", "{{.Names}}")
+    return out.split() if code == 0 else []

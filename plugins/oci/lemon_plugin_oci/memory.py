@@ -1,6 +1,14 @@
 """Memory before a start: the host's ``MemAvailable`` and, on an APU such as Strix Halo,
 the GPU's GTT and VRAM carve-out from sysfs (amdgpu's ``mem_info_gtt_total`` and
-``mem_info_vram_total``). ``problem`` is a pure decision over those numbers."""
+``mem_info_vram_total``). ``problem`` is a pure decision over those numbers.
+
+``MemAvailable`` overstates what is free while a Halogen engine runs: Halogen's README
+("Give it a machine of its own", peonist-ai/halogen-flash-server @01e9cfc) says ``free``
+and ``MemAvailable`` count its locked weights as reclaimable page cache, overstating free
+memory by the model's size, about 68 GiB, and that no kernel field shows the difference
+(``Mlocked``, ``Unevictable`` stay 0): believe the server's own "host memory left" line.
+That line exists only in the running engine's log, so the check instead takes those
+weights off ``MemAvailable`` for each such engine running (``Memory.held``)."""
 
 from __future__ import annotations
 
@@ -15,6 +23,12 @@ class Memory:
     available: int  # bytes: MemAvailable
     gtt: int = 0  # free bytes the GPU can still map from system RAM (0: unknown)
     vram: int = 0  # free bytes of dedicated (or carved-out) GPU memory (0: unknown)
+    held: int = 0  # bytes running engines hold that MemAvailable counts as free
+
+    @property
+    def free_ram(self) -> int:
+        """RAM a new engine can have: ``MemAvailable`` less what it wrongly counts."""
+        return max(0, self.available - self.held)
 
 
 def read(render_node: str = "", root: Path = Path("/")) -> Memory:
@@ -49,9 +63,14 @@ def problem(host_gib: float, device_gib: float, memory: Memory, hint: str) -> st
         return ""
     from_ram = host_gib * GIB + max(0.0, device_gib * GIB - memory.vram)
     device_short = memory.gtt and device_gib * GIB > memory.gtt + memory.vram
-    if from_ram <= memory.available and not device_short:
+    if from_ram <= memory.free_ram and not device_short:
         return ""
-    have = f"{memory.available / GIB:.1f} GiB of RAM is available"
+    have = f"{memory.free_ram / GIB:.1f} GiB of RAM is available"
+    if memory.held:
+        have += (
+            f" (MemAvailable says {memory.available / GIB:.1f}, but counts as free the "
+            f"{memory.held / GIB:.0f} GiB running engines such as Halogen hold locked)"
+        )
     if memory.vram:
         have += f" plus {memory.vram / GIB:.1f} GiB of free VRAM"
     if device_short:

@@ -44,6 +44,21 @@ MEMORY_CHECK_OPTION = OptionSpec(
 )
 
 
+def start_timeout_option(contract: LaunchContract) -> OptionSpec:
+    """The backend's start budget: the contract's floor as the default. lemoncore reads
+    this option by name (``lemoncore.serving.launcher.START_TIMEOUT``); set, it replaces
+    the global ``load_timeout`` for this backend."""
+    return OptionSpec(
+        name="start_timeout",
+        type="float",
+        default=contract.start_timeout,
+        minimum=1,
+        scope=OptionScope.ADMIN,
+        help="Seconds this backend's start may take (default: the larger of load_timeout "
+        "and the engine's own floor, if it has one).",
+    )
+
+
 def container_backend(
     name: str,
     description: str,
@@ -61,6 +76,7 @@ def container_backend(
         options=(
             TRUSTED_NAMESPACES_OPTION,
             MEMORY_CHECK_OPTION,
+            start_timeout_option(contract),
             *(s.option for s in contract.settings),
         ),
     )

@@ -23,6 +23,8 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 import anyio
@@ -44,11 +46,12 @@ from lemon_plugin_oci import memory
 from lemon_plugin_oci.cgroups import cgroup_peak_memory
 from lemon_plugin_oci.contracts import SOCKET, LaunchContract
 from lemon_plugin_oci.drift import drift, launched_config, misbehaviour
-from lemon_plugin_oci.engine import Engine, relay_argv, run, run_argv
+from lemon_plugin_oci.engine import Engine, relay_argv, run, run_argv, running_with_label
 from lemon_plugin_oci.installer import labels, verified_image
 from lemon_plugin_oci.launching import Inputs, run_request
 from lemon_plugin_oci.policy import narrowed
 from lemon_plugin_oci.refs import ImageRef
+from lemon_plugin_oci.requirements import ctx_problem
 from lemon_plugin_oci.sockets import SocketDirs
 from lemon_plugin_oci.transport import WhenServing, engine_transport
 
@@ -69,11 +72,13 @@ class ContainerServer(Lifecycle):
         sockets: SocketDirs,
         present_devices: frozenset[str],
         memory_check_gib: float | None,
+        pinned: Mapping[str, float] | None = None,
     ) -> None:
         super().__init__()
         self.engine, self.ref, self.image_id = engine, ref, image_id
         self.contract, self.inputs, self.sockets = contract, inputs, sockets
         self.present_devices, self.memory_check_gib = present_devices, memory_check_gib
+        self.pinned = dict(pinned or {})  # backend -> GiB MemAvailable counts as free
         self.name = model
         self.base_url = "http://engine"
         self._serving = anyio.Event()
@@ -135,7 +140,12 @@ class ContainerServer(Lifecycle):
         missing = sorted(d for d in contract.devices if d not in self.present_devices)
         if missing:
             raise LaunchRefused(f"{', '.join(missing)} not present on this host")
-        self._check_memory(contract)
+        ctx = self.inputs.values.get("ctx_size", "")
+        recipe = self.inputs.labels.get("org.lemoncore.backend", "").partition(":")[0]
+        size = int(ctx) if ctx.isdigit() else None
+        if why := ctx_problem(contract, size, self.inputs.config, recipe):
+            raise LaunchRefused(f"{self.ref}: {why}")  # labels may drop its rope setting
+        await self._check_memory(contract)
         if contract.ipc_host or contract.cap_add:
             log.warning(
                 "container has elevated settings from its contract",
@@ -147,16 +157,29 @@ class ContainerServer(Lifecycle):
         await self._launch(task_group, ready_within)
         task_group.start_soon(self._watch_drift, task_group, ready_within)
 
-    def _check_memory(self, contract: LaunchContract) -> None:
+    async def _check_memory(self, contract: LaunchContract) -> None:
         host, device = (
             (contract.min_host_gib, contract.min_device_gib)
             if self.memory_check_gib is None
             else (self.memory_check_gib, 0.0)
         )
+        if host + device <= 0:
+            return
         gpu = self.inputs.gpu
         found = memory.read(gpu.render_node if gpu and contract.devices else "")
+        found = replace(found, held=int(await self._held_gib() * memory.GIB))
         if why := memory.problem(host, device, found, contract.memory_hint):
             raise LaunchRefused(f"{self.ref} {why}")
+
+    async def _held_gib(self) -> float:
+        """GiB that running engines of lemoncore (any instance this tool shows) hold while
+        ``MemAvailable`` counts it as free: each running container of a backend in
+        ``pinned`` (Halogen's locked weights), found by its backend label."""
+        total = 0.0
+        for backend, gib in self.pinned.items():
+            names = await running_with_label(self.engine, f"org.lemoncore.backend={backend}")
+            total += gib * sum(1 for n in names if n != self.inputs.name)
+        return total
 
     async def _launch(self, task_group: anyio.abc.TaskGroup, ready_within: float) -> None:
         """Run the container and wait until it answers; stop it if it does not."""

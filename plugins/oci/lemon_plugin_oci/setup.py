@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import platform
 import shutil
 import subprocess
 import time
@@ -27,6 +28,7 @@ class Facts:
     memlock_grantable: bool = False  # a container may get an unlimited memlock limit
     kfd: str = "/dev/kfd"  # ROCm's compute device on the host
     userns_remap: bool = False  # a docker daemon remapping container uids
+    kernel: str = ""  # platform.release() ("": unknown, not checked)
 
     @property
     def memlock_advice(self) -> str:
@@ -164,6 +166,7 @@ def gather() -> Facts:
         gpu_group_ids(),
         memlock_grantable(engine),
         userns_remap=remap,
+        kernel=platform.release(),
     )
     _CACHE = (time.monotonic(), facts)
     return facts

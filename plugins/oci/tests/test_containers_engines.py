@@ -120,7 +120,9 @@ def engines_app(
         lock["backends"].setdefault(recipe, {})[backend] = lock_for(
             registry, repository, images[image]
         )["backends"]["boxed"]["llama"]
-    facts = replace(gather(), present_devices=frozenset({"/dev/dri", "/dev/kfd"}), kfd=gpus.kfd)
+    facts = replace(  # the stand-in engines need no particular kernel (real Halogen: 7.0+)
+        gather(), present_devices=frozenset({"/dev/dri", "/dev/kfd"}), kfd=gpus.kfd, kernel="7.0.0"
+    )
     plugin = OciPlugin(
         recipes=[*RECIPES, LLAMACPP],
         lock=lock,
