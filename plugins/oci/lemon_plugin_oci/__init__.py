@@ -210,7 +210,8 @@ class OciPlugin:
             context.model_owned,
         )
         who = identity(facts.engine, os.geteuid(), os.getegid(), facts.gpu_group_ids)
-        sockets = SocketDirs(runtime_base(context.install_dir.parent), who.uid)
+        base = runtime_base(context.install_dir.parent, facts.engine.host.host_path)
+        sockets = SocketDirs(base, who.uid)
         values = {
             "socket": SOCKET,
             "served": model.name,

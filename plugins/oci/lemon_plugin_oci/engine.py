@@ -1,12 +1,22 @@
 """The container tool (podman first, docker as fallback) and the one function that holds
-every podman/docker difference in the run command."""
+every podman/docker difference in the run command.
+
+lemoncore in a container or a toolbox drives the host's tool (:class:`HostView`): through
+the host's podman or docker socket (``CONTAINER_HOST``, ``DOCKER_HOST``: the CLI talks to
+that service, whose filesystem is the host's), or through a command that runs the tool on
+the host (``LEMON_OCI_ENGINE_VIA="flatpak-spawn --host"`` in a Fedora toolbox). The paths
+lemoncore passes (model files, the socket directory) are then the host's: each prefix in
+``LEMON_OCI_HOST_PATHS`` (``inside=host,...``) maps lemoncore's view to the host's, and a
+path outside every mapped prefix is refused, naming the setting."""
 
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import PurePosixPath
 
 import anyio
 
@@ -22,14 +32,68 @@ PROXY_KEYS = tuple(
 NOBODY = "65534:65534"
 
 
+HOST_PATHS, ENGINE_VIA = "LEMON_OCI_HOST_PATHS", "LEMON_OCI_ENGINE_VIA"
+
+
+@dataclass(frozen=True)
+class HostView:
+    """How the tool's host reaches what lemoncore names: ``via``, the command that runs
+    the tool there (empty: the tool runs here); ``paths``, (lemoncore's prefix, the host's
+    prefix) pairs (empty: the host sees lemoncore's paths as they are)."""
+
+    via: tuple[str, ...] = ()
+    paths: tuple[tuple[str, str], ...] = ()
+
+    def host_path(self, path: str) -> str:
+        """``path`` as the host names it: through the longest mapped prefix it is under;
+        unchanged without mappings; refused when mappings are set and none covers it."""
+        if not self.paths:
+            return path
+        pure = PurePosixPath(path)
+        for inside, host in sorted(self.paths, key=lambda p: -len(p[0])):
+            if pure == PurePosixPath(inside) or PurePosixPath(inside) in pure.parents:
+                return str(PurePosixPath(host) / pure.relative_to(inside))
+        mapped = ", ".join(inside for inside, _ in self.paths)
+        raise LaunchRefused(
+            f"{path} is not in a directory the container tool's host shares with lemoncore "
+            f"({HOST_PATHS} maps {mapped}): mount its directory into lemoncore's container "
+            f"and add it to {HOST_PATHS} as INSIDE=HOST"
+        )
+
+
+def host_view(environ: Mapping[str, str]) -> HostView:
+    """The :class:`HostView` ``environ`` describes (``LEMON_OCI_ENGINE_VIA``, a command
+    line; ``LEMON_OCI_HOST_PATHS``, ``INSIDE=HOST`` pairs separated by commas, absolute
+    paths); ``LaunchRefused`` naming the setting when it is malformed."""
+    paths = []
+    for pair in filter(None, (p.strip() for p in environ.get(HOST_PATHS, "").split(","))):
+        inside, sep, host = pair.partition("=")
+        if not sep or not inside.startswith("/") or not host.startswith("/"):
+            raise LaunchRefused(
+                f"{HOST_PATHS}: {pair!r} is not INSIDE=HOST with two absolute paths "
+                "(e.g. /data=/home/me/.cache/lemoncore)"
+            )
+        paths.append((inside.rstrip("/") or "/", host.rstrip("/") or "/"))
+    return HostView(tuple(shlex.split(environ.get(ENGINE_VIA, ""))), tuple(paths))
+
+
 @dataclass(frozen=True)
 class Engine:
     """The container tool. ``rootless``: it runs containers in the invoking user's user
-    namespace (rootless podman, or a rootless docker daemon)."""
+    namespace (rootless podman, or a rootless docker daemon); ``remote``: it is a service
+    elsewhere (a socket, or the host through ``host.via``), so rootless is the service's
+    word (``info``), not this process's uid."""
 
     kind: str  # podman | docker
     exe: str
     rootless: bool = False
+    host: HostView = HostView()
+    remote: bool = False
+
+    @property
+    def command(self) -> list[str]:
+        """What runs the tool: ``exe``, through ``host.via`` when set."""
+        return [*self.host.via, self.exe]
 
 
 @dataclass(frozen=True)
@@ -62,13 +126,19 @@ def identity(engine: Engine, uid: int, gid: int, group_ids: tuple[int, ...]) -> 
 
 
 def find_engine(which: Callable[[str], str | None] = shutil.which) -> Engine | None:
-    """podman, else docker; an administrator picks one with ``LEMON_OCI_ENGINE``.
-    Rootless podman is podman run by a user; a rootless docker daemon is only known from
-    ``docker info`` (the setup facts)."""
+    """podman, else docker; an administrator picks one with ``LEMON_OCI_ENGINE`` (which
+    ``LEMON_OCI_ENGINE_VIA`` requires: the tool is found on the host, not here).
+    Rootless podman is podman run by a user; a remote service's, or a rootless docker
+    daemon's, is only known from ``info`` (the setup facts)."""
     chosen = os.environ.get("LEMON_OCI_ENGINE", "")
+    view = host_view(os.environ)
     for kind in (chosen,) if chosen in {"podman", "docker"} else ("podman", "docker"):
-        if (exe := which(kind)) is not None:
-            return Engine(kind, exe, rootless=kind == "podman" and os.geteuid() != 0)
+        # through ``via`` the tool is the host's: its name, resolved there
+        if (exe := kind if view.via and kind == chosen else which(kind)) is not None:
+            service = os.environ.get("CONTAINER_HOST" if kind == "podman" else "DOCKER_HOST")
+            remote = bool(view.via or service)
+            rootless = kind == "podman" and not remote and os.geteuid() != 0
+            return Engine(kind, exe, rootless, view, remote)
     return None
 
 
@@ -106,7 +176,7 @@ def run_argv(engine: Engine, req: RunRequest) -> list[str]:
     """The run command. Every flag is a decision; see the OCI plugin's README for why."""
     podman = engine.kind == "podman"
     argv = [
-        engine.exe,
+        *engine.command,
         "run",
         "-d",
         "--name",
@@ -155,9 +225,11 @@ def run_argv(engine: Engine, req: RunRequest) -> list[str]:
                 f"{mount.source}: a file whose path has ',' cannot be "
                 "mounted into a container; rename it"
             )
-        spec = f"type=bind,source={mount.source},target={mount.target},readonly=true"
+        source = engine.host.host_path(mount.source)
+        spec = f"type=bind,source={source},target={mount.target},readonly=true"
         argv += ["--mount", spec + (",relabel=shared" if podman and mount.relabel else "")]
-    argv += ["-v", f"{req.socket_dir}:{SOCKET_DIR}:{'rw,Z' if podman else 'rw'}"]
+    socket_dir = engine.host.host_path(req.socket_dir)
+    argv += ["-v", f"{socket_dir}:{SOCKET_DIR}:{'rw,Z' if podman else 'rw'}"]
     for key, value in sorted(req.labels.items()):
         argv += ["--label", f"{key}={value}"]
     return [*argv, req.image, *req.command]
@@ -208,12 +280,12 @@ def relay_argv(
     engine: Engine, container: str, program: tuple[str, ...], socket: str, port: int
 ) -> list[str]:
     """``exec -d`` of the relay in the engine's container."""
-    return [engine.exe, "exec", "-d", container, *program, RELAY, socket, str(port)]
+    return [*engine.command, "exec", "-d", container, *program, RELAY, socket, str(port)]
 
 
 async def run(engine: Engine, *args: str) -> tuple[int, str, str]:
     """Run the container tool; (exit code, stdout, stderr)."""
-    result = await anyio.run_process([engine.exe, *args], check=False)
+    result = await anyio.run_process([*engine.command, *args], check=False)
     return result.returncode, result.stdout.decode(), result.stderr.decode()
 
 

@@ -282,7 +282,7 @@ class ContainerServer(Lifecycle):
         output = EngineOutput(log, self.last_lines, model=self.name, source="backend")
         try:
             process = await anyio.open_process(
-                [self.engine.exe, "logs", "-f", container], stderr=-2
+                [*self.engine.command, "logs", "-f", container], stderr=-2
             )  # STDOUT
             async with process:
                 assert process.stdout is not None

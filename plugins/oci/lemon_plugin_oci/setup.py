@@ -127,17 +127,22 @@ def gather() -> Facts:
     works, runtime, remap = False, "", False
     if engine is not None:
         fmt = (
-            "{{.Host.OCIRuntime.Name}}"
+            "{{.Host.OCIRuntime.Name}} {{.Host.Security.Rootless}}"
             if engine.kind == "podman"
             else "{{.DefaultRuntime}} {{.SecurityOptions}}"
         )
         try:
             out = subprocess.run(
-                [engine.exe, "info", "--format", fmt], capture_output=True, text=True, timeout=20
+                [*engine.command, "info", "--format", fmt],
+                capture_output=True,
+                text=True,
+                timeout=20,
             )
             works, runtime = out.returncode == 0, out.stdout.strip().split(" ")[0]
             if engine.kind == "docker" and "rootless" in out.stdout:
                 engine = replace(engine, rootless=True)
+            if engine.kind == "podman" and engine.remote:  # the service's, not this uid's
+                engine = replace(engine, rootless=out.stdout.strip().endswith(" true"))
             remap = engine.kind == "docker" and "name=userns" in out.stdout
         except (OSError, subprocess.SubprocessError):
             pass

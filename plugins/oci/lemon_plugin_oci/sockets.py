@@ -16,6 +16,7 @@ import os
 import shutil
 import stat
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from lemoncore.plugin import LaunchRefused
@@ -25,12 +26,20 @@ MAX_ENGINE_DIR_BYTES = 1024 * 1024
 MAX_ENGINE_DIR_ENTRIES = 64
 
 
-def runtime_base(fallback: Path) -> Path:
+def runtime_base(fallback: Path, shared: Callable[[str], object] = str) -> Path:
+    """Where the socket directories go: the runtime directory (``$XDG_RUNTIME_DIR``, or
+    ``/run`` for root), else ``fallback/run``; the first the container tool's host can
+    see (``shared``, :meth:`~lemon_plugin_oci.engine.HostView.host_path`, raises for one it
+    cannot: lemoncore in a container shares its cache, not its ``/run``)."""
     runtime = os.environ.get("XDG_RUNTIME_DIR")
-    if runtime and Path(runtime).is_dir():
-        return Path(runtime) / "lemoncore"
-    if os.geteuid() == 0:
-        return Path("/run/lemoncore")
+    candidates = [Path(runtime) / "lemoncore"] if runtime and Path(runtime).is_dir() else []
+    candidates += [Path("/run/lemoncore")] if os.geteuid() == 0 else []
+    for base in candidates:
+        try:
+            shared(str(base))
+        except LaunchRefused:
+            continue
+        return base
     return fallback / "run"
 
 

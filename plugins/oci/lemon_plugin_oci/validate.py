@@ -22,15 +22,16 @@ def inspect(argv: list[str]) -> tuple[dict[str, Any], str]:
     name."""
     if "--name" not in argv:
         raise CheckSkipped("the engine does not run in a container")
-    tool, name = argv[0], argv[argv.index("--name") + 1]
+    # the tool is what ran ``run`` (through ``LEMON_OCI_ENGINE_VIA``, several words)
+    tool, name = argv[: argv.index("run")], argv[argv.index("--name") + 1]
     done = subprocess.run(
-        [tool, "container", "inspect", name],
+        [*tool, "container", "inspect", name],
         capture_output=True,
         text=True,
         timeout=60,
         check=False,
     )
-    assert done.returncode == 0, f"{Path(tool).name} container inspect {name}: {done.stderr}"
+    assert done.returncode == 0, f"{Path(tool[-1]).name} container inspect {name}: {done.stderr}"
     state: dict[str, Any] = json.loads(done.stdout)[0]
     return state, name
 
