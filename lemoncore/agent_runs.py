@@ -19,7 +19,7 @@ from typing import NotRequired, TypedDict
 
 import httpx
 
-from lemoncore.agents import Agent, agent_command
+from lemoncore.agents import Agent, agent_environment, wired
 from lemoncore.bench import Target, client_for, select
 from lemoncore.jsonfile import write_json
 
@@ -58,7 +58,8 @@ def run_all(
     timeout: float,
 ) -> list[RunRow]:
     """Run the agent once per target (``key`` is the agent's; ``admin_key`` loads the
-    targets); a row per run, also in ``out/results.json``."""
+    targets), each run with a config directory of its own; a row per run, also in
+    ``out/results.json``."""
     out.mkdir(parents=True, exist_ok=True)
     rows: list[RunRow] = []
     with client_for(admin_key) as client:
@@ -69,24 +70,24 @@ def run_all(
             try:
                 select(client, url, target)
                 before = tokens(client, url, target.model)
-                argv, env = agent_command(agent, f"{url}/v1", target.model, key, agent_args)
-                started = time.perf_counter()
-                try:
-                    done = subprocess.run(
-                        [binary, *argv[1:]],
-                        env={**os.environ, **env},
-                        stdin=subprocess.DEVNULL,
-                        capture_output=True,
-                        timeout=timeout,
-                        check=False,
-                    )
-                    row["exit_code"] = done.returncode
-                    stdout, stderr = done.stdout, done.stderr
-                except subprocess.TimeoutExpired as exc:
-                    row["exit_code"] = None
-                    row["error"] = f"timed out after {timeout:.0f} s"
-                    stdout, stderr = exc.stdout or b"", exc.stderr or b""
-                row["wall_s"] = round(time.perf_counter() - started, 2)
+                with wired(agent, f"{url}/v1", target.model, key, agent_args) as wiring:
+                    started = time.perf_counter()
+                    try:
+                        done = subprocess.run(
+                            [binary, *wiring.argv[1:]],
+                            env=agent_environment(os.environ, wiring),
+                            stdin=subprocess.DEVNULL,
+                            capture_output=True,
+                            timeout=timeout,
+                            check=False,
+                        )
+                        row["exit_code"] = done.returncode
+                        stdout, stderr = done.stdout, done.stderr
+                    except subprocess.TimeoutExpired as exc:
+                        row["exit_code"] = None
+                        row["error"] = f"timed out after {timeout:.0f} s"
+                        stdout, stderr = exc.stdout or b"", exc.stderr or b""
+                    row["wall_s"] = round(time.perf_counter() - started, 2)
                 used = tokens(client, url, target.model) - before
                 row["tokens"] = used if used > 0 else None
                 (folder / "stdout.txt").write_bytes(stdout)

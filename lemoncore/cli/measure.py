@@ -1,5 +1,6 @@
 """Commands that put a running server to work and compare targets (``MODEL@BACKEND``):
-``lemon bench`` measures TTFT and decode / prompt tokens per second, warm and cold;
+``lemon bench`` measures TTFT and decode / prompt tokens per second, warm and cold, and
+counts thinking and answer tokens apart (``--think``: a budget a reasoning model answers in);
 ``lemon launch`` starts a coding agent wired to the server, or, with several models or
 backends (or ``--out``), runs it non-interactively once per target and tabulates the runs.
 Both reach the server through :class:`~lemoncore.cli.remote.Remote`: its URL, and its keys
@@ -11,7 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from lemoncore.cli.common import add_server_arg, print_result
 
@@ -22,23 +23,27 @@ LOAD, CHAT = "/api/v1/load", "/v1/chat/completions"  # routes whose keys bench a
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    """Measure models on a running server: TTFT, decode and prompt tokens/s, warm and cold;
-    each step (which target, which prompt or cold start) a line on stderr as it starts."""
+    """Measure models on a running server: TTFT, decode and prompt tokens/s, thinking and
+    answer tokens, warm and cold; each step (which target, which prompt or cold start) a
+    line on stderr as it starts. ``--think`` gives a reasoning model room to answer. Exit
+    1 when the benchmark fails or a run has no measured sample (all refused)."""
     import httpx
 
-    from lemoncore.bench import bench, targets
+    from lemoncore.bench import bench, budget, targets
     from lemoncore.cli.remote import Remote
 
     remote = Remote.from_args(args)
+    max_tokens = budget(args.max_tokens, args.think)
     try:  # one client loads and asks: the admin key serves inference routes too
         report = bench(
             remote.url,
             targets(args.models, args.backend),
             args.reps,
             not args.warm_only,
-            args.max_tokens,
+            max_tokens,
             remote.key(LOAD),
             lambda step: print(f"bench: {step}", file=sys.stderr, flush=True),
+            ignore_eos=not args.think,
         )
     except (httpx.HTTPError, RuntimeError) as exc:
         print(f"benchmark against {remote.url} failed: {exc}", file=sys.stderr)
@@ -47,7 +52,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     def table() -> None:
         print(
             f"{'model':<40} {'run':<6} {'TTFT p50 ms':>12} {'decode tok/s':>13} "
-            f"{'prompt tok/s':>13}   (p10-p90)"
+            f"{'prompt tok/s':>13} {'think/answer':>13}   (p10-p90)"
         )
         for model, runs in report.items():
             assert isinstance(runs, dict)
@@ -56,24 +61,72 @@ def cmd_bench(args: argparse.Namespace) -> int:
                 continue
             if "peak_memory_mib" in runs:
                 print(
-                    f"{model:<40} peak host memory {runs.pop('peak_memory_mib')} MiB "
+                    f"{model:<40} peak host memory {runs['peak_memory_mib']} MiB "
                     "(GPU memory not counted)"
                 )
-            for run, r in runs.items():
+            for run, r in _runs(runs):
                 t, d, p = r["ttft_ms"], r["decode_tps"], r["prompt_tps"]
+                if not t["n"]:
+                    reason = r["refused"][0] if r["refused"] else "no sample was taken"
+                    print(f"{model:<40} {run:<6} refused: {reason}")
+                    continue
+                tokens = f"{r['thinking_tokens']['p50']:.0f}/{r['answer_tokens']['p50']:.0f}"
                 print(
                     f"{model:<40} {run:<6} {t['p50']:>12.1f} {d['p50']:>13.1f} "
-                    f"{p['p50']:>13.1f}   ({t['p10']:.0f}-{t['p90']:.0f} ms, "
+                    f"{p['p50']:>13.1f} {tokens:>13}   ({t['p10']:.0f}-{t['p90']:.0f} ms, "
                     f"{d['p10']:.0f}-{d['p90']:.0f} tok/s)"
                 )
+        for note in bench_notes(report, max_tokens, args.think):
+            print(f"note: {note}")
 
     print_result(report, args.json, table)
-    return 0
+    return 1 if unmeasured(report) else 0
+
+
+def _runs(runs: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """A target's runs (warm scenarios, ``cold``), without its other entries."""
+    return [(run, r) for run, r in runs.items() if isinstance(r, dict)]
+
+
+def bench_notes(report: dict[str, object], max_tokens: int, think: bool) -> list[str]:
+    """What the table's numbers need said: per run, the samples whose budget the thinking
+    spent (with the way to a larger one) and, where others were measured, the refused
+    ones with the first reason (a run all refused says it in its row)."""
+    notes = []
+    for model, runs in report.items():
+        if not isinstance(runs, dict) or "skipped" in runs:
+            continue
+        for run, r in _runs(runs):
+            total = r["ttft_ms"]["n"] + len(r["refused"])
+            if spent := r["exhausted_by_thinking"]:
+                more = "a larger --max-tokens" if think else "--think or a larger --max-tokens"
+                notes.append(
+                    f"{model} {run}: thinking spent the whole budget ({max_tokens} tokens) "
+                    f"in {spent} of {total} samples: finish_reason length, no answer; TTFT "
+                    f"and decode count the thinking tokens; for the answer, {more}"
+                )
+            if (refused := r["refused"]) and r["ttft_ms"]["n"]:
+                notes.append(
+                    f"{model} {run}: {len(refused)} of {total} samples refused: {refused[0]}"
+                )
+    return notes
+
+
+def unmeasured(report: dict[str, object]) -> list[str]:
+    """The runs (``MODEL run``) with no measured sample: every one was refused."""
+    return [
+        f"{model} {run}"
+        for model, runs in report.items()
+        if isinstance(runs, dict) and "skipped" not in runs
+        for run, r in _runs(runs)
+        if not r["ttft_ms"]["n"]
+    ]
 
 
 def cmd_launch(args: argparse.Namespace) -> int:
-    """Start a coding agent against this server; with several models or backends (or
-    ``--out``), run it non-interactively once per target and compare the runs."""
+    """Start a coding agent against this server, configured in a directory made for the
+    run (:mod:`lemoncore.agents`); with several models or backends (or ``--out``), run it
+    non-interactively once per target and compare the runs."""
     import datetime
     import os
     import shlex
@@ -83,7 +136,7 @@ def cmd_launch(args: argparse.Namespace) -> int:
     import httpx
 
     from lemoncore.agent_runs import run_all
-    from lemoncore.agents import AGENTS, agent_command
+    from lemoncore.agents import AGENTS, agent_environment, wired
     from lemoncore.bench import client_for, select
     from lemoncore.bench import targets as bench_targets
     from lemoncore.cli.remote import Remote
@@ -116,10 +169,10 @@ def cmd_launch(args: argparse.Namespace) -> int:
         except (httpx.HTTPError, RuntimeError) as exc:
             print(exc, file=sys.stderr)
             return 1
-        argv, env = agent_command(agent, f"{url}/v1", ids[0], key, extra)
-        return subprocess.run(
-            [binary, *argv[1:]], env={**os.environ, **env}, check=False
-        ).returncode
+        with wired(agent, f"{url}/v1", ids[0], key, extra) as wiring:
+            return subprocess.run(
+                [binary, *wiring.argv[1:]], env=agent_environment(os.environ, wiring), check=False
+            ).returncode
     if not extra:
         print(
             f"{args.agent} needs its non-interactive form for comparison runs: {agent.batch}",
@@ -151,7 +204,18 @@ def add_bench(sub: Subparsers) -> None:
     bench_p.add_argument("models", nargs="+", help="MODEL or MODEL@BACKEND")
     bench_p.add_argument("--backend", help="backend for the models named without one")
     bench_p.add_argument("--reps", type=int, default=5)
-    bench_p.add_argument("--max-tokens", dest="max_tokens", type=int, default=96)
+    bench_p.add_argument(
+        "--max-tokens",
+        dest="max_tokens",
+        type=int,
+        help="each measured answer's budget (default 96; 1024 with --think)",
+    )
+    bench_p.add_argument(
+        "--think",
+        action="store_true",
+        help="a reasoning model: a budget of 1024 tokens (unless --max-tokens says) that its "
+        "thinking leaves room in, each answer ending at the model's end",
+    )
     bench_p.add_argument("--warm-only", action="store_true", help="skip cold starts")
     add_server_arg(bench_p)
     bench_p.set_defaults(func=cmd_bench)

@@ -5,7 +5,16 @@ from __future__ import annotations
 
 import httpx
 
-from lemoncore.bench import SCENARIOS, Sample, Target, peak_memory, select, spread, stream_once
+from lemoncore.bench import (
+    SCENARIOS,
+    Sample,
+    Target,
+    peak_memory,
+    select,
+    spread,
+    stream_once,
+    warm_up,
+)
 from lemoncore.validation.facts import Benchmark, ScenarioNumbers
 
 
@@ -25,7 +34,7 @@ def measure(client: httpx.Client, url: str, target: Target, quick: bool) -> Benc
     def warm(prompt: str) -> ScenarioNumbers:
         samples = []
         for _ in range(reps):
-            stream_once(client, url + "/v1", target.model, prompt, 4)
+            warm_up(client, url + "/v1", target.model, prompt, ignore_eos=True)
             samples.append(stream_once(client, url + "/v1", target.model, prompt, max_tokens))
         return summary(samples)
 

@@ -70,13 +70,20 @@ def test_lemon_bench_reports_warm_runs_per_scenario(server: ServerProcess) -> No
 
 
 def test_lemon_launch_wires_an_agent_to_the_server(server: ServerProcess, tmp_path: Path) -> None:
+    """opencode (a stand-in that records what it was given) gets the served model and the
+    user's arguments, and a config file where opencode reads one (``OPENCODE_CONFIG``:
+    anomalyco/opencode ``packages/opencode/src/config/config.ts``) naming the server;
+    its ``{env:LEMON_API_KEY}`` is the key (``config/variable.ts`` ``substitute``)."""
     record = tmp_path / "agent.json"
     agent = tmp_path / "bin" / "opencode"
     agent.parent.mkdir()
     agent.write_text(
-        f"#!{sys.executable}\nimport json, os, sys\n"
-        f"json.dump({{'argv': sys.argv[1:], 'url': os.environ['OPENAI_BASE_URL']}},"
-        f" open({str(record)!r}, 'w'))\n"
+        f"#!{sys.executable}\nimport json, os, re, sys\n"
+        "text = open(os.environ['OPENCODE_CONFIG']).read()\n"
+        "text = re.sub(r'\\{env:([^}]+)\\}', lambda m: os.environ.get(m[1], ''), text)\n"
+        "config = json.loads(text)\n"
+        f"json.dump({{'argv': sys.argv[1:], 'model': config['model'],"
+        f" 'options': config['provider']['lemoncore']['options']}}, open({str(record)!r}, 'w'))\n"
     )
     agent.chmod(0o755)
     path = f"{agent.parent}{os.pathsep}{os.environ['PATH']}"
@@ -90,12 +97,13 @@ def test_lemon_launch_wires_an_agent_to_the_server(server: ServerProcess, tmp_pa
         "--",
         "run",
         "fix the bug",
-        env={"PATH": path},
+        env={"PATH": path, "LEMON_API_KEY": "agent-key"},
     )
     assert done.returncode == 0, done.stderr
     assert json.loads(record.read_text()) == {
-        "argv": ["--model", "openai/SmolLM2-135M-Instruct-GGUF", "run", "fix the bug"],
-        "url": server.api,
+        "argv": ["--model", "lemoncore/SmolLM2-135M-Instruct-GGUF", "run", "fix the bug"],
+        "model": "lemoncore/SmolLM2-135M-Instruct-GGUF",
+        "options": {"baseURL": server.api, "apiKey": "agent-key"},
     }
     missing = lemon(
         "launch", "pi", "-m", "smollm2", "--server", server.url, env={"PATH": "/usr/bin:/bin"}
