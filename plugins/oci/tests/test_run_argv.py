@@ -2,14 +2,18 @@
 (hardened for podman, and docker's user, groups, tmpfs and proxies), the identity the
 engine runs as, and the launch hook from a two-GPU host description to the argv: only the
 chosen GPU, each contract's command, files and memlock, sidecar and split model files,
-relabelling and container names."""
+relabelling and container names; and each engine command checked against the engine's
+own parser (the DS4 stand-in's, the NathanW fork's flags)."""
 
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 from dataclasses import replace
+from importlib.machinery import SourceFileLoader
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -25,7 +29,7 @@ from lemoncore.plugin import (
     Recipe,
 )
 
-from lemon_plugin_oci import OciPlugin, container_name
+from lemon_plugin_oci import OciPlugin, container_name, memory
 from lemon_plugin_oci.contracts import CONTRACTS, HALOGEN, EnvSetting, ModelFile, ctx_size
 from lemon_plugin_oci.engine import Identity, Mount, RunRequest, identity, run_argv
 from lemon_plugin_oci.launching import model_files, run_request
@@ -305,3 +309,162 @@ def test_typed_env_settings_come_only_from_declared_options() -> None:
     assert isinstance(setting, EnvSetting)
     assert (setting.option.type, setting.option.scope.value) == ("int", "admin")
     assert setting.option.maximum == 1048576
+
+
+STANDINS = Path(__file__).with_name("standins")
+
+
+def standin(name: str) -> ModuleType:
+    """An engine stand-in of the test image as a module, not run (``common`` from here)."""
+    if str(STANDINS) not in sys.path:
+        sys.path.append(str(STANDINS))
+    loader = SourceFileLoader(name.replace("-", "_"), str(STANDINS / name))
+    module = ModuleType(loader.name)
+    module.__file__ = loader.path
+    loader.exec_module(module)
+    return module
+
+
+def test_the_ds4_command_is_one_the_pinned_image_s_ds4_server_takes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The rocm-7.14 image builds kyuz0/ds4 main, not antirez/ds4 @8d57664 (which refuses
+    --ssd-streaming, --prefill-chunk, --ssd-streaming-cache-experts): its parse_options,
+    as the ds4-server stand-in reproduces it, takes the whole command, expert cache
+    included (half of a 60 GiB pool, as lemoncore renders it)."""
+    found = memory.Memory(200 * memory.GIB, gtt=60 * memory.GIB)
+    monkeypatch.setattr(memory, "read", lambda *_: found)
+    argv = launched_argv(tmp_path, "ds4", "rocm")
+    command = argv[argv.index("ds4-server") + 1 :]
+    assert command[-5:] == [
+        "--ssd-streaming",
+        "--prefill-chunk",
+        "2048",
+        "--ssd-streaming-cache-experts",
+        "30GB",
+    ]
+    ds4 = standin("ds4-server")
+    settings = {"model": "/models/m.gguf", "ctx": "4096", "host": "127.0.0.1", "port": "8000"}
+    assert ds4.parse(command) == settings
+    # the fork's other streaming and GPU switches, as Cockpit's server_runner.py sends them
+    assert ds4.parse(["--rocm", "--ssd-streaming-full-layers", "2", "--ssd-streaming-cold"])
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--cuda"], "unknown option: --cuda"),  # a -DDS4_ROCM_BUILD build: --rocm instead
+        (["--role", "worker"], "unknown option: --role"),  # not reproduced: refused here
+        (["--ssd-streaming-full-layers"], "missing value for --ssd-streaming-full-layers"),
+        (["--ssd-streaming-cache-experts", "0GB"], "a positive count or <number>GB"),
+        (["--ssd-streaming-cache-experts", "30G"], "a positive count or <number>GB"),
+        (["--prefill-chunk", "0"], "invalid value for --prefill-chunk: 0"),
+        (["--ctx", "4k"], "invalid value for --ctx: 4k"),
+        (["--backend", "cuda"], "valid server backends are: metal, rocm, cpu"),
+        (["--kv-cache-cold-max-tokens", "100"], "must be 0 or >= --kv-cache-min-tokens"),
+    ],
+)
+def test_the_ds4_server_stand_in_refuses_what_kyuz0_ds4_refuses(
+    extra: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """kyuz0/ds4 ds4_server.c @67f2ca9 parse_options: exit 2 with its own message."""
+    with pytest.raises(SystemExit) as exited:
+        standin("ds4-server").parse(["-m", "m.gguf", *extra])
+    assert exited.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_ds4_server_fails_on_a_socket_host_only_after_loading(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """listen_on is IPv4 only and runs after the engine opened: a unix socket path as
+    --host is taken by the parser and fails once the model is in, before serving."""
+    ds4 = standin("ds4-server")
+    opened: list[str] = []
+    monkeypatch.setattr(ds4.common, "require_rocm_device", lambda: opened.append("rocm"))
+    monkeypatch.setattr(ds4.common, "require_host_ipc", lambda: opened.append("ipc"))
+    monkeypatch.setattr(ds4.common, "llama_server", lambda *a: pytest.fail("served"))
+    monkeypatch.setattr(sys, "argv", ["ds4-server", "--host", "/run/lemon/engine.sock"])
+    with pytest.raises(SystemExit) as exited:
+        ds4.main()
+    assert exited.value.code == 1 and opened == ["rocm", "ipc"]
+    err = capsys.readouterr().err
+    assert "ds4-server: failed to listen on /run/lemon/engine.sock:8000: Invalid argument" in err
+
+
+# Nathanw1014/llama.cpp common/arg.cpp @cc961f7 and @0f1424d, common_params_parser_init:
+# the server flags NATHANW sends and the values their handlers take (None: any).
+NATHANW_FORK = {
+    "-m": None,
+    "--alias": None,
+    "--host": None,
+    "--ctx-size": None,
+    "--jinja": (),
+    "-ngl": None,
+    "-fa": {"on", "off", "auto", "enabled", "disabled", "true", "false", "1", "0", "-1"},
+    "--load-mode": {"auto", "none", "mmap", "mlock", "mmap+mlock", "dio"},
+}
+
+
+def test_the_nathanw_command_is_the_fork_s_own_cli(tmp_path: Path) -> None:
+    """Every flag lemoncore sends the NathanW image is one its fork defines, with a value
+    the fork's handler takes; none of the forms it deprecates (--mmap/--no-mmap/--mlock,
+    'DEPRECATED in favor of --load-mode'); the host a .sock path ('bind to an UNIX socket
+    if the address ends with .sock')."""
+    argv = launched_argv(tmp_path, "llamacpp", "nathanw")
+    command = argv[argv.index("llama-server") + 1 :]
+    i = 0
+    while i < len(command):
+        flag = command[i]
+        assert flag in NATHANW_FORK, flag
+        accepted = NATHANW_FORK[flag]
+        if accepted == ():
+            i += 1
+            continue
+        assert accepted is None or command[i + 1] in accepted, (flag, command[i + 1])
+        i += 2
+    assert values(command, "--host")[0].endswith(".sock")
+
+
+def run_standin(name: str, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """A stand-in run here as the image runs it (``common`` from here), until it exits."""
+    script = (
+        f"import runpy, sys; sys.path.insert(0, {str(STANDINS)!r}); "
+        f"sys.argv = [{name!r}, *sys.argv[1:]]; "
+        f"runpy.run_path({str(STANDINS / name)!r}, run_name='__main__')"
+    )
+    return subprocess.run(
+        [sys.executable, "-I", "-c", script, *args],
+        capture_output=True,
+        text=True,
+        env={"PATH": os.environ.get("PATH", ""), **env},
+        timeout=60,
+    )
+
+
+def test_halogen_refuses_a_context_past_the_native_one_without_rope_yarn(
+    tmp_path: Path,
+) -> None:
+    """HG deploy/entrypoint.sh @04f446b: before any mode, exit 2; an explicit overlay or
+    tokenizer must exist (only the defaults warn or fall back)."""
+    (tmp_path / "tokenizer").mkdir()
+    (tmp_path / "tokenizer" / "tokenizer.json").write_text("{}")
+    (tmp_path / "m.hgn").write_text("x")
+    base = {"HALOGEN_CHECKPOINT": str(tmp_path / "m.hgn"), "HALOGEN_CK_OVERLAY": "none"}
+    past = run_standin("halogen-entrypoint", **base, HALOGEN_CTX="524288")
+    assert past.returncode == 2 and "need HALOGEN_ROPE_YARN=<factor>" in past.stderr
+    overlay = run_standin("halogen-entrypoint", **{**base, "HALOGEN_CK_OVERLAY": "/nope.hgn"})
+    assert overlay.returncode == 1 and "HALOGEN_CK_OVERLAY=/nope.hgn does not exist" in (
+        overlay.stderr
+    )
+    tokenizer = run_standin("halogen-entrypoint", **base, HALOGEN_TOKENIZER=str(tmp_path))
+    assert tokenizer.returncode == 1 and f"no tokenizer.json in {tmp_path}" in tokenizer.stderr
+
+
+def test_rocmfpx_refuses_what_its_fork_predates() -> None:
+    """charlie12345/ROCmFPX @baed43e common/arg.cpp defines neither --load-mode nor, e.g.,
+    --cors-origins: 'error: invalid argument', exit 1, before any device is opened."""
+    for flag in ("--load-mode", "--cors_origins"):
+        refused = run_standin("rocmfpx-llama-server", "-m", "m.gguf", flag, "x")
+        assert refused.returncode == 1
+        assert f"error: invalid argument: {flag.replace('_', '-')}" in refused.stderr
