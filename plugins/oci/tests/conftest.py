@@ -15,6 +15,7 @@ from lemon_plugin_oci import setup
 
 sys.path.insert(0, str(Path(__file__).parent))  # pytest's importlib mode adds no test dirs
 from containers_support import Registry, Tool, local_registry, private_dockerd, pushed_images
+from rootless_support import RootlessPodman, require_rootless, rootless_podman, rootless_user
 
 
 @pytest.fixture(scope="session")
@@ -44,3 +45,13 @@ def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Registry]:
 def images(registry: Registry) -> Iterator[dict[str, str]]:
     with pushed_images(registry) as pushed:
         yield pushed
+
+
+@pytest.fixture(scope="session")
+def rootless(request: pytest.FixtureRequest) -> Iterator[RootlessPodman]:
+    """Rootless podman as the test user (``scripts/rootless-user``; the user running the
+    tests when not root), for the session; skipped (on CI: failed) before the registry
+    starts where it cannot run."""
+    require_rootless(rootless_user())
+    with rootless_podman(request.getfixturevalue("registry")) as session:
+        yield session
