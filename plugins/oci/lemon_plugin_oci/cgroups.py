@@ -1,5 +1,10 @@
 """What a container's cgroups say: the limits they enforce and the memory it used (v1
-controllers or v2's unified hierarchy), read from ``/proc`` and ``/sys/fs/cgroup``."""
+controllers or v2's unified hierarchy), read from ``/proc`` and ``/sys/fs/cgroup``.
+
+A container in lemoncore's own cgroups (rootless podman on cgroup v1: "Resource limits
+are not supported and ignored on cgroups V1 rootless systems", podman
+``pkg/specgen/generate/validate.go``) has none of its own: its peak is unknown (``None``),
+not lemoncore's."""
 
 from __future__ import annotations
 
@@ -21,7 +26,10 @@ def cgroup_limits(pid: int | None, root: Path = Path("/")) -> dict[str, str]:
 
 
 def cgroup_peak_memory(pid: int | None, root: Path = Path("/")) -> int | None:
-    """Peak memory use in bytes of ``pid``'s cgroup (the whole container), if readable."""
+    """Peak memory use in bytes of ``pid``'s cgroup (the whole container), if readable
+    and its own (not the cgroup this process is in)."""
+    if pid and shares_our_cgroups(pid, root):
+        return None
     found = cgroup_files(pid, CGROUP_PEAK, root)
     value = next(iter(found.values()), "")
     return int(value) if value.isdigit() else None
@@ -47,3 +55,14 @@ def cgroup_files(
                 except OSError:
                     pass
     return found
+
+
+def shares_our_cgroups(pid: int, root: Path = Path("/")) -> bool:
+    """Whether ``pid`` is in this process's cgroups (every line of ``/proc/PID/cgroup``
+    the same); ``False`` when either cannot be read."""
+    try:
+        theirs = (root / f"proc/{pid}/cgroup").read_text()
+        ours = (root / "proc/self/cgroup").read_text()
+    except OSError:
+        return False
+    return theirs == ours
