@@ -4,7 +4,10 @@ LiteLLM's proxy (when ``--litellm`` names its executable), at 1, 8, 32 and 128
 concurrent streams; plus the added time to first token against the same upstream.
 
 The client is a raw-socket asyncio loop that only counts ``data:`` events, so the
-servers, not the client, are measured. Every system is measured in turn within a round
+servers, not the client, are measured. ``--client keepalive`` (the default) sends each
+stream's requests back to back on one kept-alive connection; ``--client close`` opens a
+connection per request and asks the server to close it after the answer (``Connection:
+close``), as many clients do. Every system is measured in turn within a round
 (interleaved), over ``--rounds`` rounds: compare within a run, not across runs.
 CPU per chunk is the server process's own CPU time (``/proc/<pid>/stat``) over a
 measured window divided by the events its clients received in that window; the
@@ -47,7 +50,7 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / TICK
 
 
-def request(host: str, path: str, model: str, tokens: int) -> bytes:
+def request(host: str, path: str, model: str, tokens: int, close: bool = False) -> bytes:
     body = json.dumps(
         {
             "model": model,
@@ -56,9 +59,10 @@ def request(host: str, path: str, model: str, tokens: int) -> bytes:
             "messages": [{"role": "user", "content": "go"}],
         }
     ).encode()
+    closing = "Connection: close\r\n" if close else ""
     return (
         f"POST {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
-        f"Content-Length: {len(body)}\r\n\r\n"
+        f"Content-Length: {len(body)}\r\n{closing}\r\n"
     ).encode() + body
 
 
@@ -66,6 +70,24 @@ class Counter:
     def __init__(self) -> None:
         self.events = 0
         self.errors = 0
+
+
+async def close_loop(port: int, payload: bytes, counter: Counter, stop: asyncio.Event) -> None:
+    """Until ``stop``: open a connection, send one streaming request (``Connection:
+    close``), read the answer to the server's close."""
+    while not stop.is_set():
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        try:
+            writer.write(payload)
+            tail = b""
+            while data := await reader.read(65536):
+                counter.events += data.count(b"data: ")
+                tail = (tail + data)[-16:]
+            if not tail.endswith(END):
+                counter.errors += 1
+                return
+        finally:
+            writer.close()
 
 
 async def stream_loop(port: int, payload: bytes, counter: Counter, stop: asyncio.Event) -> None:
@@ -97,13 +119,15 @@ async def measure(
     seconds: float,
     warmup: float,
     profile: Path | None = None,
+    close: bool = False,
 ) -> dict[str, float]:
     """``streams`` concurrent streams for ``warmup`` + ``seconds``; rates over the
     measured window. With ``profile``, py-spy samples ``pid`` over the window into that
-    file (collapsed stacks)."""
+    file (collapsed stacks); ``close``: a connection per request (:func:`close_loop`)."""
     counter, stop = Counter(), asyncio.Event()
-    payload = request(f"127.0.0.1:{port}", path, model, TOKENS)
-    tasks = [asyncio.create_task(stream_loop(port, payload, counter, stop)) for _ in range(streams)]
+    payload = request(f"127.0.0.1:{port}", path, model, TOKENS, close)
+    loop = close_loop if close else stream_loop
+    tasks = [asyncio.create_task(loop(port, payload, counter, stop)) for _ in range(streams)]
     await asyncio.sleep(warmup)
     spy = (
         None
@@ -290,6 +314,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "rounds": args.rounds,
             "seconds": args.seconds,
             "backend": "tcp" if args.backend_tcp else "unix",
+            "client": args.client,
         },
         "skipped": skipped,
         "sweep": {},
@@ -309,7 +334,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 for name, (port, model, pid) in found.items():
                     if name == "litellm" and n > args.litellm_max:
                         continue  # LiteLLM takes minutes at 128 streams on 2 cores
-                    profile = args.profile / f"{name}-{n}.txt" if args.profile else None
+                    cell = f"{name}-{n}-{args.client}"
+                    profile = args.profile / f"{cell}.txt" if args.profile else None
                     raw[name][n].append(
                         asyncio.run(
                             measure(
@@ -321,6 +347,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                                 args.seconds,
                                 args.warmup,
                                 profile,
+                                args.client == "close",
                             )
                         )
                     )
@@ -410,6 +437,12 @@ def main() -> None:
         action="store_true",
         help="lemoncore reaches the upstream over TCP, not a unix socket",
     )
+    parser.add_argument(
+        "--client",
+        choices=["keepalive", "close"],
+        default="keepalive",
+        help="one kept-alive connection per stream, or a connection per request",
+    )
     parser.add_argument("--out", type=Path, default=HERE / "results")
     parser.add_argument(
         "--profile", type=Path, help="folder for py-spy profiles of each cell (needs py-spy)"
@@ -427,7 +460,8 @@ def main() -> None:
         "",
         f"{result['machine']['cpus']} CPUs, {TOKENS} "
         f"tokens per stream, {args.rounds} interleaved rounds of {args.seconds} s; "
-        f"median per cell. Skipped: {result['skipped'] or 'nothing'}.",
+        f"{args.client} client; median per cell. "
+        f"Skipped: {result['skipped'] or 'nothing'}.",
         "",
         *table(result),
     ]

@@ -84,6 +84,8 @@ async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> 
                     b"content-length: %d\r\n\r\n%s" % (len(payload), payload)
                 )
             await writer.drain()
+            if any(line.lower().replace(" ", "") == "connection:close" for line in lines):
+                return  # HTTP/1.1 (RFC 9112 9.6): close after this answer, as llama-server does
     except (asyncio.IncompleteReadError, ConnectionError):
         pass
     finally:

@@ -8,12 +8,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
 
-def run(script: str, out: Path) -> None:
+def run(script: str, out: Path, *args: str) -> None:
     done = subprocess.run(
-        [sys.executable, str(BENCHMARKS / script), "--smoke", "--out", str(out)],
+        [sys.executable, str(BENCHMARKS / script), "--smoke", "--out", str(out), *args],
         capture_output=True,
         text=True,
         timeout=120,
@@ -22,9 +24,11 @@ def run(script: str, out: Path) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
 
 
-def test_the_relay_sweep_measures_every_system(tmp_path: Path) -> None:
-    run("sweep.py", tmp_path)
+@pytest.mark.parametrize("client", ["keepalive", "close"])
+def test_the_relay_sweep_measures_every_system(tmp_path: Path, client: str) -> None:
+    run("sweep.py", tmp_path, "--client", client)  # close: a connection per request
     result = json.loads((tmp_path / "sweep-smoke.json").read_text())
+    assert result["machine"]["client"] == client
     for system in ("direct", "lemoncore"):
         for cell in result["sweep"][system].values():
             assert cell["chunks_per_s"] > 0 and cell["cpu_us_per_chunk"] >= 0
