@@ -1,16 +1,11 @@
 """Client-side measurements of an OpenAI-compatible server: time to first token, decode
-and prompt tokens/s, warm and cold, over prompt scenarios, with repetitions.
+and prompt tokens/s, warm and cold, over prompt scenarios, with repetitions; each request
+with a unique prefix (no prompt cache helps). Used by ``lemon bench`` and ``benchmarks/``.
 
-Every request carries a unique prefix so no prompt cache helps. Used by ``lemon bench``
-and by the comparison harness in ``benchmarks/``.
-
-Reasoning models: a token is any streamed piece, thinking (``delta.reasoning_content``,
-as llama-server's ``--reasoning-format deepseek`` streams it, or ``delta.reasoning``) or
-answer (``delta.content``, ``delta.tool_calls``), so TTFT is to the first of either and
-decode counts both; thinking and answer tokens are reported apart (:func:`token_counts`
-says from what), and a sample whose budget the thinking spent is flagged
-(:attr:`Sample.exhausted_by_thinking`). A stream with no token at all is
-:class:`Refused`, never a number.
+A token is any streamed piece, thinking (``delta.reasoning_content``, llama-server's
+``--reasoning-format deepseek``, or ``delta.reasoning``) or answer (``content``,
+``tool_calls``): TTFT is to the first of either, and the two are counted apart
+(:func:`token_counts`). A stream with no token at all is :class:`Refused`, never a number.
 """
 
 from __future__ import annotations
@@ -25,6 +20,8 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 import httpx
+
+from lemoncore.errors import LemonError
 
 SCENARIOS = {
     "short": "Tell me a story.",
@@ -56,9 +53,11 @@ class Sample:
     exhausted_by_thinking: bool = False
 
 
-class Refused(RuntimeError):
+class Refused(LemonError, RuntimeError):
     """A sample with nothing to time: no token of any kind arrived (its message says
-    what the server did send)."""
+    what the server did send). A ``RuntimeError`` too: what measures it fails with it."""
+
+    code = "no_token"
 
 
 def token_kinds(delta: Mapping[str, Any]) -> tuple[Kind, ...]:
