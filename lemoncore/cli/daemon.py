@@ -12,7 +12,7 @@ drains too, on POSIX; on Windows that is ``TerminateProcess``, no drain, and it 
 so). Whether a server answers is asked through :class:`~lemoncore.cli.remote.Remote`.
 
 The Windows branches follow the documented APIs but have never run on Windows: the unit
-tests check what they pass (``tests/test_daemon_windows.py``).
+tests check what they pass (``tests/test_stop.py``).
 """
 
 from __future__ import annotations
