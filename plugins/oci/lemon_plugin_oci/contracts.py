@@ -18,112 +18,36 @@ arguments dropped when one of its values is empty.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-
 from lemoncore.plugin import OptionScope, OptionSpec
 
-SOCKET_DIR = "/run/lemon"
-SOCKET = f"{SOCKET_DIR}/engine.sock"
-MODELS_DIR = "/models"
+from lemon_plugin_oci.contract_types import (
+    MODELS_DIR,
+    ROCM,
+    SOCKET,
+    SOCKET_DIR,
+    VULKAN,
+    Argument,
+    EnvSetting,
+    LaunchContract,
+    ModelFile,
+    admin_int,
+    ctx_size,
+)
 
-ROCM = frozenset({"/dev/kfd", "/dev/dri"})
-VULKAN = frozenset({"/dev/dri"})
-Argument = str | tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class ModelFile:
-    """A file (or flat directory) the engine reads, named relative to the checkpoint's
-    directory: ``{file}`` is the checkpoint itself, ``{stem}`` its name without the
-    suffix. ``env`` receives its path inside the container ("" : the command's
-    ``{model}``)."""
-
-    name: str
-    env: str = ""
-    directory: bool = False
-
-
-@dataclass(frozen=True)
-class EnvSetting:
-    """An environment variable an administrator may set, through a typed option."""
-
-    key: str
-    option: OptionSpec
-
-
-@dataclass(frozen=True)
-class LaunchContract:
-    """What an engine's container needs.
-
-    ``transport`` is ``unix`` (the engine listens on ``{socket}``) or ``tcp:<port>`` (it
-    listens on that port inside its network namespace, which has only ``lo``; a relay
-    inside the container bridges ``{socket}`` to it). ``devices`` are classes: ``/dev/dri``
-    is the chosen GPU's render node only, ``/dev/kfd`` (ROCm) adds the compute device.
-    ``min_host_gib`` (RAM the engine holds itself) and ``min_device_gib`` (GPU memory)
-    are checked before start; ``memory_hint`` says which setting lowers them;
-    ``pins_page_cache``: while it runs, ``MemAvailable`` still counts its host part as
-    free. ``relay`` is the image's program that runs lemoncore's relay script.
-    ``start_timeout`` is the floor of its start budget (seconds), ``min_kernel`` the
-    oldest Linux it runs on, and a ``ctx_size`` past ``native_ctx`` needs the setting of
-    ``rope_env`` (:mod:`lemon_plugin_oci.requirements`).
-    """
-
-    command: tuple[Argument, ...]
-    transport: str = "unix"
-    health_path: str = "/health"
-    devices: frozenset[str] = frozenset()
-    ipc_host: bool = False
-    memlock_unlimited: bool = False
-    cap_add: frozenset[str] = frozenset()
-    env: Mapping[str, str] = field(default_factory=dict)
-    settings: tuple[EnvSetting, ...] = ()
-    files: tuple[ModelFile, ...] = (ModelFile("{file}"),)
-    min_host_gib: float = 0.0
-    min_device_gib: float = 0.0
-    memory_hint: str = ""
-    pins_page_cache: bool = False
-    relay: tuple[str, ...] = ("python3", "-I", "-u", "-c")
-    start_timeout: float | None = None
-    min_kernel: tuple[int, int] | None = None
-    native_ctx: int = 0
-    rope_env: str = ""
-    sources: Mapping[str, str] = field(default_factory=dict)
-
-    @property
-    def tcp_port(self) -> int | None:
-        kind, _, port = self.transport.partition(":")
-        return int(port) if kind == "tcp" else None
-
-    @property
-    def env_keys(self) -> frozenset[str]:
-        """Every key this contract sets: fixed, settable and model-file keys."""
-        return frozenset(
-            {*self.env, *(s.key for s in self.settings), *(f.env for f in self.files if f.env)}
-        )
-
-
-def ctx_size(default: int, maximum: int = 2**20) -> OptionSpec:
-    return OptionSpec(
-        name="ctx_size",
-        default=default,
-        minimum=256,
-        maximum=maximum,
-        help="Context size in tokens",
-    )
-
-
-def _admin_int(name: str, default: int | None, minimum: int, maximum: int, help: str) -> OptionSpec:
-    return OptionSpec(
-        name=name,
-        type="int",
-        default=default,
-        minimum=minimum,
-        maximum=maximum,
-        scope=OptionScope.ADMIN,
-        help=help,
-    )
-
+# the contract types, re-exported: contracts are what plugins and tests import
+__all__ = [
+    "MODELS_DIR",
+    "ROCM",
+    "SOCKET",
+    "SOCKET_DIR",
+    "VULKAN",
+    "Argument",
+    "EnvSetting",
+    "LaunchContract",
+    "ModelFile",
+    "admin_int",
+    "ctx_size",
+]
 
 LLAMA_SOURCES = {
     "transport": "llama-server --host ending in .sock listens on AF_UNIX: RF "
@@ -250,7 +174,7 @@ DS4 = LaunchContract(
         ),
         EnvSetting(
             "DS4_ROCM_MXFP4_DOWN_RGROUP",
-            _admin_int("mxfp4_down_rgroup", 4, 1, 64, "DS4_ROCM_MXFP4_DOWN_RGROUP (Cockpit's: 4)"),
+            admin_int("mxfp4_down_rgroup", 4, 1, 64, "DS4_ROCM_MXFP4_DOWN_RGROUP (Cockpit's: 4)"),
         ),
     ),
     min_device_gib=16,
@@ -301,7 +225,7 @@ HALOGEN = LaunchContract(
     settings=(
         EnvSetting(
             "HALOGEN_KV_POOL_POSITIONS",
-            _admin_int(
+            admin_int(
                 "kv_pool_positions",
                 524288,
                 4096,
@@ -309,23 +233,23 @@ HALOGEN = LaunchContract(
                 "HALOGEN_KV_POOL_POSITIONS: KV pool size; 262144 cuts GPU memory by ~7 GiB",
             ),
         ),
-        EnvSetting("HALOGEN_KV_SLOTS", _admin_int("kv_slots", 4, 1, 64, "HALOGEN_KV_SLOTS")),
+        EnvSetting("HALOGEN_KV_SLOTS", admin_int("kv_slots", 4, 1, 64, "HALOGEN_KV_SLOTS")),
         EnvSetting(
-            "HALOGEN_PROMPT_CACHE", _admin_int("prompt_cache", 2, 0, 64, "HALOGEN_PROMPT_CACHE")
+            "HALOGEN_PROMPT_CACHE", admin_int("prompt_cache", 2, 0, 64, "HALOGEN_PROMPT_CACHE")
         ),
         EnvSetting(
             "HALOGEN_MAX_TOK",
-            _admin_int(
+            admin_int(
                 "max_tok", None, 1, 1048576, "HALOGEN_MAX_TOK (never raise it to the context size)"
             ),
         ),
         EnvSetting(
             "HALOGEN_HOST_RESERVE_GIB",
-            _admin_int("host_reserve_gib", None, 0, 512, "HALOGEN_HOST_RESERVE_GIB"),
+            admin_int("host_reserve_gib", None, 0, 512, "HALOGEN_HOST_RESERVE_GIB"),
         ),
         EnvSetting(
             "HALOGEN_ROPE_YARN",
-            _admin_int(
+            admin_int(
                 "rope_yarn",
                 None,
                 2,
