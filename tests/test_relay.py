@@ -15,7 +15,7 @@ from starlette.types import Message
 
 from lemoncore.serving.answer import Answer
 from lemoncore.serving.proxy import DONE, SSERelay
-from lemoncore.serving.transport import backend_transport, relay_stream
+from lemoncore.serving.transport import backend_transport, body_reads, relay_stream
 
 pytestmark = pytest.mark.anyio
 
@@ -100,3 +100,95 @@ async def test_a_lone_chunk_is_sent_when_it_arrives() -> None:
     lone = next(t for t, body in sent if t >= wrote[0])
     assert lone - wrote[0] < 0.1  # not held until the next chunk, 0.3 s later
     assert b"".join(body for _, body in sent) == EVENT * 2 + DONE
+
+
+@contextlib.asynccontextmanager
+async def keepalive_upstream(
+    answer: list[bytes], cut: bool = False
+) -> AsyncIterator[tuple[str, list[int]]]:
+    """A backend that answers each request on a connection with ``answer``'s pieces, one
+    write each (``cut``: then closes mid-body); yields its URL and a count of
+    connections."""
+    connections = [0]
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        connections[0] += 1
+        # a connection still open when the test ends is cancelled: that ends it too
+        with contextlib.suppress(
+            asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError
+        ):
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = next(
+                    int(line.split(b":")[1])
+                    for line in head.split(b"\r\n")
+                    if line.lower().startswith(b"content-length")
+                )
+                await reader.readexactly(length)
+                for i, piece in enumerate(answer):
+                    if i:
+                        await asyncio.sleep(0.01)  # each piece its own read
+                    writer.write(piece)
+                    await writer.drain()
+                if cut:
+                    break
+        writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    async with server:
+        yield f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}", connections
+
+
+CHUNKED_HEAD = (
+    b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n"
+)
+CHUNKS = b"".join(b"%x\r\n%s\r\n" % (len(EVENT), EVENT) for _ in range(3))
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        [CHUNKED_HEAD + b"\r\n" + CHUNKS + b"0\r\n\r\n"],  # head and body in one read
+        [CHUNKED_HEAD + b"\r", b"\n" + CHUNKS[:7], CHUNKS[7:] + b"0\r\n", b"\r\n"],
+        [CHUNKED_HEAD + b"\r\n", CHUNKS, b"0\r\n\r\n"],  # the body starts in a later read
+    ],
+    ids=["one-read", "split-everywhere", "head-alone"],
+)
+async def test_a_chunked_body_is_read_past_h11_and_the_connection_reused(
+    answer: list[bytes],
+) -> None:
+    async with (
+        keepalive_upstream(answer) as (url, connections),
+        httpx.AsyncClient(base_url=url, transport=backend_transport(httpx.Limits())) as client,
+    ):
+        for _ in range(3):
+            request = client.build_request("POST", "/x", json={})
+            async with contextlib.aclosing(await client.send(request, stream=True)) as response:
+                stream = relay_stream(response)
+                assert stream is not None and stream.body_start is not None  # taken over
+                assert b"".join([d async for d in body_reads(response)]) == EVENT * 3
+    assert connections[0] == 1
+
+
+async def test_a_body_cut_short_is_a_transport_error() -> None:
+    async with (
+        keepalive_upstream([CHUNKED_HEAD + b"\r\n" + CHUNKS[:20]], cut=True) as (url, _),
+        httpx.AsyncClient(base_url=url, transport=backend_transport(httpx.Limits())) as client,
+    ):
+        request = client.build_request("POST", "/x", json={})
+        async with contextlib.aclosing(await client.send(request, stream=True)) as response:
+            with pytest.raises(httpx.RemoteProtocolError):
+                [d async for d in body_reads(response)]
+
+
+async def test_a_body_with_a_length_is_httpx_s() -> None:
+    head = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: %d\r\n\r\n"
+    async with (
+        keepalive_upstream([head % len(EVENT), EVENT]) as (url, connections),
+        httpx.AsyncClient(base_url=url, transport=backend_transport(httpx.Limits())) as client,
+    ):
+        for _ in range(2):
+            request = client.build_request("POST", "/x", json={})
+            async with contextlib.aclosing(await client.send(request, stream=True)) as response:
+                assert b"".join([d async for d in body_reads(response)]) == EVENT
+    assert connections[0] == 1

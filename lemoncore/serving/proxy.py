@@ -22,7 +22,7 @@ from lemoncore.errors import LemonError, error_body
 from lemoncore.exits import EngineExit
 from lemoncore.serving.answer import Answer, failed
 from lemoncore.serving.bounded import AnswerTooLarge, read_whole
-from lemoncore.serving.transport import relay_stream
+from lemoncore.serving.transport import body_reads, relay_stream
 
 PING = b": ping\n\n"
 DONE = b"data: [DONE]\n\n"
@@ -261,7 +261,7 @@ class SSERelay(Response):
                 if stream is not None:
                     stream.before_read = flush
                 try:
-                    async for chunk in self.upstream.aiter_raw():
+                    async for chunk in body_reads(self.upstream):
                         # the stream's last events carry usage: keep the bytes from the
                         # first read that names it (a later event may be split)
                         if (usage or b'"usage"' in chunk) and len(usage) < USAGE_BYTES:
