@@ -263,3 +263,47 @@ def _adapter(
     if choices:
         annotation = Literal[choices]
     return TypeAdapter(annotation, config=ConfigDict(strict=strict))
+
+
+LIVE_STATE = frozenset({"pinned", "keep_alive"})  # a running server's, never saved
+
+
+def saved_changes(
+    specs: Sequence[OptionSpec],
+    values: Mapping[str, Any],
+    source: str,
+    allowed_flags: Mapping[str, Sequence[str]] | None = None,
+    section: str = "recipes.<recipe>",
+) -> dict[str, OptionValue | None]:
+    """What ``values`` (a ``POST /api/v1/models/{id}/options`` body, without its
+    ``model_name`` and ``dry_run``) changes in a model's saved options: each option
+    checked as a request's is (:func:`check`), ``None`` where it clears one. As Lemonade
+    Server (``src/cpp/server/server.cpp``, ``handle_model_options_post``): ``null``
+    clears an option, and so does ``""`` for a text option (never for a number); a
+    running server's state (``pinned``, ``keep_alive``) is refused; nothing is changed
+    unless every value is valid."""
+    by_name = {s.name: s for s in specs}
+    changes: dict[str, OptionValue | None] = {}
+    kept: dict[str, Any] = {}
+    for key, value in values.items():
+        if key in LIVE_STATE:
+            raise OptionError(
+                f"{key!r} is a running model's state, not a saved option: give it to "
+                "POST /api/v1/load",
+                key,
+            )
+        spec = by_name.get(key)
+        text = spec is not None and spec.type in {"str", "args"}
+        if value is None or (value == "" and text):
+            changes[key] = None
+        else:
+            kept[key] = value
+    layer = Layer(source, kept)
+    if (backend := selector([layer])) is not None:
+        changes[SELECTOR] = backend
+    # clearing what is not an option (or an administrator's) is refused as setting it is
+    check(specs, Layer(source, dict.fromkeys(changes)), admin=False, section=section)
+    return {
+        **changes,
+        **check(specs, layer, admin=False, allowed_flags=allowed_flags, section=section),
+    }

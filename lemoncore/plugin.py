@@ -92,6 +92,7 @@ _EXPORTS: dict[str, str] = {
     "Gateway": "lemoncore.api.gateway",
     "LoadedModel": "lemoncore.api.replies",
     "keep_alive_seconds": "lemoncore.durations",
+    "RuntimeControl": "lemoncore.serving.control",
     # the test kit
     "BackendConformance": "lemoncore.validation.suite",
     "ChatConformance": "lemoncore.validation.chatsuite",
@@ -174,6 +175,7 @@ if TYPE_CHECKING:
     from lemoncore.recipes.recipe import OptionSpec as OptionSpec
     from lemoncore.recipes.recipe import Recipe as Recipe
     from lemoncore.recipes.recipe import SupportRow as SupportRow
+    from lemoncore.serving.control import RuntimeControl as RuntimeControl
     from lemoncore.settings import Settings as Settings
     from lemoncore.supervisor import BackendProcess as BackendProcess
     from lemoncore.supervisor import StartError as StartError

@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -32,6 +32,24 @@ def _dirs() -> tuple[Path, Path]:
 
 def default_config_file() -> Path:
     return Path(os.environ.get("LEMON_CONFIG_FILE") or _dirs()[0] / "config.toml")
+
+
+class EvictionSettings(BaseModel):
+    """Auto-eviction (Lemonade's options, RuntimeConfig and recipe_options.cpp defaults):
+    the global defaults a load's own options override; changeable at run time."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    auto_evict: bool = Field(False, description="Evict idle or memory-hungry models on its own.")
+    auto_evict_threshold_pct: float = Field(
+        0.9, gt=0, le=1, description="Used host memory (a fraction) that counts as pressure."
+    )
+    evict_idle_timeout: float = Field(300.0, ge=0, description="Idle seconds before eviction.")
+    downsize_idle_timeout: float = Field(
+        60.0, ge=0, description="Accepted for Lemonade clients; lemoncore does not downsize."
+    )
+    evict_weight_factor: float = Field(1.0, gt=0, description="Higher: kept longer under pressure.")
+    interval: float = Field(5.0, gt=0, description="Seconds between evaluations (Lemonade: 5).")
 
 
 class Settings(BaseSettings):
@@ -136,6 +154,11 @@ class Settings(BaseSettings):
     )
     recipes: dict[str, dict[str, object]] = Field(  # checked against the declared options
         default_factory=dict, description="Per-recipe configuration sections."
+    )
+    eviction: EvictionSettings = Field(
+        default_factory=EvictionSettings,
+        description="Auto-eviction: `auto_evict`, `auto_evict_threshold_pct`, "
+        "`evict_idle_timeout`, `downsize_idle_timeout`, `evict_weight_factor`, `interval`.",
     )
     lock_files: list[Path] = Field(
         default_factory=list, description="Administrator lock files, merged last."

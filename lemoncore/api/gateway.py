@@ -15,6 +15,7 @@ key) cannot pin, unpin, reload with other options or unload a pinned model: a 40
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -23,10 +24,11 @@ import anyio
 import httpx
 from starlette.requests import Request
 
-from lemoncore.api import bodies, replies
+from lemoncore.api import bodies, replies, telemetry
 from lemoncore.api.disconnect import until_disconnect
 from lemoncore.api.guard import may_manage
 from lemoncore.api.inference import check_request
+from lemoncore.api.loaded import loaded_models
 from lemoncore.api.upstream import backend_error
 from lemoncore.core import Core
 from lemoncore.errors import LemonError
@@ -95,7 +97,7 @@ class Gateway:
 
     def loaded(self) -> list[replies.LoadedModel]:
         """The loaded models, as ``/api/v1/health`` lists them."""
-        return [replies.LoadedModel.of(s) for s in self._core.router.servers.values()]
+        return loaded_models(self._core)
 
     async def load(
         self,
@@ -171,6 +173,7 @@ class Gateway:
         or a duration) works as on ``/v1`` and is not sent to the engine."""
         body = {**body, "stream": False}
         model, endpoint, keep_alive = self._endpoint(path, body)
+        started = time.monotonic()
         answer = await exchange(
             self._core.router,
             model,
@@ -181,6 +184,7 @@ class Gateway:
             keep_alive=keep_alive,
             surface=self._surface,
         )
+        telemetry.watch(self._core.router, answer, started, stream=False)
         async with answer:
             if answer.upstream.status_code != 200:
                 raise backend_error(answer.upstream)
@@ -194,6 +198,7 @@ class Gateway:
         its generation."""
         body = {**body, "stream": True}
         model, endpoint, keep_alive = self._endpoint(path, body)
+        started = time.monotonic()
         answer = await exchange(
             self._core.router,
             model,
@@ -204,6 +209,7 @@ class Gateway:
             keep_alive=keep_alive,
             surface=self._surface,
         )
+        telemetry.watch(self._core.router, answer, started, stream=True)
         async with answer:
             if answer.upstream.status_code != 200:
                 raise backend_error(answer.upstream)

@@ -37,6 +37,12 @@ from lemoncore.api.shapes import error_bytes
 from lemoncore.errors import LemonError
 
 KEYLESS = "lemoncore.keyless"  # scope key: on an open path, without the api_key that is set
+# scope key: the request may do what management routes do (may_manage); what
+# lemoncore.serving.control.RuntimeControl.of requires, on whatever path a plugin serves it
+ADMIN_SCOPE = "lemoncore.admin"
+# path prefixes whose every route is a management route (Lemonade's /internal/* control
+# endpoints, which a plugin may serve: Lemonade's server.cpp gates them on the admin key)
+ADMIN_PREFIXES = ("/internal/",)
 ADMIN_ENDPOINTS = {
     "load",
     "unload",
@@ -54,6 +60,8 @@ def required_key(path: str) -> str | None:
     """``admin``, ``api`` or ``None`` (open) for a request path."""
     if path in {"/live", "/openapi.json", "/", "/ui"} or path.startswith("/ui/"):
         return None
+    if path.startswith(ADMIN_PREFIXES):
+        return "admin"
     return "admin" if path.rstrip("/").rsplit("/", 1)[-1] in ADMIN_ENDPOINTS else "api"
 
 
@@ -165,6 +173,8 @@ class Guard:
             return
         if needed is None and self.api_key and not (admin or same(key, self.api_key)):
             scope = {**scope, KEYLESS: True}  # an open path: a plugin route there refuses
+        if needed == "admin" or may_manage(scope, self.admin_key, self.allow_remote_admin):
+            scope = {**scope, ADMIN_SCOPE: True}
         if websocket:
             await self.app(scope, receive, send)
             return

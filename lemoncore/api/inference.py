@@ -11,6 +11,7 @@ refused with a 400 before it reaches the engine (:mod:`lemoncore.api.images`).""
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -19,13 +20,15 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import Scope
 
-from lemoncore.api import bodies
+from lemoncore.api import bodies, telemetry
 from lemoncore.api.bodies import parse
 from lemoncore.api.disconnect import until_disconnect
 from lemoncore.api.errors import ApiError, json_object
+from lemoncore.api.guard import may_manage
 from lemoncore.api.images import VISION, first_image
 from lemoncore.api.upstream import backend_error, backend_response
 from lemoncore.core import Core
+from lemoncore.options import declared
 from lemoncore.recipes import OPENAI_ENDPOINTS, Endpoint, ModelInfo
 from lemoncore.serving.answer import Answer
 from lemoncore.serving.forwarding import exchange, not_served
@@ -57,8 +60,17 @@ async def _infer(request: Request, endpoint: Endpoint, schema: type[bodies.Route
     if endpoint.body == "multipart":
         model, upload, stream = await check_upload(core, endpoint, request)
         return await _forward(request, core, endpoint, model, upload, stream)
-    body = await json_object(request)
+    return await infer_json(request, endpoint, schema, await json_object(request))
+
+
+async def infer_json(
+    request: Request, endpoint: Endpoint, schema: type[bodies.RoutedBody], body: dict[str, Any]
+) -> Response:
+    """Answer ``request`` with the JSON ``body`` (its own, or one a handler filled in) as
+    ``endpoint``'s handler does."""
+    core: Core = request.app.state.core
     model, checked = check_request(core, endpoint, schema, body)
+    await _load_with_context(request, core, model, body)
     stream = isinstance(checked, bodies.StreamingBody) and bool(checked.stream)
     keep_alive = checked.keep_alive
     translation = await _translation(core, endpoint, model)
@@ -69,6 +81,28 @@ async def _infer(request: Request, endpoint: Endpoint, schema: type[bodies.Route
     return await _until_disconnect(
         request, _translated(core, model, endpoint, translation, body, keep_alive)
     )
+
+
+async def _load_with_context(
+    request: Request, core: Core, model: ModelInfo, body: dict[str, Any]
+) -> None:
+    """A request naming a ``ctx_size`` for a model that is not loaded loads it with that
+    context size (checked as a load's option is; the body still reaches the engine, which
+    ignores it); once loaded, a request's ``ctx_size`` changes nothing. As Lemonade's
+    ``extract_auto_load_options`` and ``auto_load_model_if_needed``
+    (``src/cpp/server/server.cpp``), whose only load option in a request is ``ctx_size``."""
+    ctx_size = body.get("ctx_size")
+    if ctx_size is None or core.router.loaded(model.name) is not None:
+        return
+    recipe = core.plugins.registry.recipes[model.recipe]
+    if all(spec.name != "ctx_size" for spec in declared(recipe)):
+        return  # not an option of this model's engine: the request goes on without it
+    settings = core.settings
+    key = settings.admin_api_key or settings.api_key
+    manage = may_manage(
+        request.scope, key.get_secret_value() if key else None, settings.allow_remote_admin
+    )
+    await core.router.load(model.name, {"ctx_size": ctx_size}, explicit=False, manage=manage)
 
 
 async def _translation(core: Core, endpoint: Endpoint, model: ModelInfo) -> Translation | None:
@@ -94,6 +128,7 @@ async def _translated(
     body: dict[str, Any],
     keep_alive: float | None,
 ) -> Response:
+    started = time.monotonic()
     answer = await exchange(
         core.router,
         model,
@@ -104,6 +139,7 @@ async def _translated(
         keep_alive=keep_alive,
         surface=endpoint.path,
     )
+    telemetry.watch(core.router, answer, started, stream=False)
     async with answer:
         if answer.upstream.status_code != 200:
             raise backend_error(answer.upstream)
@@ -120,6 +156,7 @@ async def _translated_stream(
 ) -> Response:
     assert translation.stream is not None
     framing = TranslatedFraming(translation.stream(body), core.settings.max_answer_bytes)
+    started = time.monotonic()
     answer = await exchange(
         core.router,
         model,
@@ -130,6 +167,7 @@ async def _translated_stream(
         keep_alive=keep_alive,
         surface=endpoint.path,
     )
+    telemetry.watch(core.router, answer, started, stream=True)
     if answer.upstream.status_code != 200:
         async with answer:
             raise backend_error(answer.upstream)
@@ -230,6 +268,7 @@ async def _complete(
     body: Body,
     keep_alive: float | None,
 ) -> Response:
+    started = time.monotonic()
     answer = await exchange(
         core.router,
         model,
@@ -239,6 +278,7 @@ async def _complete(
         retry=endpoint.retried,
         keep_alive=keep_alive,
     )
+    telemetry.watch(core.router, answer, started, stream=False)
     async with answer:
         return backend_response(answer.upstream, scope)
 
@@ -251,6 +291,7 @@ async def _stream(
     body: Body,
     keep_alive: float | None,
 ) -> Response:
+    started = time.monotonic()
     answer = await exchange(
         core.router,
         model,
@@ -260,6 +301,7 @@ async def _stream(
         retry=endpoint.retried,
         keep_alive=keep_alive,
     )
+    telemetry.watch(core.router, answer, started, stream=True)
     if answer.upstream.status_code != 200:
         async with answer:
             return backend_response(answer.upstream, scope)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import os
+import platform
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 import anyio
@@ -14,6 +16,7 @@ from lemoncore import __version__
 from lemoncore.api import bodies, replies
 from lemoncore.api.bodies import parse
 from lemoncore.api.errors import ApiError, json_object
+from lemoncore.api.loaded import loaded_models
 from lemoncore.api.replies import reply
 from lemoncore.core import Core
 from lemoncore.installs.backends import THEROCK, BackendState
@@ -38,7 +41,7 @@ async def health(request: Request) -> Response:
             version=__version__,
             model_loaded=last.model.name if last else None,
             max_models={t: core.settings.max_loaded_models for t in ModelType},
-            all_models_loaded=[replies.LoadedModel.of(server) for server in servers],
+            all_models_loaded=loaded_models(core),
             held_off=[
                 replies.HeldOff.model_validate(held, from_attributes=True)
                 for held in core.router.held_off()
@@ -58,8 +61,11 @@ async def load(request: Request) -> Response:
     server = await core.router.load(
         body.model_name, options, body.pinned, keep_alive=body.keep_alive
     )
-    if body.save_options and options:
-        core.models.save_options(server.model.name, options)
+    # a null in a load is "not set here": it saves nothing (Lemonade's handle_load keeps
+    # the saved value too); POST /api/v1/models/{id}/options clears a saved option
+    kept = {k: v for k, v in options.items() if v is not None}
+    if body.save_options and kept:
+        core.models.save_options(server.model.name, kept)
     return reply(
         replies.Loaded(
             model_name=server.model.name,
@@ -332,7 +338,8 @@ async def uninstall(request: Request) -> Response:
 
 
 def system_info_data(core: Core) -> replies.SystemInfo:
-    devices: dict[DeviceKind, list[replies.HostDeviceInfo]] = {}
+    # every kind, as Lemonade lists amd_gpu and amd_npu even when there are none
+    devices: dict[DeviceKind, list[replies.HostDeviceInfo]] = {k: [] for k in DeviceKind}
     for d in core.host.devices:
         devices.setdefault(d.kind, []).append(
             replies.HostDeviceInfo(name=d.name, family=d.family, index=d.index)
@@ -356,13 +363,31 @@ def system_info_data(core: Core) -> replies.SystemInfo:
                 st.backend.name: replies.BackendInfo.model_validate(st.as_dict()) for st in statuses
             },
         )
-    return replies.SystemInfo(
-        version=__version__,
-        os=core.host.os,
-        devices=devices,
-        recipes=recipes,
-        plugins=[replies.PluginInfo.model_validate(r.as_dict()) for r in core.plugins.records],
+    cpu = next((d.name for d in core.host.devices if d.kind is DeviceKind.CPU), "")
+    return replies.SystemInfo.model_validate(
+        {
+            "OS Version": platform.platform(),
+            "Processor": cpu or platform.processor() or "unknown",
+            "Physical Memory": physical_memory(),
+            "version": __version__,
+            "os": core.host.os,
+            "devices": devices,
+            "recipes": recipes,
+            "plugins": [
+                replies.PluginInfo.model_validate(r.as_dict()) for r in core.plugins.records
+            ],
+        }
     )
+
+
+def physical_memory() -> str:
+    """This machine's memory as Lemonade writes it (``get_physical_memory``: ``31.25
+    GB``), "unknown" where the system does not say."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        return "unknown"
+    return f"{total / 1024**3:.2f} GB"
 
 
 async def system_info(request: Request) -> Response:

@@ -8,11 +8,13 @@ caller's shape as on every ``/v1`` route (:mod:`lemoncore.api.shapes`)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import anyio
 from starlette.requests import Request
 from starlette.responses import Response
 
-from lemoncore.api import anthropic_models, replies
+from lemoncore.api import anthropic_models, model_options, replies
 from lemoncore.api.anthropic_models import AnthropicModel, PageQuery, asks_anthropic
 from lemoncore.api.errors import ApiError
 from lemoncore.api.replies import reply
@@ -28,6 +30,7 @@ def model_card(core: Core, model: ModelInfo) -> replies.ModelCard:
         for b in (recipe.backends if recipe else ())
     ]
     on_disk = core.models.size_on_disk(model)
+    own = {**model.recipe_options, **model_options.saved(core, model)}
     return replies.ModelCard(
         id=model.name,
         checkpoint=model.checkpoint,
@@ -39,9 +42,31 @@ def model_card(core: Core, model: ModelInfo) -> replies.ModelCard:
         suggested=model.suggested,
         labels=list(model.labels),
         aliases=list(model.aliases),
-        recipe_options=dict(model.recipe_options),
+        recipe_options=own,
+        context_length=context_length(core, model, own),
         size_bytes=sum(model.sizes.values()) if model.sizes else on_disk,
     )
+
+
+def context_length(core: Core, model: ModelInfo, own: dict[str, Any]) -> int | None:
+    """The ``ctx_size`` the model runs with, else the one its next load would ask for
+    (its own and saved options, the recipe's configuration, the declared default);
+    ``None`` when that is 0 (the model's own) or the recipe has none. As Lemonade's
+    ``Server::resolve_context_length`` (``src/cpp/server/server.cpp``)."""
+    server = core.router.loaded(model.name)
+    recipe = core.plugins.registry.recipes.get(model.recipe)
+    if server is not None:
+        found: Any = server.options.get("ctx_size")
+    elif "ctx_size" in own:
+        found = own["ctx_size"]
+    elif recipe is None:
+        found = None
+    else:
+        config = core.backends.configuration(recipe)
+        spec = next((s for s in recipe.options if s.name == "ctx_size"), None)
+        found = config.get("ctx_size", spec.default if spec else None)
+    ok = isinstance(found, int) and not isinstance(found, bool) and found > 0
+    return found if ok else None
 
 
 async def list_models(request: Request) -> Response:

@@ -10,6 +10,7 @@ validate and build.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 
 from pydantic import JsonValue
@@ -20,13 +21,16 @@ from lemoncore.api import (
     anthropic_models,
     apidoc,
     bodies,
+    engine_routes,
     events,
     inference,
     logs,
     manage,
     model_list,
+    model_options,
     replies,
     shutdown,
+    telemetry,
 )
 from lemoncore.api.operation import LEMONADE, OPENAI, Media, Operation
 from lemoncore.recipes import Endpoint
@@ -122,9 +126,20 @@ def routed(endpoint: Endpoint) -> Operation:
     )
 
 
+RERANK_ALIASES = ("/reranking", "/reranker")  # Lemonade's names of /v1/rerank
+
+
 def operations(endpoints: tuple[Endpoint, ...]) -> tuple[Operation, ...]:
-    """Every operation: lemoncore's own and one per routed endpoint."""
-    return (*OPERATIONS, *(routed(e) for e in endpoints))
+    """Every operation: lemoncore's own, one per routed endpoint, and Lemonade's other
+    names of ``/v1/rerank`` (``src/cpp/server/server.cpp``: ``rerank``, ``reranking``
+    and ``reranker`` route to one handler)."""
+    aliases = (
+        dataclasses.replace(routed(e), route=alias)
+        for e in endpoints
+        if e.path == "/v1/rerank"
+        for alias in RERANK_ALIASES
+    )
+    return (*OPERATIONS, *(routed(e) for e in endpoints), *aliases)
 
 
 OPERATIONS: tuple[Operation, ...] = (
@@ -176,6 +191,26 @@ OPERATIONS: tuple[Operation, ...] = (
         ),
         ok={"application/json": (replies.ModelList, anthropic_models.AnthropicModelList)},
         errors=(400,),
+    ),
+    *(
+        Operation(
+            method,
+            "/models/{model_id:path}/options",
+            handler,
+            summary,
+            prefix=LEMONADE,
+            errors=(400, 404),
+            parameters=(
+                {"name": "model_id", "in": "path", "required": True, "schema": {"type": "string"}},
+            ),
+            description=model_options.DESCRIPTION,
+            ok={"application/json": model_options.ModelOptions},
+        )
+        for method, handler, summary in (
+            ("GET", model_options.get_options, "A model's saved and effective options"),
+            ("POST", model_options.post_options, "Save options for a model"),
+            ("DELETE", model_options.delete_options, "Clear a model's saved options"),
+        )
     ),
     Operation(
         "GET",
@@ -280,6 +315,42 @@ OPERATIONS: tuple[Operation, ...] = (
         ok={"application/json": replies.SystemInfo},
         description="Devices, recipes with each backend's state, message and fix and "
         "the options loads may set, and every plugin's load status.",
+    ),
+    Operation(
+        "GET",
+        "/stats",
+        telemetry.stats,
+        "The last answer's tokens and speed",
+        prefix=LEMONADE,
+        description="Input, output, prompt and cached tokens and the speed of the last "
+        "answer an engine gave, and totals since the server started.",
+        ok={"application/json": telemetry.Stats},
+    ),
+    Operation(
+        "POST",
+        "/tokenize",
+        engine_routes.tokenize,
+        "Text to tokens",
+        prefix=LEMONADE,
+        description="The routed `/tokenize`; without `model`, the loaded model used last.",
+        engine=True,
+        errors=_INFERENCE_ERRORS,
+        ok={"application/json": _ENGINE_ANSWER},
+    ),
+    Operation(
+        "GET",
+        "/slots",
+        engine_routes.slots,
+        "The engine's slots",
+        prefix=LEMONADE,
+        description="llama-server's `GET /slots` of `model` (a query parameter), else of "
+        "the loaded model used last.",
+        parameters=(
+            {"name": "model", "in": "query", "required": False, "schema": {"type": "string"}},
+        ),
+        engine=True,
+        errors=(400, 404, 502),
+        ok={"application/json": _ENGINE_ANSWER},
     ),
     Operation(
         "GET",

@@ -78,7 +78,10 @@ class ModelCard(Reply):
     suggested: bool
     labels: list[str]
     aliases: list[str]
-    recipe_options: dict[str, Any]
+    recipe_options: dict[str, Any] = Field(description="Its own, and those saved for it")
+    context_length: int | None = Field(
+        None, description="The context size it runs (or would load) with; absent: its own"
+    )
     size_bytes: int | None = Field(
         None,
         description="Its files' published sizes, summed; else what its downloaded files "
@@ -103,6 +106,8 @@ class LoadedModel(Reply):
     backend_url: str
     pid: int | None
     status: Literal["busy", "ready"]
+    is_busy: bool = Field(description="Whether it is answering or queueing a request now")
+    is_streaming: bool = Field(description="Whether it is streaming an answer now")
     pinned: bool
     in_flight: int
     queued: int
@@ -122,8 +127,11 @@ class LoadedModel(Reply):
     )
 
     @classmethod
-    def of(cls, server: LoadedServer) -> LoadedModel:
-        """How ``/api/v1/health`` (and :meth:`Gateway.loaded`) show ``server`` now."""
+    def of(
+        cls, server: LoadedServer, streaming: bool = False, command: list[str] | None = None
+    ) -> LoadedModel:
+        """How ``/api/v1/health`` (and :meth:`Gateway.loaded`) show ``server`` now;
+        ``command``: its launch command as shown (default: as started)."""
         now, process, busy = time.monotonic(), server.process, bool(server.in_flight)
         uds = getattr(process, "uds", None)
         until = server.resident().idle_until()
@@ -139,11 +147,13 @@ class LoadedModel(Reply):
             backend_url=f"unix:{uds}" if uds else process.base_url,
             pid=process.pid,
             status="busy" if busy else "ready",
+            is_busy=busy or server.queued > 0,
+            is_streaming=streaming,
             pinned=server.pinned,
             in_flight=server.in_flight,
             queued=server.queued,
             recipe_options=server.options,
-            launch_command=list(process.argv),
+            launch_command=list(process.argv) if command is None else command,
             rpc_workers=list(server.workers),
             peak_memory_bytes=process.peak_memory(),
             idle_seconds=0.0 if busy else round(now - server.last_used, 1),
@@ -166,9 +176,14 @@ class HeldOff(Reply):
     retry_in_s: float = Field(description="Seconds until a request may start it again")
 
 
+class TelemetryState(Reply):
+    enabled: Literal[False] = False  # Lemonade's trace telemetry: lemoncore sends none
+
+
 class Health(Reply):
     status: Literal["ok"] = "ok"
     version: str
+    telemetry: TelemetryState = Field(default_factory=TelemetryState)
     model_loaded: str | None = Field(description="The most recently used model")
     max_models: dict[ModelType, int]
     all_models_loaded: list[LoadedModel]
@@ -349,6 +364,12 @@ class PluginInfo(Reply):
 
 
 class SystemInfo(Reply):
+    """Lemonade's keys (``SystemInfo::get_system_info_dict``), then lemoncore's."""
+
+    model_config = ConfigDict(extra="forbid", serialize_by_alias=True)
+    os_version: str = Field(alias="OS Version")
+    processor: str = Field(alias="Processor")
+    physical_memory: str = Field(alias="Physical Memory", description="As `31.25 GB`")
     version: str
     os: str
     devices: dict[DeviceKind, list[HostDeviceInfo]]

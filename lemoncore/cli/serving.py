@@ -40,6 +40,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         from lemoncore.cli.daemon import detach
 
         return detach(args, [w for w in args.argv if w != "--detach"])
+    eviction = {k: getattr(args, k) for k in EVICTION_FLAGS if getattr(args, k, None) is not None}
+    args.eviction = eviction or None  # over the file's and the environment's, key by key
     settings = settings_from(args)
     configure_logging(settings.log_format, settings.log_level)
     if settings.host not in {"127.0.0.1", "localhost", "::1"} and settings.api_key is None:
@@ -147,6 +149,16 @@ def cmd_explain(args: argparse.Namespace) -> int:
     return 0
 
 
+# auto-eviction flags (Lemonade's names), into the settings' `eviction` section
+EVICTION_FLAGS = {
+    "auto_evict": bool,
+    "auto_evict_threshold_pct": float,
+    "evict_idle_timeout": float,
+    "downsize_idle_timeout": float,
+    "evict_weight_factor": float,
+}
+
+
 def add_serve(sub: Subparsers) -> None:
     serve = sub.add_parser("serve", help="run the HTTP server")
     serve.add_argument("--host")
@@ -157,6 +169,18 @@ def add_serve(sub: Subparsers) -> None:
         "--log-level", dest="log_level", choices=["debug", "info", "warning", "error"]
     )
     serve.add_argument("--offline", action="store_true", default=None)
+    serve.add_argument(
+        "--auto-evict",
+        dest="auto_evict",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="evict idle models past evict_idle_timeout and the most disposable under "
+        "memory pressure",
+    )
+    for name, kind in EVICTION_FLAGS.items():
+        if name == "auto_evict":
+            continue
+        serve.add_argument("--" + name.replace("_", "-"), dest=name, type=kind)
     serve.add_argument(
         "--detach",
         action="store_true",

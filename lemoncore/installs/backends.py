@@ -117,6 +117,11 @@ class Backends:
             self._configs[recipe.name] = checked
         return self._configs[recipe.name]
 
+    def reconfigure(self, recipe: str, section: dict[str, object]) -> None:
+        """Replace recipe ``recipe``'s configuration section; the next plan checks it."""
+        self.sections[recipe] = section
+        self._configs.pop(recipe, None)
+
     def install_config(self, recipe: Recipe, backend: Backend) -> dict[str, Any]:
         """What the ``install`` hook sees: the backend's declared defaults and configured
         values, both scopes."""

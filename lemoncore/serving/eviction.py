@@ -23,19 +23,47 @@ Rules, in order:
    ``keep_alive`` is unloaded, unless it is pinned; ``keep_alive`` 0 unloads it as soon
    as a request ends (a server loaded but not used yet waits for its first), ``math.inf``
    never.
+5. Auto-eviction (Lemonade's ``auto_evict``, :func:`auto_evict`), for servers that opt in
+   (their own ``auto_evict`` option, else the global setting), never pinned or busy ones:
+   one idle past its ``evict_idle_timeout`` goes; under memory pressure (the host's used
+   memory at or over the threshold) the most disposable go first, by Lemonade's score
+   ``idle seconds / (load seconds x evict_weight_factor)``, as many as the memory each
+   reports covers the excess, one when the amounts are unknown.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 
 from lemoncore.durations import describe
 from lemoncore.recipes import Device, ModelType, SlotPolicy
 
 _UNCOUNTED = {SlotPolicy.UNMETERED, SlotPolicy.COEXIST_BY_TYPE}
+
+
+@dataclass(frozen=True)
+class Residency:
+    """A server's auto-eviction options, Lemonade's per-load recipe options (defaults:
+    ``common_defaults`` in Lemonade's src/cpp/server/recipe_options.cpp). ``auto_evict``
+    ``None`` follows the global setting; ``downsize_idle_timeout`` is accepted and shown,
+    but lemoncore does not downsize (no engine-neutral way to drop a KV cache)."""
+
+    auto_evict: bool | None = None
+    evict_idle_timeout: float = 300.0  # seconds idle before an auto-evicting server goes
+    downsize_idle_timeout: float = 60.0
+    evict_weight_factor: float = 1.0  # higher: more protected under memory pressure
+
+
+@dataclass(frozen=True)
+class Memory:
+    """The host's memory at one moment: ``used`` as a fraction of ``total_bytes``
+    (``None``: a fraction given without amounts, as Lemonade's simulated pressure)."""
+
+    used: float
+    total_bytes: int | None = None
 
 
 @dataclass(frozen=True)
@@ -53,6 +81,9 @@ class Resident:
     keep_alive: float = math.inf  # seconds idle before it is unloaded
     workers: tuple[str, ...] = ()  # RPC workers it holds (host:port)
     answered: bool = True  # it has served a request since it was loaded
+    memory_bytes: int | None = None  # what its process reports using (peak RSS), if known
+    load_seconds: float = 1.0  # how long its start took: slow loads are costly to repeat
+    residency: Residency = field(default_factory=Residency)
 
     def idle_until(self) -> float | None:
         """When it is unloaded for idleness (``last_used``'s clock), if it ever is."""
@@ -93,6 +124,8 @@ class EvictionKind(StrEnum):
     WEDGED = "wedged"
     IDLE = "idle"
     WORKER_BUSY = "worker_busy"
+    MEMORY = "memory_pressure"
+    CAPACITY = "capacity"  # max_loaded_models lowered at run time
     UNLOAD = "unload"  # asked for (an unload, unload all, or the shutdown)
 
 
@@ -270,3 +303,88 @@ def _make_room(residents: Sequence[Resident], incoming: Incoming, max_loaded: in
             ),
         )
     return Decision(evict=tuple(evict.values()))
+
+
+def score(resident: Resident, now: float) -> float:
+    """How disposable ``resident`` is under memory pressure (higher goes first):
+    Lemonade's ``idle_ms / (load_duration_ms * evict_weight_factor)``
+    (EvictionEngine::evaluate_servers, src/cpp/server/eviction_engine.cpp); a factor that
+    is not positive counts as 1, as there."""
+    weight = resident.residency.evict_weight_factor
+    weight = weight if weight > 0 else 1.0
+    return max(0.0, now - resident.last_used) / (max(resident.load_seconds, 1e-3) * weight)
+
+
+def auto_evict(
+    residents: Sequence[Resident],
+    now: float,
+    default: bool,
+    memory: Memory | None,
+    threshold: float,
+) -> Decision:
+    """What auto-eviction removes now (Lemonade's EvictionEngine::evaluate_servers), among
+    the servers that opt in (``residency.auto_evict``, else ``default``) and are neither
+    pinned nor busy: the first idle past its ``evict_idle_timeout``; else, when
+    ``memory`` is at or over ``threshold`` (a fraction), the most disposable by
+    :func:`score` until the memory they report covers the excess, or one when an amount
+    is unknown (the next evaluation measures again). ``memory`` ``None``: idle only."""
+    opted = [
+        r
+        for r in residents
+        if not r.pinned
+        and not r.busy
+        and (default if r.residency.auto_evict is None else r.residency.auto_evict)
+    ]
+    for r in opted:
+        if now - r.last_used >= r.residency.evict_idle_timeout:
+            return Decision(
+                evict=(
+                    EvictionOrder(
+                        r.name,
+                        EvictionKind.IDLE,
+                        f"idle for {now - r.last_used:.0f} s; its evict_idle_timeout is "
+                        f"{describe(r.residency.evict_idle_timeout)}",
+                    ),
+                )
+            )
+    if memory is None or memory.used < threshold:
+        return Decision()
+    excess = None if memory.total_bytes is None else (memory.used - threshold) * memory.total_bytes
+    evict: list[EvictionOrder] = []
+    for r in sorted(opted, key=lambda r: score(r, now), reverse=True):
+        evict.append(
+            EvictionOrder(
+                r.name,
+                EvictionKind.MEMORY,
+                f"memory is {memory.used:.0%} used (threshold {threshold:.0%}) and {r.name} "
+                "is the most disposable (idle time / load time / evict_weight_factor)",
+            )
+        )
+        if excess is None or r.memory_bytes is None:
+            break
+        excess -= r.memory_bytes
+        if excess < 0:
+            break
+    return Decision(evict=tuple(evict))
+
+
+def over_capacity(residents: Sequence[Resident], max_loaded: int) -> Decision:
+    """What a lowered ``max_loaded`` evicts at once: per model type, the least recently
+    used unpinned counted servers beyond it (idle ones first; busy ones are waited for).
+    Pinned servers stay even when they alone exceed it: a later load is refused instead."""
+    if max_loaded < 0:
+        return Decision()
+    evict: list[EvictionOrder] = []
+    for model_type in {r.model_type for r in residents}:
+        pool = [r for r in residents if r.model_type is model_type and r.policy not in _UNCOUNTED]
+        candidates = sorted((r for r in pool if not r.pinned), key=lambda r: (r.busy, r.last_used))
+        for r in candidates[: max(0, len(pool) - max_loaded)]:
+            evict.append(
+                EvictionOrder(
+                    r.name,
+                    EvictionKind.CAPACITY,
+                    f"max_loaded_models is now {max_loaded} and {len(pool)} "
+                    f"{model_type.value} servers are loaded; {r.name} is the least recently used",
+                )
+            )
+    return Decision(evict=tuple(evict))

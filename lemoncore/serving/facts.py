@@ -75,6 +75,7 @@ class Survey:
             await anyio.to_thread.run_sync(self.models.local_path, model),
             self.settings.max_loaded_models,
             self.settings.workers_for(model),
+            self.settings.eviction,
         )
         found = plan(facts, request, self.plugins, self.host, explicit)
         if found.model_path is None or found.already_loaded or found.refusal:

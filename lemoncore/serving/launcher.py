@@ -15,7 +15,7 @@ import functools
 import os
 import secrets
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Container, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -128,7 +128,7 @@ class Launcher:
         self.models, self.host, self.fleet = models, host, fleet
 
     async def execute(
-        self, plan: LoadPlan, pinned: bool, task_group: anyio.abc.TaskGroup
+        self, plan: LoadPlan, pins: Container[str], task_group: anyio.abc.TaskGroup
     ) -> LoadedServer:
         """Carry out ``plan`` (under the router's load lock): :meth:`prepare`, probe the
         RPC workers no loaded server holds before any eviction and those the evictions
@@ -141,7 +141,7 @@ class Launcher:
         await require_workers(plan.model.name, free)
         await self.fleet.carry_out(plan.decision)
         await require_workers(plan.model.name, held)
-        start = functools.partial(self.start, plan, install_dir, model_path, pinned, task_group)
+        start = functools.partial(self.start, plan, install_dir, model_path, pins, task_group)
         try:
             return await start()
         except StartError as exc:
@@ -192,11 +192,12 @@ class Launcher:
         plan: LoadPlan,
         install_dir: Path,
         model_path: Path,
-        pinned: bool,
+        pins: Container[str],
         task_group: anyio.abc.TaskGroup,
     ) -> LoadedServer:
         """Start ``plan``'s server and return it once it answers its health check; a
-        ``StartError`` (with the server's last output) when it does not."""
+        ``StartError`` (with the server's last output) when it does not. ``pins`` are the
+        router's: the server reads its pin from them (a pin is the model's)."""
         model, recipe, backend = plan.model, plan.recipe, plan.backend.backend
         port = free_port(BACKEND_HOST)
         key = secrets.token_urlsafe(24)
@@ -261,9 +262,11 @@ class Launcher:
             plan.policy,
             process,
             client,
-            pinned,
+            pins,
             keep_alive=self.settings.keep_alive_for(model),
             workers=plan.workers,
+            residency=plan.residency,
+            load_seconds=time.monotonic() - started,
         )
         server.drained.set()
         limits = [n for n in (backend.max_concurrency, self.settings.max_concurrency) if n]

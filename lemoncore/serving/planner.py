@@ -10,7 +10,7 @@ explain`` show the same plan a load executes.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -18,7 +18,9 @@ from lemoncore.hosts import HostInfo
 from lemoncore.installs.backends import BackendStatus, choose
 from lemoncore.options import Layer, declared, resolve, selector
 from lemoncore.recipes import Backend, Device, ModelInfo, Recipe, SlotPolicy
-from lemoncore.serving.eviction import Decision, Incoming, Resident, decide
+from lemoncore.serving import residency
+from lemoncore.serving.eviction import Decision, Incoming, Residency, Resident, decide
+from lemoncore.settings import EvictionSettings
 
 
 class DecisionHooks(Protocol):
@@ -60,6 +62,7 @@ class Facts:
     model_path: Path | None  # the model's file, when every file it needs is present
     max_loaded: int
     workers: tuple[str, ...] = ()  # the RPC workers configured for it (host:port)
+    eviction: EvictionSettings = field(default_factory=EvictionSettings)  # auto-eviction
 
 
 @dataclass(frozen=True)
@@ -80,6 +83,7 @@ class LoadPlan:
     reload: bool = False  # it runs otherwise, and this explicit load replaces it
     refusal: str = ""  # why it cannot load (its owner's preflight, or workers it cannot use)
     workers: tuple[str, ...] = ()  # RPC workers it places layers on
+    residency: Residency = field(default_factory=Residency)  # auto-eviction options
 
     def incoming(self) -> Incoming:
         """The load as the eviction policy sees it."""
@@ -102,12 +106,13 @@ def plan(
     explicit: bool = True,
 ) -> LoadPlan:
     """The load of ``facts.model`` with ``request``'s options: its options (model
-    defaults < saved < request, checked), backend, the plugins' device, AMD-ness and slot
+    defaults < saved < request, checked; the auto-eviction ones apart,
+    :mod:`~lemoncore.serving.residency`), backend, the plugins' device, AMD-ness and slot
     policy answers, and the evictions :func:`lemoncore.serving.eviction.decide` asks for. An
     ``explicit`` load (``/load``) of a model running otherwise reloads it; an implicit one
     (a request) uses it as it is."""
     model, recipe = facts.model, facts.recipe
-    layers = (
+    layers: tuple[Layer, ...] = (
         Layer(f"in model {model.name}'s recipe_options", model.recipe_options),
         Layer(
             f"in the options saved for {model.name} (remove them from "
@@ -116,6 +121,8 @@ def plan(
         ),
         Layer("in the request", request or {}),
     )
+    layers, own = residency.split(layers)
+    resident_options = residency.resolve(facts.eviction, own)
     status = choose(recipe, facts.statuses, selector((Layer("", facts.config), *layers)))
     backend = status.backend
     options, admin = resolve(
@@ -154,4 +161,5 @@ def plan(
         reload,
         refusal,
         facts.workers,
+        resident_options,
     )

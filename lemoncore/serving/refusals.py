@@ -32,7 +32,8 @@ class PinnedModel(RouterError):
 def check_plan(found: LoadPlan) -> None:
     """Refuse a plan that cannot start: its owner's preflight or workers it cannot use
     (:class:`~lemoncore.errors.LaunchRefused`, 400), or room only a pinned model's
-    eviction would make (409 ``slots_pinned``)."""
+    eviction would make (409 ``slots_pinned_error``, type and code, as Lemonade's
+    ``error_types.h`` ``SLOTS_PINNED``)."""
     if found.refusal:
         raise LaunchRefused(found.refusal)
     if found.decision.refused:
@@ -40,7 +41,7 @@ def check_plan(found: LoadPlan) -> None:
             f"cannot load {found.model.name!r}: {found.decision.refused}",
             409,
             "slots_pinned_error",
-            "slots_pinned",
+            "slots_pinned_error",
         )
 
 

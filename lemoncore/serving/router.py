@@ -13,6 +13,7 @@ makes no decision of its own.
 from __future__ import annotations
 
 import functools
+import logging
 import time
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
@@ -21,15 +22,18 @@ from typing import Any
 
 import anyio
 import anyio.abc
+import structlog
 
 from lemoncore.hosts import HostInfo
+from lemoncore.installs.backend_status import BackendState
 from lemoncore.installs.backends import Backends
 from lemoncore.models import ModelStore
 from lemoncore.plugins import PluginHost
 from lemoncore.recipes import Backend, ModelInfo, Recipe
 from lemoncore.serving import refusals
 from lemoncore.serving.admission import Admission, HeldOff
-from lemoncore.serving.eviction import EvictionKind, EvictionOrder
+from lemoncore.serving.autoevict import AutoEvictor
+from lemoncore.serving.eviction import Decision, EvictionKind, EvictionOrder
 from lemoncore.serving.facts import Survey
 from lemoncore.serving.fleet import Fleet, Metrics
 from lemoncore.serving.history import History, ModelEventKind
@@ -38,9 +42,12 @@ from lemoncore.serving.launcher import Launcher
 from lemoncore.serving.pending import PendingLoad
 from lemoncore.serving.pins import Pins
 from lemoncore.serving.planner import LoadPlan
+from lemoncore.serving.runtime import RuntimeChange, RuntimeConfig, RuntimePlan, plan_change
 from lemoncore.serving.server import LoadedServer
 from lemoncore.settings import Settings
 from lemoncore.supervisor import StartError
+
+USABLE = {BackendState.INSTALLED, BackendState.INSTALLABLE, BackendState.UPDATE_REQUIRED}
 
 
 class Router:
@@ -65,11 +72,13 @@ class Router:
         self._lock = anyio.Lock()
         self._tg: anyio.abc.TaskGroup | None = None
         self.idle = IdleUnloader(self.fleet, self._lock)
+        self.auto_evictor = AutoEvictor(settings, self.fleet, self._lock)
 
     async def __aenter__(self) -> Router:
         self._tg = self.fleet.task_group = anyio.create_task_group()
         await self._tg.__aenter__()
         self._tg.start_soon(self.idle.run)
+        self._tg.start_soon(self.auto_evictor.run)
         return self
 
     async def __aexit__(
@@ -209,9 +218,9 @@ class Router:
             current, name = self.loaded(found.model.name), found.model.name
             pin = self.pins.for_load(found, current is not None, pinned, request, manage)
             if current is not None and not found.reload:
-                if pinned is not None:
-                    current.pinned = pinned
-                    self.pins.set(name, pinned)
+                self.pins.set(name, pin)
+                if explicit:  # its auto-eviction options change without a reload
+                    current.residency = found.residency
                 current.last_used = time.monotonic()
                 return current
             refusals.check_plan(found)
@@ -219,7 +228,7 @@ class Router:
                 self.admission.check_cooldown(name)
             assert self._tg is not None
             try:
-                server = await self.launcher.execute(found, pin, self._tg)
+                server = await self.launcher.execute(found, self.pins, self._tg)
             except StartError as exc:
                 refusal = self.admission.failed_start(name, exc)
                 self.fleet.history.record(name, ModelEventKind.LOAD_FAILED, str(refusal))
@@ -247,3 +256,53 @@ class Router:
         async with self._lock:
             self.pins.clear()
             await self.fleet.evict_all("unload all")
+
+    def runtime(self) -> RuntimeConfig:
+        """The run-time settings in force (:mod:`~lemoncore.serving.runtime`)."""
+        return RuntimeConfig.of(self.settings)
+
+    async def configure(self, change: RuntimeChange) -> RuntimePlan:
+        """Apply ``change`` without a restart, under the load lock: the settings the
+        router, the planner and the API read change in place, the llama.cpp section new
+        loads use is replaced, the log level is set, and the evictions
+        :func:`~lemoncore.serving.runtime.plan_change` implies are carried out (a
+        ``ValueError`` refuses the whole change)."""
+        async with self._lock:
+            recipe = self.plugins.registry.recipes.get("llamacpp")
+            names: dict[str, str] = {}
+            if recipe is not None and change.llamacpp_backend is not None:
+                await self.backends.refresh_statuses()
+                names = {
+                    s.backend.name: "" if s.state in USABLE else f"{s.state.value}: {s.message}"
+                    for s in self.backends.cached_statuses(recipe)
+                }
+            section = dict(self.settings.recipes.get("llamacpp", {}))
+            found = plan_change(self.runtime(), change, self.fleet.residents(), section, names)
+            config = found.config
+            self.settings.max_loaded_models = config.max_loaded_models
+            self.settings.eviction = config.eviction
+            if found.llamacpp_section is not None:
+                self.settings.recipes["llamacpp"] = dict(found.llamacpp_section)
+                self.backends.reconfigure("llamacpp", self.settings.recipes["llamacpp"])
+            if config.log_level != self.settings.log_level:
+                self.settings.log_level = config.log_level
+                level = logging.getLevelNamesMapping()[config.log_level.upper()]
+                structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(level))
+            await self.fleet.carry_out(found.evict)
+        self.idle.wake()
+        return found
+
+    def set_pin(self, name: str, pinned: bool) -> LoadedServer:
+        """Pin or unpin loaded model ``name`` (Lemonade's ``/internal/pin``,
+        ``Router::set_model_pinned``: a model that is not loaded is a 404 here)."""
+        server = self.loaded(name)
+        if server is None:
+            raise refusals.not_loaded(name)
+        self.pins.set(server.model.name, pinned)
+        self.idle.wake()
+        return server
+
+    async def evaluate_eviction(self, used: float | None) -> Decision:
+        """One auto-eviction pass now with ``used`` memory (a fraction; below 0 or
+        ``None``: idle only), as Lemonade's ``/internal/simulate-vram-pressure``."""
+        return await self.auto_evictor.evaluate(used)

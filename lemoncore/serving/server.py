@@ -1,13 +1,15 @@
 """The record of a running server (:class:`LoadedServer`): the process, the client to
 it, the decisions made when it was loaded, and the counts the router keeps on it. The
 bottom of the serving layer: of serving it imports only the policy's plain
-:class:`~lemoncore.serving.eviction.Resident` (which imports nothing from serving), so
+:class:`~lemoncore.serving.eviction.Resident` and ``Residency`` (which import nothing from
+serving), so
 every other part may import it."""
 
 from __future__ import annotations
 
 import math
 import time
+from collections.abc import Container
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,7 +18,7 @@ import httpx
 
 from lemoncore.launch import Runner
 from lemoncore.recipes import Backend, Device, ModelInfo, Recipe, SlotPolicy
-from lemoncore.serving.eviction import Resident
+from lemoncore.serving.eviction import Residency, Resident
 
 
 @dataclass
@@ -32,7 +34,7 @@ class LoadedServer:
     policy: SlotPolicy
     process: Runner
     client: httpx.AsyncClient
-    pinned: bool = False
+    pins: Container[str] = frozenset()  # the router's pins: a pin is the model's, not ours
     in_flight: int = 0
     queued: int = 0
     failures: int = 0  # consecutive failed requests
@@ -42,6 +44,14 @@ class LoadedServer:
     answered: bool = False  # a request has ended since it was loaded
     drained: anyio.Event = field(default_factory=anyio.Event)
     gate: anyio.Semaphore | None = None  # the backend's max_concurrency, when it has one
+    residency: Residency = field(default_factory=Residency)  # its auto-eviction options
+    load_seconds: float = 1.0  # how long its start took
+
+    @property
+    def pinned(self) -> bool:
+        """Whether an administrator pinned this model: read from the router's pins, so a
+        server started after a crash, a wedge or a reload shows the pin the model has."""
+        return self.model.name in self.pins
 
     def resident(self) -> Resident:
         return Resident(
@@ -56,4 +66,7 @@ class LoadedServer:
             self.keep_alive,
             self.workers,
             self.answered,
+            self.process.peak_memory(),
+            self.load_seconds,
+            self.residency,
         )

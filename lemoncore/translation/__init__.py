@@ -18,17 +18,19 @@ from typing import Any, Protocol, cast
 
 from lemoncore.serving.sse import DONE, DataLines, error_message
 from lemoncore.translation import anthropic, responses
+from lemoncore.translation.walk import error_status
 from lemoncore.translation.wire import ChatChunk, ChatCompletion, ChatRequest
 
 CHAT = "/v1/chat/completions"
 
 
 class StreamTranslator(Protocol):
-    """Turns one chat stream into another API's events (SSE bytes)."""
+    """Turns one chat stream into another API's events (SSE bytes); :meth:`fail` ends
+    it with an error whose HTTP status would have been ``status``."""
 
     def feed(self, chunk: ChatChunk) -> bytes: ...
     def finish(self) -> bytes: ...
-    def fail(self, message: str) -> bytes: ...
+    def fail(self, message: str, status: int = ...) -> bytes: ...
 
 
 @dataclass(frozen=True)
@@ -87,7 +89,8 @@ class TranslatedFraming:
                 out += self.end()
             elif (message := error_message(event)) is not None:
                 self.error = True
-                out += self.fail(f"backend error: {message}")
+                assert isinstance(event, dict)  # error_message reads only objects
+                out += self.fail(f"backend error: {message}", error_status(event["error"]))
             elif isinstance(event, dict):  # a JSON object, read as a chunk (with get)
                 out += self.translator.feed(cast("ChatChunk", event))
         return out
@@ -105,7 +108,9 @@ class TranslatedFraming:
         type_: str = "backend_error",
         code: str = "backend_error",
     ) -> bytes:
+        """The translator's error event, typed by ``status`` where its API types errors
+        (Anthropic's); ``type_`` and ``code`` are OpenAI's and not used."""
         if self.ended:
             return b""
         self.ended = True
-        return self.translator.fail(message)
+        return self.translator.fail(message, status)

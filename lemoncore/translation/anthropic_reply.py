@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import uuid
 
+from lemoncore.api.shapes import anthropic_type
 from lemoncore.errors import LemonError
 from lemoncore.translation.client_wire import (
     AnthropicMessage,
@@ -19,7 +20,7 @@ from lemoncore.translation.client_wire import (
     StopReason,
     TokensCount,
 )
-from lemoncore.translation.walk import ChunkWalk
+from lemoncore.translation.walk import BACKEND_FAILED, ChunkWalk
 from lemoncore.translation.wire import (
     ChatChunk,
     ChatCompletion,
@@ -258,7 +259,14 @@ class MessagesStream(ChunkWalk):
             + _event({"type": "message_stop"})
         )
 
-    def fail(self, message: str) -> bytes:
-        """Anthropic's ``error`` event; nothing follows it."""
+    def fail(self, message: str, status: int = BACKEND_FAILED) -> bytes:
+        """Anthropic's ``error`` event, the error's body as its API answers it (the type
+        the HTTP ``status`` would have: ``invalid_request_error`` for a 400,
+        ``overloaded_error`` for a 503, ...); nothing follows it, no ``message_stop``
+        (Anthropic's streaming docs, "Error events"; Lemonade's
+        ``stream_openai_sse_to_anthropic_sse`` in ``src/cpp/server/anthropic_api.cpp``
+        likewise ends the stream there)."""
         self._done = True
-        return _event({"type": "error", "error": {"type": "api_error", "message": message}})
+        return _event(
+            {"type": "error", "error": {"type": anthropic_type(status), "message": message}}
+        )

@@ -322,9 +322,11 @@ class MessageStopEvent(TypedDict):
 
 
 class APIErrorObject(TypedDict):
-    """``APIErrorObject`` (``shared/api_error_object.py``)."""
+    """One of ``ErrorObject`` (``shared/error_object.py``): ``type`` is the one the HTTP
+    status would have (:func:`lemoncore.api.shapes.anthropic_type`; ``shared/
+    error_type.py`` lists them), ``api_error`` for a failed engine."""
 
-    type: Literal["api_error"]
+    type: str
     message: str
 
 

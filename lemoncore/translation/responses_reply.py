@@ -21,7 +21,7 @@ from lemoncore.translation.client_wire import (
     ResponsesEvent,
     ResponseUsage,
 )
-from lemoncore.translation.walk import ChunkWalk
+from lemoncore.translation.walk import BACKEND_FAILED, ChunkWalk
 from lemoncore.translation.wire import (
     ChatChunk,
     ChatCompletion,
@@ -342,8 +342,9 @@ class ResponsesStream(ChunkWalk):
             }
         )
 
-    def fail(self, message: str) -> bytes:
-        """The Responses API's ``error`` event; nothing follows it."""
+    def fail(self, message: str, status: int = BACKEND_FAILED) -> bytes:
+        """The Responses API's ``error`` event, code ``server_error`` (``status`` is not
+        used); nothing follows it."""
         self._done = True
         return self._event(
             {

@@ -122,8 +122,12 @@ def show(
 ) -> dict[str, Any]:
     """``/api/show``: details, capabilities (:mod:`.capabilities`: from the model and
     its file), the chat template (a Jinja template, as the GGUF
-    carries it; Ollama's own are Go templates), the parameters and a Modelfile naming
-    the checkpoint; ``model_info`` has the GGUF metadata, arrays as ``[]``."""
+    carries it; Ollama's own are Go templates), the parameters (``options``: those a
+    load uses) and a Modelfile naming the checkpoint; ``model_info`` has the GGUF
+    metadata, arrays as ``[]``, and ``<recipe>.context_length``, the context a load
+    gives it, when known (Lemonade's key: ``OllamaApi::handle_show`` in
+    ``src/cpp/server/ollama_api.cpp``; Ollama's ``<architecture>.context_length`` is
+    the GGUF's, the context the model was trained with)."""
     metadata = facts.metadata if facts else {}
     template = _text(metadata, "tokenizer.chat_template")
     params = parameters(options)
@@ -141,7 +145,8 @@ def show(
             k: [] if isinstance(v, Array) else v
             for k, v in metadata.items()
             if k != "tokenizer.chat_template"
-        },
+        }
+        | _loaded_context(model, options),
         "capabilities": capabilities(model, metadata),
     }
     if license_ := _text(metadata, "general.license"):
@@ -149,6 +154,11 @@ def show(
     if facts is not None:
         reply["modified_at"] = facts.modified.isoformat()
     return reply
+
+
+def _loaded_context(model: ModelInfo, options: Mapping[str, Any]) -> dict[str, int]:
+    ctx = options.get("ctx_size")
+    return {f"{model.recipe}.context_length": ctx} if isinstance(ctx, int) and ctx > 0 else {}
 
 
 def context_length(options: Mapping[str, Any], metadata: Mapping[str, Value | Array]) -> int:

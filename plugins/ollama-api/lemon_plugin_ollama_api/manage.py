@@ -51,9 +51,24 @@ async def heartbeat(request: Request) -> Response:
     return PlainTextResponse("Ollama is running")
 
 
+# The Ollama release whose API this plugin serves, as Ollama's clients read /api/version
+# (they compare it with the release that brought a feature): v0.16.1
+# (github.com/ollama/ollama/releases/tag/v0.16.1), what Lemonade Server reports too
+# (src/cpp/server/ollama_api.cpp, OllamaApi::handle_version).
+OLLAMA_VERSION = "0.16.1"
+
+
 async def api_version(request: Request) -> Response:
-    """This plugin's version (Ollama's clients show it), and lemoncore's."""
-    return JSONResponse({"version": _version(DISTRIBUTION), "lemoncore": _version("lemoncore")})
+    """The Ollama version served (:data:`OLLAMA_VERSION`); lemoncore's and this plugin's
+    own versions in fields Ollama's clients ignore (the Go client decodes ``version``
+    alone: ollama/ollama api/client.go ``Client.Version``)."""
+    return JSONResponse(
+        {
+            "version": OLLAMA_VERSION,
+            "lemoncore": _version("lemoncore"),
+            "lemon_plugin_ollama_api": _version(DISTRIBUTION),
+        }
+    )
 
 
 def _version(distribution: str) -> str:

@@ -143,6 +143,11 @@ def test_listing_show_and_running(tmp_path: Path) -> None:
     assert shown["model_info"]["tokenizer.ggml.tokens"] == []
     assert "tokenizer.chat_template" not in shown["model_info"]
     assert show(m, None, {})["model_info"] == {}  # not downloaded: what is registered
+    # the context a load gives it, under the recipe's name (Lemonade's key), beside the
+    # GGUF's trained one under its architecture's
+    assert shown["model_info"]["llamacpp.context_length"] == 2048
+    assert shown["model_info"]["qwen3.context_length"] == 40960
+    assert show(m, None, {"ctx_size": 0})["model_info"] == {}  # 0: the model's own
 
     now = datetime(2026, 1, 1, tzinfo=UTC)
     ps = running(m, facts, {"ctx_size": 0}, 123_456, on_gpu=False, expires_at=now)

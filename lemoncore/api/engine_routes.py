@@ -1,0 +1,73 @@
+"""Lemonade Server's llama.cpp routes under ``/api/v1`` and ``/v1``: ``POST /tokenize``
+(the routed ``/tokenize``, its ``model`` optional) and ``GET /slots``, each answered by
+the named model or, without one, the loaded model used last, as Lemonade's
+``Server::handle_tokenize`` and ``Server::handle_slots`` (``src/cpp/server/server.cpp``)
+send them to its loaded model. With no model named and none loaded: a 400."""
+
+from __future__ import annotations
+
+import httpx
+from starlette.requests import Request
+from starlette.responses import Response
+
+from lemoncore.api import bodies
+from lemoncore.api.errors import ApiError, json_object
+from lemoncore.api.inference import infer_json
+from lemoncore.api.upstream import backend_response
+from lemoncore.core import Core
+from lemoncore.recipes import ModelType
+from lemoncore.serving.server import LoadedServer
+
+TOKENIZE = "/tokenize"
+
+
+def last_used(core: Core, what: str) -> LoadedServer:
+    """The loaded LLM used last; a 400 saying ``what`` needs one when none is."""
+    servers = [s for s in core.router.servers.values() if s.model.model_type is ModelType.LLM]
+    if not servers:
+        raise ApiError(
+            f"no model is loaded for {what}: name one in 'model' (GET /v1/models lists "
+            "them), or load one with POST /api/v1/load",
+            code="no_model_loaded",
+            param="model",
+        )
+    return max(servers, key=lambda s: s.last_used)
+
+
+async def tokenize(request: Request) -> Response:
+    """``POST /api/v1/tokenize``: the routed ``/tokenize``; without ``model``, the loaded
+    model used last tokenizes."""
+    core: Core = request.app.state.core
+    endpoint = core.plugins.registry.endpoints[TOKENIZE]
+    body = await json_object(request)
+    if body.get("model") is None:
+        body["model"] = last_used(core, "tokenization").model.name
+    return await infer_json(request, endpoint, bodies.body_of(endpoint), body)
+
+
+async def slots(request: Request) -> Response:
+    """``GET /api/v1/slots[?model=M]``: the engine's ``GET /slots`` (llama-server's slot
+    states), passed through."""
+    core: Core = request.app.state.core
+    name = request.query_params.get("model")
+    if name:
+        server = core.router.loaded(bodies.checked_name(name))
+        if server is None:
+            raise ApiError(
+                f"model {name!r} is not loaded; load it with POST /api/v1/load",
+                404,
+                code="model_not_loaded",
+                param="model",
+            )
+    else:
+        server = last_used(core, "the slots query")
+    try:
+        upstream = await server.client.get("/slots")
+    except httpx.HTTPError as exc:
+        raise ApiError(
+            f"backend error: {server.model.name}'s engine did not answer GET /slots ({exc})",
+            502,
+            "backend_error",
+            "backend_error",
+        ) from exc
+    return backend_response(upstream, request.scope)

@@ -1,0 +1,74 @@
+"""Auto-eviction (Lemonade's EvictionEngine, src/cpp/server/eviction_engine.cpp): every
+``eviction.interval`` seconds, while auto-eviction can apply (the global ``auto_evict``,
+or a loaded server that opted in), the host's memory is read and
+:func:`~lemoncore.serving.eviction.auto_evict` decides what goes, again under the
+router's load lock; :meth:`AutoEvictor.evaluate` runs one pass at once with a given
+used fraction (Lemonade's ``/internal/simulate-vram-pressure``; -1: idle only).
+
+lemoncore measures host memory (psutil), which is what its CPU and unified-memory
+engines use; each server's share is what its process reports (peak RSS)."""
+
+from __future__ import annotations
+
+import time
+
+import anyio
+import psutil
+import structlog
+
+from lemoncore.serving.eviction import Decision, Memory, auto_evict
+from lemoncore.serving.fleet import Fleet
+from lemoncore.settings import Settings
+
+log = structlog.get_logger("lemoncore.serving.autoevict")
+
+
+def host_memory() -> Memory:
+    """The host's used memory now (blocking: run in a thread)."""
+    vm = psutil.virtual_memory()
+    return Memory((vm.total - vm.available) / vm.total, vm.total)
+
+
+class AutoEvictor:
+    """Evicts through ``fleet`` under ``lock`` (the router's load lock), as ``settings``
+    say now (they may change at run time)."""
+
+    def __init__(self, settings: Settings, fleet: Fleet, lock: anyio.Lock) -> None:
+        self.settings, self.fleet, self.lock = settings, fleet, lock
+
+    def active(self) -> bool:
+        """Whether any loaded server may be auto-evicted."""
+        default = self.settings.eviction.auto_evict
+        return any(
+            default if r.residency.auto_evict is None else r.residency.auto_evict
+            for r in self.fleet.residents()
+        )
+
+    async def evaluate(self, used: float | None, measured: Memory | None = None) -> Decision:
+        """One pass: ``used`` a fraction (``None`` or below 0: idle only), or the
+        ``measured`` memory; decided and carried out under the lock."""
+        memory = measured or (None if used is None or used < 0 else Memory(used))
+        async with self.lock:
+            eviction = self.settings.eviction
+            decision = auto_evict(
+                self.fleet.residents(),
+                time.monotonic(),
+                eviction.auto_evict,
+                memory,
+                eviction.auto_evict_threshold_pct,
+            )
+            for order in decision.evict:
+                if (server := self.fleet.servers.get(order.name)) is not None:
+                    try:
+                        await self.fleet.evict(server, order)
+                    except Exception:  # out of service already: log, go on
+                        log.exception("auto-eviction failed", model=order.name)
+        return decision
+
+    async def run(self) -> None:
+        """Evaluate every ``interval`` seconds while :meth:`active`; runs until
+        cancelled."""
+        while True:
+            await anyio.sleep(self.settings.eviction.interval)
+            if self.active():
+                await self.evaluate(None, await anyio.to_thread.run_sync(host_memory))
