@@ -99,6 +99,16 @@ class Gateway:
         """The loaded models, as ``/api/v1/health`` lists them."""
         return loaded_models(self._core)
 
+    async def load_options(self, name: str) -> dict[str, Any]:
+        """The recipe options a load of ``name`` by a request would use now (model
+        defaults < saved < configured, as :meth:`ensure_loaded` plans them); its catalogue
+        ``recipe_options`` when no load can be planned (a backend not installed, a bad
+        saved option: the load itself says why)."""
+        try:
+            return dict((await self._core.router.plan(name, explicit=False)).options)
+        except LemonError:
+            return dict(self.model(name).recipe_options)
+
     async def load(
         self,
         name: str,

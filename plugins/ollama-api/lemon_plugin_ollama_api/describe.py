@@ -108,11 +108,10 @@ def listing(model: ModelInfo, facts: FileFacts) -> dict[str, Any]:
     }
 
 
-def parameters(options: Mapping[str, Any]) -> str:
-    """Ollama's ``parameters`` text from lemoncore options: ``num_ctx`` is
-    ``ctx_size`` (0 is the model's own context, so none is given)."""
-    ctx = options.get("ctx_size")
-    return f"num_ctx {ctx}" if isinstance(ctx, int) and ctx > 0 else ""
+def parameters(context: int) -> str:
+    """Ollama's ``parameters`` text: ``num_ctx``, the context a load gives the model
+    (:func:`context_length`), none when unknown."""
+    return f"num_ctx {context}" if context > 0 else ""
 
 
 def show(
@@ -121,16 +120,18 @@ def show(
     options: Mapping[str, Any],
 ) -> dict[str, Any]:
     """``/api/show``: details, capabilities (:mod:`.capabilities`: from the model and
-    its file), the chat template (a Jinja template, as the GGUF
-    carries it; Ollama's own are Go templates), the parameters (``options``: those a
-    load uses) and a Modelfile naming the checkpoint; ``model_info`` has the GGUF
-    metadata, arrays as ``[]``, and ``<recipe>.context_length``, the context a load
-    gives it, when known (Lemonade's key: ``OllamaApi::handle_show`` in
-    ``src/cpp/server/ollama_api.cpp``; Ollama's ``<architecture>.context_length`` is
-    the GGUF's, the context the model was trained with)."""
+    its file), the chat template (a Jinja template, as the GGUF carries it; Ollama's own
+    are Go templates), the parameters (``options``: those a load uses; ``num_ctx`` is the
+    context it gets, the GGUF's own when ``ctx_size`` is 0) and a Modelfile naming the
+    checkpoint; ``model_info`` has the GGUF metadata, arrays as ``[]``, and
+    ``<recipe>.context_length``, that same context, when known (Lemonade's key:
+    ``OllamaApi::handle_show`` in ``src/cpp/server/ollama_api.cpp``; Ollama's
+    ``<architecture>.context_length`` is the GGUF's, the context the model was trained
+    with)."""
     metadata = facts.metadata if facts else {}
     template = _text(metadata, "tokenizer.chat_template")
-    params = parameters(options)
+    context = context_length(options, metadata)
+    params = parameters(context)
     modelfile = [f"# Modelfile of lemoncore's model {model.name}", f"FROM {model.checkpoint}"]
     if template:
         modelfile.append(f'TEMPLATE """{template}"""')
@@ -146,7 +147,7 @@ def show(
             for k, v in metadata.items()
             if k != "tokenizer.chat_template"
         }
-        | _loaded_context(model, options),
+        | ({f"{model.recipe}.context_length": context} if context > 0 else {}),
         "capabilities": capabilities(model, metadata),
     }
     if license_ := _text(metadata, "general.license"):
@@ -154,11 +155,6 @@ def show(
     if facts is not None:
         reply["modified_at"] = facts.modified.isoformat()
     return reply
-
-
-def _loaded_context(model: ModelInfo, options: Mapping[str, Any]) -> dict[str, int]:
-    ctx = options.get("ctx_size")
-    return {f"{model.recipe}.context_length": ctx} if isinstance(ctx, int) and ctx > 0 else {}
 
 
 def context_length(options: Mapping[str, Any], metadata: Mapping[str, Value | Array]) -> int:

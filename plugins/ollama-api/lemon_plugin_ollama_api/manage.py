@@ -140,19 +140,16 @@ async def ps(request: Request) -> Response:
 
 @ollama_errors
 async def show(request: Request) -> Response:
-    """A model's details, template, parameters and capabilities; a model not downloaded
+    """A model's details, template, parameters and capabilities: with the options it
+    runs with, or (not loaded) those its next load would use; a model not downloaded
     yet is shown from what its registration says."""
     body = parse(ShowBody, await request.body())
     gateway = Gateway.of(request)
     model = find(gateway, body.target)
     options = loaded_options(gateway, model.name)
-    return JSONResponse(
-        described(
-            model,
-            await facts_of(gateway, model),
-            options if options is not None else model.recipe_options,
-        )
-    )
+    if options is None:
+        options = await gateway.load_options(model.name)
+    return JSONResponse(described(model, await facts_of(gateway, model), options))
 
 
 async def pulling(gateway: Gateway, model: ModelInfo) -> AsyncIterator[Line]:

@@ -148,6 +148,9 @@ def test_listing_show_and_running(tmp_path: Path) -> None:
     assert shown["model_info"]["llamacpp.context_length"] == 2048
     assert shown["model_info"]["qwen3.context_length"] == 40960
     assert show(m, None, {"ctx_size": 0})["model_info"] == {}  # 0: the model's own
+    own = show(m, facts, {"ctx_size": 0})  # the model's own: the GGUF's trained context
+    assert own["parameters"] == "num_ctx 40960"
+    assert own["model_info"]["llamacpp.context_length"] == 40960
 
     now = datetime(2026, 1, 1, tzinfo=UTC)
     ps = running(m, facts, {"ctx_size": 0}, 123_456, on_gpu=False, expires_at=now)

