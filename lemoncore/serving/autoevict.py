@@ -13,7 +13,6 @@ from __future__ import annotations
 import time
 
 import anyio
-import psutil
 import structlog
 
 from lemoncore.serving.eviction import Decision, Memory, auto_evict
@@ -25,6 +24,8 @@ log = structlog.get_logger("lemoncore.serving.autoevict")
 
 def host_memory() -> Memory:
     """The host's used memory now (blocking: run in a thread)."""
+    import psutil  # imported when used: the core imports without it working
+
     vm = psutil.virtual_memory()
     return Memory((vm.total - vm.available) / vm.total, vm.total)
 
