@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import json
 import os
 import re
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, SimpleHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 import httpx
@@ -140,7 +141,10 @@ def _serving(handler: Callable[..., BaseHTTPRequestHandler]) -> Iterator[str]:
 class _HubHandler(BaseHTTPRequestHandler):
     """The two requests ``huggingface_hub`` makes for a file: HEAD and GET on
     ``/{owner}/{repo}/resolve/{revision}/{file}``; every revision serves the same files
-    and reports one commit, as a snapshot does."""
+    and reports one commit, as a snapshot does. And a repository's recursive file list
+    (``HfApi.list_repo_tree``: GET ``/api/models/{owner}/{repo}/tree/{revision}``, one
+    page of files and folders; an unknown repo a 404 with ``X-Error-Code: RepoNotFound``,
+    which huggingface_hub's ``hf_raise_for_status`` makes ``RepositoryNotFoundError``)."""
 
     files: Mapping[str, bytes] = {}
 
@@ -161,8 +165,31 @@ class _HubHandler(BaseHTTPRequestHandler):
         self._head()
 
     def do_GET(self) -> None:
-        if (data := self._head()) is not None:
+        if (tree := re.match(r"^/api/models/([^/]+/[^/]+)/tree/", self.path)) is not None:
+            self._tree(tree.group(1))
+        elif (data := self._head()) is not None:
             self.wfile.write(data)
+
+    def _tree(self, repo: str) -> None:
+        paths = [p.removeprefix(f"{repo}/") for p in self.files if p.startswith(f"{repo}/")]
+        if not paths:
+            self.send_response(404)
+            self.send_header("X-Error-Code", "RepoNotFound")
+            self.end_headers()
+            return
+        folders = {str(parent) for p in paths for parent in PurePosixPath(p).parents} - {"."}
+        entries: list[dict[str, object]] = [
+            {"type": "directory", "path": f, "oid": "d" * 40} for f in sorted(folders)
+        ]
+        for path in sorted(paths):
+            data = self.files[f"{repo}/{path}"]
+            entries.append({"type": "file", "path": path, "size": len(data), "oid": "f" * 40})
+        body = json.dumps(entries).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
 
     def log_message(self, format: str, *args: object) -> None:
         pass

@@ -25,6 +25,7 @@ from pydantic import (
     TypeAdapter,
     ValidationError,
     create_model,
+    model_validator,
 )
 from pydantic.config import JsonDict
 from pydantic.json_schema import SkipJsonSchema
@@ -140,8 +141,14 @@ class PullBody(Body):
     )
     checkpoint: CheckpointText | None = Field(
         None,
-        description="`owner/repo:file.gguf` (Hugging Face), "
+        description="`owner/repo:file.gguf` (Hugging Face; or Lemonade's "
+        "`owner/repo:VARIANT`, such as `:Q4_0`, a shard folder or `*`), "
         "`file:/abs/path.gguf` or `pkg:package/path.gguf`; registers the model",
+    )
+    checkpoints: dict[str, CheckpointText] = Field(
+        {},
+        description="Lemonade's form: `main` is `checkpoint`; `mmproj`, a file of the same "
+        "repository (`owner/repo:file` or `file`), is added to `files`",
     )
     recipe: str = Field("", description="The recipe that runs it (with `checkpoint`)")
     labels: list[str] = Field(
@@ -172,6 +179,37 @@ class PullBody(Body):
     stream: bool = Field(
         False, description="Answer an SSE stream of `progress` events, then `complete` or `error`"
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _lemonade_checkpoints(cls, data: Any) -> Any:
+        """Lemonade's ``checkpoints`` folded into ``checkpoint`` and ``files`` (then
+        validated as those are); a 400 for ``checkpoints`` when they cannot be."""
+        given = data.get("checkpoints") if isinstance(data, Mapping) else None
+        if not given or not isinstance(given, Mapping):
+            return data
+        if unknown := sorted(set(given) - {"main", "mmproj"}):
+            raise ApiError(
+                f"checkpoints {unknown}: lemoncore's recipes take `main` and `mmproj` only",
+                param="checkpoints",
+            )
+        main, mmproj = given.get("main", data.get("checkpoint")), given.get("mmproj")
+        if not isinstance(main, str) or data.get("checkpoint") not in (None, main):
+            raise ApiError(
+                "give the model's checkpoint once, as a string: `checkpoint` or `checkpoints.main`",
+                param="checkpoints",
+            )
+        folded = {**data, "checkpoint": main}
+        if mmproj is not None:
+            repo, sep, file = mmproj.rpartition(":") if isinstance(mmproj, str) else ("", "", "")
+            if not file or (sep and repo != main.partition(":")[0]):
+                raise ApiError(
+                    f"checkpoints.mmproj {mmproj!r} is not a file of {main.partition(':')[0]}",
+                    param="checkpoints",
+                )
+            files = data.get("files", [])
+            folded["files"] = [*files, file] if isinstance(files, list) else files
+        return folded
 
 
 class DeleteBody(Body):

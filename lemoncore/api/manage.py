@@ -88,7 +88,7 @@ async def unload(request: Request) -> Response:
     return reply(replies.Done(message="unloaded all models"))
 
 
-def _pull_target(core: Core, body: bodies.PullBody) -> ModelInfo:
+async def _pull_target(core: Core, body: bodies.PullBody) -> ModelInfo:
     name = body.model_name
     if body.checkpoint is None:
         existing = core.models.get(name)
@@ -131,6 +131,7 @@ def _pull_target(core: Core, body: bodies.PullBody) -> ModelInfo:
         section=f"recipes.{recipe.name}",
         allowed_flags=granted_flags(core.backends.configuration(recipe)),
     )
+    model = await core.models.resolve(model)
     core.models.register(model)
     return model
 
@@ -139,7 +140,7 @@ async def pull(request: Request) -> Response:
     core: Core = request.app.state.core
     body = parse(bodies.PullBody, await json_object(request))
     new = core.models.get(body.model_name) is None
-    model = _pull_target(core, body)
+    model = await _pull_target(core, body)
 
     async def run(progress: ProgressCallback | None) -> replies.PullResult:
         try:

@@ -157,9 +157,8 @@ def cmd_pull(args: argparse.Namespace) -> int:
     core = core_from(args)
     try:
         if args.checkpoint:
-            core.models.register(
-                ModelInfo(name=args.name, recipe=args.recipe, checkpoint=args.checkpoint)
-            )
+            given = ModelInfo(name=args.name, recipe=args.recipe, checkpoint=args.checkpoint)
+            core.models.register(anyio.run(core.models.resolve, given))
         model = core.models.get(args.name)
         if model is None:
             raise ModelError(f"unknown model {args.name!r}; give --checkpoint and --recipe")

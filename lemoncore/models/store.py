@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import anyio
 import huggingface_hub
 import structlog
 from huggingface_hub import constants as hf_constants
@@ -28,9 +29,13 @@ from lemoncore.models.checkpoints import (
     snapshot_revision,
 )
 from lemoncore.models.download import download
+from lemoncore.models.variants import resolve_checkpoint
 from lemoncore.recipes import ModelInfo
 
 log = structlog.get_logger("lemoncore.models")
+
+# Lemonade's name prefixes for where a model comes from (docs/models.md there)
+SOURCE_PREFIXES = ("user", "builtin")
 
 
 class ModelStore:
@@ -74,13 +79,37 @@ class ModelStore:
         return {**{n: m for n, m in self.declared().items() if n not in aliases}, **own}
 
     def get(self, name: str) -> ModelInfo | None:
+        """The model ``name`` names (an alias too; ``:latest`` ignored). Lemonade's source
+        prefixes pick one source: ``user.X`` a registered model, ``builtin.X`` a
+        catalogue or declared one."""
         name = name.removesuffix(":latest")
+        source, _, rest = name.partition(".")
+        if rest and source in SOURCE_PREFIXES:
+            own = self._user if source == "user" else {**self.declared(), **self.catalogue}
+            found = own.get(rest) or next((m for m in own.values() if rest in m.aliases), None)
+            return found
         models = self.all()
         if name in models:
             return models[name]
         return next((m for m in models.values() if name in m.aliases), None)
 
+    async def resolve(self, model: ModelInfo) -> ModelInfo:
+        """``model`` as it registers: a Lemonade ``owner/repo:VARIANT`` checkpoint made the
+        file it names and the shards beside it (:mod:`~lemoncore.models.variants`: the
+        hub's file list, the cache's when offline); ``user.X`` named ``X``."""
+        checkpoint, files = await anyio.to_thread.run_sync(
+            resolve_checkpoint, model.checkpoint, model.files, self.offline
+        )
+        name = model.name.removeprefix("user.")
+        return model.model_copy(update={"name": name, "checkpoint": checkpoint, "files": files})
+
     def register(self, model: ModelInfo) -> None:
+        if model.name.partition(".")[0] in SOURCE_PREFIXES:
+            raise ModelError(
+                f"{model.name!r}: {', '.join(p + '.' for p in SOURCE_PREFIXES)} name where a "
+                "model comes from; register it without the prefix",
+                param="model_name",
+            )
         if model.name in self.catalogue:
             raise ModelError(f"{model.name!r} is a catalogue model; choose another name")
         cp = Checkpoint.parse(model.checkpoint)
@@ -165,14 +194,16 @@ class ModelStore:
         return path if path is not None and path.is_file() else None
 
     def checkpoint_dir(self, model: ModelInfo) -> tuple[Path | None, tuple[Path, ...]]:
-        """The directory holding the checkpoint as named (an HF snapshot, the file's
+        """The directory holding the checkpoint as named (an HF snapshot's root, the file's
         folder, the package folder), for engines that read files beside it; and the
         resolved directories any such file must lie in."""
         cp = Checkpoint.parse(model.checkpoint)
         roots = tuple(root.resolve() for root in self.roots())
         if cp.kind == "hf":
             found = huggingface_hub.try_to_load_from_cache(cp.location, cp.filename)
-            return (Path(found).parent if isinstance(found, str) else None), roots
+            if not isinstance(found, str):
+                return None, roots
+            return Path(found).parents[len(Path(cp.filename).parts) - 1], roots
         if cp.kind == "pkg":
             path = pkg_path(cp.location)
             return (None, roots) if path is None else (path.parent, (*roots, path.parent))

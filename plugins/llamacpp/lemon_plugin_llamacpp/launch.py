@@ -141,6 +141,21 @@ def refuse_unapplicable(backend: str, args: list[str]) -> list[str]:
     return args
 
 
+def mmproj(model: ModelInfo, context: LaunchContext) -> Path | None:
+    """The model's multimodal projector: the first of its ``files`` with ``mmproj`` in
+    its name, beside the checkpoint (as Lemonade finds it); ``None`` when it has none.
+    LaunchRefused when it is missing or resolves outside the model directories."""
+    name = next((f for f in model.files if "mmproj" in f.lower()), None)
+    if name is None:
+        return None
+    found = (context.model_dir / name).resolve() if context.model_dir else None
+    if found is None or not found.is_file():
+        raise LaunchRefused(f"{model.name}: its mmproj {name} is not downloaded; pull the model")
+    if not any(found.is_relative_to(root) for root in context.model_roots):
+        raise LaunchRefused(f"{model.name}: {name} resolves outside the model directories")
+    return found
+
+
 def server_args(model: ModelInfo, context: LaunchContext) -> list[str]:
     """llama-server's arguments (after the program) for ``model``: what lemoncore sets,
     then the user's checked ``llamacpp_args``."""
@@ -163,6 +178,8 @@ def server_args(model: ModelInfo, context: LaunchContext) -> list[str]:
         args.append("--embeddings")
     elif model.model_type is ModelType.RERANKING:
         args.append("--reranking")
+    if projector := mmproj(model, context):
+        args += ["--mmproj", str(projector)]
     if context.rpc_workers:  # the administrator's rpc_workers: layers go to them too
         args += ["--rpc", ",".join(context.rpc_workers)]
     return args + user_args(str(opts.get("llamacpp_args") or ""))

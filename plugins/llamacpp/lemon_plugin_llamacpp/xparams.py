@@ -212,6 +212,7 @@ def _table(hw: int) -> dict[str, FlagSpec]:
     specs = [
         # lemoncore's own flags (launch.build_launch)
         FlagSpec(("-m", "--model"), lambda v: (S("model.path", v),)),  # arg.cpp:3047
+        FlagSpec(("-mm", "--mmproj"), lambda v: (S("mmproj.path", v),)),  # arg.cpp:2581
         FlagSpec(("--port",), _int("port")),
         FlagSpec(("--host",), lambda v: (S("hostnames", hosts),) if (  # arg.cpp:3333
             hosts := tuple(h.strip() for h in parse_csv_row(v) if h.strip())

@@ -110,6 +110,7 @@ CONVERSIONS: list[tuple[list[str], list[Setting]]] = [
                 "join")]),
     (["--host", '"::1",127.0.0.1'], [Setting("hostnames", ("::1", "127.0.0.1"))]),
     (["-a", " a ,b"], [Setting("model_alias", ("a", "b"), "extend")]),
+    (["--mmproj", "/m/mmproj.gguf"], [Setting("mmproj.path", "/m/mmproj.gguf")]),
 ]  # fmt: skip
 
 
