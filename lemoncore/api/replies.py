@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.responses import JSONResponse
 
 from lemoncore.installs.backend_status import BackendState, unusable
-from lemoncore.recipes import Device, DeviceKind, Format, ModelType, OptionSpec, SlotPolicy, Tier
+from lemoncore.recipes import Device, Format, ModelType, SlotPolicy, Tier
 
 if TYPE_CHECKING:
     from lemoncore.serving.planner import LoadPlan
@@ -81,6 +81,9 @@ class ModelCard(Reply):
     recipe_options: dict[str, Any] = Field(description="Its own, and those saved for it")
     context_length: int | None = Field(
         None, description="The context size it runs (or would load) with; absent: its own"
+    )
+    max_context_window: int | None = Field(
+        None, description="The context its weights were trained for (a downloaded GGUF's)"
     )
     size_bytes: int | None = Field(
         None,
@@ -316,65 +319,6 @@ class StreamError(Reply):
     """An SSE `error` event: the pull or install failed."""
 
     error: str
-
-
-class HostDeviceInfo(Reply):
-    name: str
-    family: str
-    index: int
-
-
-class SupportInfo(Reply):
-    os: list[str]
-    devices: dict[DeviceKind, list[str]]
-
-
-class BackendInfo(Reply):
-    state: BackendState
-    message: str
-    action: str = Field(description="The fix, when the backend needs one")
-    version: str
-    tier: Tier
-    format: Format
-    description: str
-    devices: list[DeviceKind]
-    support: list[SupportInfo]
-
-
-class RecipeInfo(Reply):
-    display_name: str
-    plugin: str | None
-    default_backend: str | None
-    default_device: Device
-    slot_policy: SlotPolicy
-    options: list[OptionSpec] = Field(description="Options loads and models may set")
-    backends: dict[str, BackendInfo]
-
-
-class PluginInfo(Reply):
-    name: str
-    status: Literal["loaded", "failed", "disabled"]
-    version: str
-    distribution: str
-    error: str
-    warnings: list[str]
-    recipes: list[str]
-    hooks: list[str]
-    tiers: dict[str, Tier] = Field(description="`recipe:backend` to the tier granted")
-
-
-class SystemInfo(Reply):
-    """Lemonade's keys (``SystemInfo::get_system_info_dict``), then lemoncore's."""
-
-    model_config = ConfigDict(extra="forbid", serialize_by_alias=True)
-    os_version: str = Field(alias="OS Version")
-    processor: str = Field(alias="Processor")
-    physical_memory: str = Field(alias="Physical Memory", description="As `31.25 GB`")
-    version: str
-    os: str
-    devices: dict[DeviceKind, list[HostDeviceInfo]]
-    recipes: dict[str, RecipeInfo]
-    plugins: list[PluginInfo]
 
 
 class LogEntry(Reply):

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lemoncore import __version__
-from lemoncore.api.replies import BackendInfo, SystemInfo
+from lemoncore.api.system_info import BackendInfo, SystemInfo
 from lemoncore.fieldchecks import FieldCheck
 from lemoncore.installs.record import read_record
 from lemoncore.validation.facts import BackendFacts, InstalledFacts, LockPin, Versions

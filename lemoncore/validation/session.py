@@ -13,7 +13,6 @@ import httpx
 from pydantic import BaseModel
 
 from lemoncore.api.replies import (
-    BackendInfo,
     BackendInstallResult,
     Health,
     LoadedModel,
@@ -21,8 +20,8 @@ from lemoncore.api.replies import (
     Progress,
     PullResult,
     StreamError,
-    SystemInfo,
 )
+from lemoncore.api.system_info import BackendInfo, SystemInfo
 from lemoncore.bench import Target
 from lemoncore.fieldchecks import CheckSkipped, FieldContext
 from lemoncore.settings import Settings

@@ -21,9 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from lemoncore.plugin import ModelInfo, ModelType
-
-from lemon_plugin_ollama_api.gguf import Array, Value
+from lemoncore.plugin import GgufArray, GgufValue, ModelInfo, ModelType
 
 _TOOL_LABELS = frozenset({"tools", "tool-calling"})
 
@@ -44,7 +42,7 @@ def template_has_thinking(template: str) -> bool:
     )
 
 
-def capabilities(model: ModelInfo, metadata: Mapping[str, Value | Array]) -> list[str]:
+def capabilities(model: ModelInfo, metadata: Mapping[str, GgufValue | GgufArray]) -> list[str]:
     """``model``'s capabilities, in Ollama's order, from its GGUF ``metadata`` (``{}``
     when not downloaded; see the module's docstring)."""
     if model.model_type is ModelType.EMBEDDING:
@@ -65,6 +63,6 @@ def capabilities(model: ModelInfo, metadata: Mapping[str, Value | Array]) -> lis
     ]
 
 
-def _text(metadata: Mapping[str, Value | Array], key: str) -> str:
+def _text(metadata: Mapping[str, GgufValue | GgufArray], key: str) -> str:
     value = metadata.get(key)
     return value if isinstance(value, str) else ""

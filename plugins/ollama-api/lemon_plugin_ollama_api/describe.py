@@ -13,10 +13,15 @@ from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from lemoncore.plugin import ModelInfo
+from lemoncore.plugin import (
+    GgufArray,
+    GgufValue,
+    ModelInfo,
+    read_gguf_metadata,
+    trained_context,
+)
 
 from lemon_plugin_ollama_api.capabilities import capabilities
-from lemon_plugin_ollama_api.gguf import Array, Value, read_metadata
 from lemon_plugin_ollama_api.names import ollama_name
 
 _QUANT = re.compile(
@@ -31,13 +36,15 @@ class FileFacts:
 
     size: int
     modified: datetime
-    metadata: Mapping[str, Value | Array]
+    metadata: Mapping[str, GgufValue | GgufArray]
 
 
 def file_facts(path: Path) -> FileFacts:
     """Read ``path``'s facts (blocking: call it in a worker thread)."""
     stat = path.stat()
-    return FileFacts(stat.st_size, datetime.fromtimestamp(stat.st_mtime, UTC), read_metadata(path))
+    return FileFacts(
+        stat.st_size, datetime.fromtimestamp(stat.st_mtime, UTC), read_gguf_metadata(path)
+    )
 
 
 def main_file(checkpoint: str) -> str:
@@ -58,12 +65,12 @@ def digest(model: ModelInfo) -> str:
     return hashlib.sha256(f"{model.name}\n{model.checkpoint}".encode()).hexdigest()
 
 
-def _text(metadata: Mapping[str, Value | Array], key: str) -> str:
+def _text(metadata: Mapping[str, GgufValue | GgufArray], key: str) -> str:
     value = metadata.get(key)
     return value if isinstance(value, str) else ""
 
 
-def parameter_size(model: ModelInfo, metadata: Mapping[str, Value | Array]) -> str:
+def parameter_size(model: ModelInfo, metadata: Mapping[str, GgufValue | GgufArray]) -> str:
     """``135M``, ``0.6B``: the GGUF size label, else the parameter count, else what the
     file name says; empty when none does."""
     if label := _text(metadata, "general.size_label"):
@@ -81,7 +88,7 @@ def quantization(model: ModelInfo) -> str:
     return found.group(1).upper() if found else ""
 
 
-def details(model: ModelInfo, metadata: Mapping[str, Value | Array]) -> dict[str, Any]:
+def details(model: ModelInfo, metadata: Mapping[str, GgufValue | GgufArray]) -> dict[str, Any]:
     """Ollama's ``details``: the format is the main file's extension, the family the
     GGUF architecture; what is not known is empty."""
     family = _text(metadata, "general.architecture")
@@ -143,7 +150,7 @@ def show(
         "template": template,
         "details": details(model, metadata),
         "model_info": {
-            k: [] if isinstance(v, Array) else v
+            k: [] if isinstance(v, GgufArray) else v
             for k, v in metadata.items()
             if k != "tokenizer.chat_template"
         }
@@ -157,15 +164,15 @@ def show(
     return reply
 
 
-def context_length(options: Mapping[str, Any], metadata: Mapping[str, Value | Array]) -> int:
+def context_length(
+    options: Mapping[str, Any], metadata: Mapping[str, GgufValue | GgufArray]
+) -> int:
     """The context a server runs with: its ``ctx_size``, or (0, the model's own) the
     GGUF's trained context length; 0 when unknown."""
     ctx = options.get("ctx_size")
     if isinstance(ctx, int) and ctx > 0:
         return ctx
-    arch = _text(metadata, "general.architecture")
-    trained = metadata.get(f"{arch}.context_length")
-    return trained if isinstance(trained, int) and not isinstance(trained, bool) else 0
+    return trained_context(metadata) or 0
 
 
 def running(

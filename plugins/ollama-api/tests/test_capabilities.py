@@ -8,13 +8,12 @@ from typing import Any
 
 import pytest
 
-from lemoncore.plugin import LoadedModel, ModelInfo
+from lemoncore.plugin import GgufArray, LoadedModel, ModelInfo
 
 from lemon_plugin_ollama_api.capabilities import (
     capabilities,
     template_has_thinking,
 )
-from lemon_plugin_ollama_api.gguf import Array
 from lemon_plugin_ollama_api.manage import FOREVER, expires_at
 
 CHATML = "{% for m in messages %}<|im_start|>{{ m['role'] }}{% endfor %}"
@@ -29,7 +28,7 @@ def model(*labels: str) -> ModelInfo:
 def gguf(template: str = "", **more: Any) -> dict[str, Any]:
     return {
         "general.architecture": "qwen3",
-        "tokenizer.ggml.tokens": Array(8, 3),
+        "tokenizer.ggml.tokens": GgufArray(8, 3),
         **({"tokenizer.chat_template": template} if template else {}),
         **more,
     }

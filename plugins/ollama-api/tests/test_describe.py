@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from lemoncore.plugin import ModelInfo
+from lemoncore.plugin import GgufArray, ModelInfo, read_gguf_metadata
 
 from lemon_plugin_ollama_api.describe import (
     FileFacts,
@@ -21,7 +21,6 @@ from lemon_plugin_ollama_api.describe import (
     running,
     show,
 )
-from lemon_plugin_ollama_api.gguf import Array, read_metadata
 
 sys.path.insert(0, str(Path(__file__).parent))  # pytest's importlib mode adds no test dirs
 from ollama_api_support import smollm2_gguf
@@ -60,14 +59,14 @@ def write_gguf(path: Path, version: int = 3) -> bytes:
 def test_reads_each_kind_and_skips_arrays(tmp_path: Path) -> None:
     path = tmp_path / "m.gguf"
     write_gguf(path)
-    meta = read_metadata(path)
+    meta = read_gguf_metadata(path)
     assert meta["general.architecture"] == "qwen3"
     assert meta["general.parameter_count"] == 751_632_384
     assert meta["qwen3.context_length"] == 40960
     assert meta["qwen3.rope.freq_base"] == pytest.approx(1e6)
     assert meta["tokenizer.ggml.add_bos_token"] is False
-    assert meta["tokenizer.ggml.tokens"] == Array(8, 3)
-    assert meta["tokenizer.ggml.scores"] == Array(6, 2)
+    assert meta["tokenizer.ggml.tokens"] == GgufArray(8, 3)
+    assert meta["tokenizer.ggml.scores"] == GgufArray(6, 2)
     assert meta["tokenizer.chat_template"] == "{% for m in messages %}{% endfor %}"
 
 
@@ -77,15 +76,15 @@ def test_what_is_not_a_whole_gguf_header_has_no_metadata(tmp_path: Path) -> None
     (tmp_path / "text.gguf").write_text("not a model")
     write_gguf(tmp_path / "v1.gguf", version=1)
     for name in ("cut.gguf", "text.gguf", "v1.gguf", "missing.gguf"):
-        assert read_metadata(tmp_path / name) == {}
+        assert read_gguf_metadata(tmp_path / name) == {}
 
 
 def test_smollm2s_header() -> None:
-    meta = read_metadata(smollm2_gguf())
+    meta = read_gguf_metadata(smollm2_gguf())
     assert meta["general.architecture"] == "llama" and meta["general.size_label"] == "135M"
     assert meta["llama.context_length"] == 8192
     tokens = meta["tokenizer.ggml.tokens"]
-    assert isinstance(tokens, Array) and tokens.length == meta["llama.vocab_size"]
+    assert isinstance(tokens, GgufArray) and tokens.length == meta["llama.vocab_size"]
 
 
 def model(checkpoint: str, **more: object) -> ModelInfo:
@@ -121,7 +120,7 @@ def test_details_from_the_file_name(checkpoint: str, quant: str, size: str) -> N
 
 def test_details_prefer_the_gguf_header(tmp_path: Path) -> None:
     write_gguf(tmp_path / "m.gguf")
-    found = details(model("owner/repo:big-70B-Q8_0.gguf"), read_metadata(tmp_path / "m.gguf"))
+    found = details(model("owner/repo:big-70B-Q8_0.gguf"), read_gguf_metadata(tmp_path / "m.gguf"))
     assert found["family"] == "qwen3" and found["families"] == ["qwen3"]
     assert found["parameter_size"] == "752M"  # the count, over the file name's 70B
     assert found["quantization_level"] == "Q8_0"

@@ -10,15 +10,17 @@ from __future__ import annotations
 
 import functools
 import struct
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-Value = str | int | float | bool
+# A scalar metadata value.
+GgufValue = str | int | float | bool
 
 
 @dataclass(frozen=True)
-class Array:
+class GgufArray:
     """An array value, skipped: its element type and length."""
 
     type: int
@@ -76,19 +78,19 @@ def _skip(f: BinaryIO, kind: int, count: int) -> None:
         raise _Truncated
 
 
-def _value(f: BinaryIO, kind: int) -> Value | Array:
+def _value(f: BinaryIO, kind: int) -> GgufValue | GgufArray:
     if kind == _STRING:
         return _string(f)
     if kind == _ARRAY:
         inner, length = int(_unpack(f, "<I")), int(_unpack(f, "<Q"))
         _skip(f, inner, length)
-        return Array(inner, length)
+        return GgufArray(inner, length)
     if kind not in _SCALARS:
         raise _Truncated
     return _unpack(f, _SCALARS[kind])
 
 
-def read_metadata(path: Path) -> dict[str, Value | Array]:
+def read_gguf_metadata(path: Path) -> dict[str, GgufValue | GgufArray]:
     """``path``'s metadata by key; ``{}`` when it is not a readable GGUF file."""
     try:
         stat = path.stat()
@@ -98,7 +100,7 @@ def read_metadata(path: Path) -> dict[str, Value | Array]:
 
 
 @functools.lru_cache(maxsize=64)
-def _cached(path: Path, size: int, mtime_ns: int) -> tuple[tuple[str, Value | Array], ...]:
+def _cached(path: Path, size: int, mtime_ns: int) -> tuple[tuple[str, GgufValue | GgufArray], ...]:
     try:
         with path.open("rb") as f:
             if f.read(4) != b"GGUF" or int(_unpack(f, "<I")) not in (2, 3):
@@ -111,3 +113,10 @@ def _cached(path: Path, size: int, mtime_ns: int) -> tuple[tuple[str, Value | Ar
             return tuple(items)
     except (OSError, _Truncated, struct.error):
         return ()
+
+
+def trained_context(metadata: Mapping[str, GgufValue | GgufArray]) -> int | None:
+    """The context the model was trained for: ``<arch>.context_length``, where ``arch``
+    is ``general.architecture``; ``None`` when the metadata does not say."""
+    found = metadata.get(f"{metadata.get('general.architecture')}.context_length")
+    return found if isinstance(found, int) and not isinstance(found, bool) and found > 0 else None
