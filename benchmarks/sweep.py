@@ -233,10 +233,13 @@ def systems(
     skipped: dict[str, str],
     backend_tcp: bool = False,
     baseline: Path | None = None,
+    floor: bool = False,
 ) -> Iterator[dict[str, tuple[int, str, int]]]:
     """The systems under test: name -> (port, model, pid of the process to measure).
     lemoncore reaches its upstream over a unix socket unless ``backend_tcp``; with
-    ``baseline`` (a source tree), a second lemoncore runs that code."""
+    ``baseline`` (a source tree), a second lemoncore runs that code; with ``floor``,
+    ``floor_relay.py`` beside them: Hypercorn and httpx relaying (over TCP), and
+    Hypercorn answering the stream itself."""
     procs = Procs()
     try:
         zport = free_port()
@@ -272,6 +275,17 @@ def systems(
                     "PYTHONPATH": (f"{baseline}{os.pathsep}{baseline / 'plugins' / 'llamacpp'}"),
                 },
             )
+        if floor:  # Hypercorn and httpx as a relay, then Hypercorn answering alone
+            for name, upstream in (
+                ("hypercorn+httpx", ["--upstream", f"http://127.0.0.1:{zport}"]),
+                ("hypercorn", []),
+            ):
+                fport = free_port()
+                bare = procs.start(
+                    [sys.executable, str(HERE / "floor_relay.py"), "--port", str(fport), *upstream]
+                )
+                wait_ready(f"http://127.0.0.1:{fport}/health")
+                found[name] = (fport, "zero", bare.pid)
         if litellm and Path(litellm).exists():
             pport = free_port()
             # loopback-only benchmark peer: no master key, as LiteLLM allows for local use
@@ -322,7 +336,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     }
     with (
         tempfile.TemporaryDirectory(prefix="lemon-sweep-") as tmp,
-        systems(Path(tmp), args.litellm, skipped, args.backend_tcp, args.baseline) as found,
+        systems(
+            Path(tmp), args.litellm, skipped, args.backend_tcp, args.baseline, args.floor
+        ) as found,
     ):
         raw: dict[str, dict[int, list[dict[str, float]]]] = {
             name: {n: [] for n in counts} for name in found
@@ -436,6 +452,12 @@ def main() -> None:
         "--backend-tcp",
         action="store_true",
         help="lemoncore reaches the upstream over TCP, not a unix socket",
+    )
+    parser.add_argument(
+        "--floor",
+        action="store_true",
+        help="also measure floor_relay.py: Hypercorn and httpx relaying, and Hypercorn "
+        "answering alone, with nothing of lemoncore",
     )
     parser.add_argument(
         "--client",
