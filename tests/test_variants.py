@@ -104,6 +104,9 @@ def test_a_lemonade_registration_is_pulled_whole(server: ServerProcess, tmp_path
     assert missing.status_code == 404 and "no repository owner/none-GGUF" in missing.text
     vae = refused(model_name="w", checkpoints={"main": "owner/vis-GGUF", "vae": "x"})
     assert vae.json()["error"]["param"] == "checkpoints"
-    assert refused(model_name="builtin.w").status_code == 400
+    for reserved in ("builtin.w", "extra.w", "user.builtin.w"):
+        assert (
+            "reserved" in refused(model_name=reserved, checkpoints={"main": "owner/vis-GGUF"}).text
+        )
     models = httpx.get(server.url + "/api/v1/models", params={"show_all": "true"}).json()
     assert not {"w", "builtin.w"} & {m["id"] for m in models["data"]}

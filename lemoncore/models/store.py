@@ -34,8 +34,21 @@ from lemoncore.recipes import ModelInfo
 
 log = structlog.get_logger("lemoncore.models")
 
-# Lemonade's name prefixes for where a model comes from (docs/models.md there)
+# Lemonade's name prefixes for where a model comes from (its naming spec): a lookup may
+# use user. and builtin.; no registered name may start with one (nor with extra.).
 SOURCE_PREFIXES = ("user", "builtin")
+RESERVED_PREFIXES = (*SOURCE_PREFIXES, "extra")
+
+
+def registrable(name: str) -> str:
+    """``name``, unless it starts with a reserved prefix: a 400 that says so."""
+    if name.partition(".")[0] in RESERVED_PREFIXES:
+        raise ModelError(
+            f"{name!r}: the prefixes {', '.join(p + '.' for p in RESERVED_PREFIXES)} are "
+            "reserved (they name where a model comes from); register it without one",
+            param="model_name",
+        )
+    return name
 
 
 class ModelStore:
@@ -100,16 +113,11 @@ class ModelStore:
         checkpoint, files = await anyio.to_thread.run_sync(
             resolve_checkpoint, model.checkpoint, model.files, self.offline
         )
-        name = model.name.removeprefix("user.")
+        name = registrable(model.name.removeprefix("user."))
         return model.model_copy(update={"name": name, "checkpoint": checkpoint, "files": files})
 
     def register(self, model: ModelInfo) -> None:
-        if model.name.partition(".")[0] in SOURCE_PREFIXES:
-            raise ModelError(
-                f"{model.name!r}: {', '.join(p + '.' for p in SOURCE_PREFIXES)} name where a "
-                "model comes from; register it without the prefix",
-                param="model_name",
-            )
+        registrable(model.name)
         if model.name in self.catalogue:
             raise ModelError(f"{model.name!r} is a catalogue model; choose another name")
         cp = Checkpoint.parse(model.checkpoint)
