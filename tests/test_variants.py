@@ -4,6 +4,7 @@ a pull through a running server against a hub that lists its files."""
 
 from __future__ import annotations
 
+import struct
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -67,9 +68,27 @@ def test_only_lemonade_variants_are_resolved() -> None:
     )
 
 
+def gguf_header(context: int) -> bytes:
+    """A GGUF v3 header, no tensors: ``general.architecture`` llama and its context."""
+
+    def text(value: str) -> bytes:
+        return struct.pack("<Q", len(value)) + value.encode()
+
+    return (
+        b"GGUF"
+        + struct.pack("<IQQ", 3, 0, 2)
+        + text("general.architecture")
+        + struct.pack("<I", 8)
+        + text("llama")
+        + text("llama.context_length")
+        + struct.pack("<II", 4, context)
+    )
+
+
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[ServerProcess]:
     files = {f"owner/vis-GGUF/{name}": name.encode() for name in REPO}
+    files[f"owner/vis-GGUF/{REPO[4]}"] = gguf_header(2048)  # BF16's first shard
     with serve_hub(files) as hub:
         env = {"HF_ENDPOINT": hub, "HF_HOME": str(tmp_path / "hf")}
         with running_server(tmp_path / "lemon", env, command=(str(SCRIPT),)) as s:
@@ -91,6 +110,7 @@ def test_a_lemonade_registration_is_pulled_whole(server: ServerProcess, tmp_path
     [snapshot] = (tmp_path / "hf/hub/models--owner--vis-GGUF/snapshots").iterdir()
     for name in ("BF16/Qwen3-30B-A3B-BF16-00002-of-00002.gguf", "mmproj-F16.gguf"):
         assert (snapshot / name).read_bytes() == name.encode()
+    assert shown["max_context_window"] == 2048  # read through the cache's symlink
     assert httpx.get(server.url + "/api/v1/models/builtin.vis").status_code == 404
 
     def refused(**change: object) -> httpx.Response:

@@ -57,9 +57,8 @@ def max_context_window(core: Core, model: ModelInfo) -> int | None:
         path = core.models.local_path(model)
     except ModelError:
         return None
-    if path is None or path.suffix.lower() != ".gguf":
-        return None
-    return trained_context(read_gguf_metadata(path))
+    # the file itself, not its name: a Hugging Face cache entry resolves to a blob
+    return None if path is None else trained_context(read_gguf_metadata(path))
 
 
 def context_length(core: Core, model: ModelInfo, own: dict[str, Any]) -> int | None:
