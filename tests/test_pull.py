@@ -278,3 +278,21 @@ def test_a_pkg_checkpoint_naming_a_distribution_says_which_import_name_to_use(
     )
     assert refused.status_code in {400, 404}, refused.text
     assert "use pkg:pydantic_settings/py.typed" in refused.json()["error"]["message"]
+
+
+def test_a_file_left_in_an_older_snapshot_is_still_downloaded(
+    server: ServerProcess, tmp_path: Path
+) -> None:
+    """When ``refs/main`` moves to a snapshot without the model's file (another file of
+    the repo pulled at a later commit), the file kept in the older snapshot still counts:
+    downloaded, its size, and a pull that fetches nothing (Lemonade #2300)."""
+    body = {"model_name": "kept", "checkpoint": "owner/tiny-GGUF:tiny.gguf", "recipe": "tiny"}
+    assert httpx.post(server.url + "/api/v1/pull", json=body, timeout=60).status_code == 200
+    repo = tmp_path / "hf/hub/models--owner--tiny-GGUF"
+    (repo / "snapshots" / ("0" * 40)).mkdir()
+    (repo / "refs/main").write_text("0" * 40)
+    card = models(server)["kept"]
+    assert card["downloaded"] is True and card["size_bytes"] == len(BLOB)
+    pulled = httpx.post(server.url + "/api/v1/pull", json={"model_name": "kept"}, timeout=60)
+    assert pulled.status_code == 200
+    assert (repo / "refs/main").read_text() == "0" * 40  # a download would have moved it

@@ -10,6 +10,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+import huggingface_hub
+from huggingface_hub import constants as hf_constants
+
 from lemoncore.errors import LemonError
 from lemoncore.recipes import control_character
 
@@ -71,6 +74,25 @@ class Checkpoint:
                 param="checkpoint",
             )
         return cls("hf", repo, filename)
+
+
+def snapshots_dir(repo: str) -> Path:
+    """Where the Hugging Face cache keeps ``repo``'s snapshots (one folder per commit)."""
+    return Path(hf_constants.HF_HUB_CACHE) / f"models--{repo.replace('/', '--')}" / "snapshots"
+
+
+def cached_file(repo: str, filename: str) -> str | None:
+    """``filename`` of ``repo`` in the Hugging Face cache: in the snapshot ``refs/main``
+    names, else in any other snapshot that holds it (the first by name), as when a later
+    pull of another file of the repo moved ``refs/main`` on (Lemonade #2300)."""
+    found = huggingface_hub.try_to_load_from_cache(repo, filename)
+    if isinstance(found, str):
+        return found
+    try:
+        candidates = sorted(snapshots_dir(repo).glob(f"*/{filename}"))
+        return next((str(p) for p in candidates if p.is_file()), None)
+    except (OSError, ValueError):  # an unreadable cache; a pattern glob refuses
+        return None
 
 
 def snapshot_revision(path: str, filename: str) -> str:

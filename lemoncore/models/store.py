@@ -24,6 +24,7 @@ from lemoncore.launch import ProgressCallback
 from lemoncore.models.checkpoints import (
     Checkpoint,
     ModelError,
+    cached_file,
     pkg_path,
     short,
     snapshot_revision,
@@ -181,7 +182,7 @@ class ModelStore:
         :class:`ModelError` (403)."""
         cp = Checkpoint.parse(model.checkpoint)
         if cp.kind == "hf":
-            found = huggingface_hub.try_to_load_from_cache(cp.location, cp.filename)
+            found = cached_file(cp.location, cp.filename)
             path = self.confined(Path(found)) if isinstance(found, str) else None
             if isinstance(found, str) and not all(
                 isinstance(
@@ -208,7 +209,7 @@ class ModelStore:
         cp = Checkpoint.parse(model.checkpoint)
         roots = tuple(root.resolve() for root in self.roots())
         if cp.kind == "hf":
-            found = huggingface_hub.try_to_load_from_cache(cp.location, cp.filename)
+            found = cached_file(cp.location, cp.filename)
             if not isinstance(found, str):
                 return None, roots
             return Path(found).parents[len(Path(cp.filename).parts) - 1], roots
@@ -260,7 +261,7 @@ class ModelStore:
         cp = Checkpoint.parse(model.checkpoint)
         if cp.kind != "hf":
             return []
-        first = huggingface_hub.try_to_load_from_cache(cp.location, cp.filename)
+        first = cached_file(cp.location, cp.filename)
         if not isinstance(first, str):
             return []
         revision = snapshot_revision(first, cp.filename)

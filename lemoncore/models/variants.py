@@ -14,12 +14,10 @@ import re
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 import huggingface_hub
-from huggingface_hub import constants as hf_constants
 
-from lemoncore.models.checkpoints import ModelError
+from lemoncore.models.checkpoints import ModelError, snapshots_dir
 
 # hf_variants.cpp quant_regex: a quant token between separators
 _QUANT = re.compile(
@@ -150,7 +148,7 @@ def repo_files(repo: str, offline: bool) -> list[str]:
             ) from None
         except Exception as exc:  # noqa: BLE001 - any hub failure falls back to the cache
             failure = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-    snapshots = Path(hf_constants.HF_HUB_CACHE) / f"models--{repo.replace('/', '--')}" / "snapshots"
+    snapshots = snapshots_dir(repo)
     cached = sorted(
         {
             p.relative_to(s).as_posix()
