@@ -100,8 +100,7 @@ class ModelStore:
         source, _, rest = name.partition(".")
         if rest and source in SOURCE_PREFIXES:
             own = self._user if source == "user" else {**self.declared(), **self.catalogue}
-            found = own.get(rest) or next((m for m in own.values() if rest in m.aliases), None)
-            return found
+            return own.get(rest) or next((m for m in own.values() if rest in m.aliases), None)
         models = self.all()
         if name in models:
             return models[name]
@@ -111,10 +110,10 @@ class ModelStore:
         """``model`` as it registers: a Lemonade ``owner/repo:VARIANT`` checkpoint made the
         file it names and the shards beside it (:mod:`~lemoncore.models.variants`: the
         hub's file list, the cache's when offline); ``user.X`` named ``X``."""
+        name = registrable(model.name.removeprefix("user."))  # before the hub is asked
         checkpoint, files = await anyio.to_thread.run_sync(
             resolve_checkpoint, model.checkpoint, model.files, self.offline
         )
-        name = registrable(model.name.removeprefix("user."))
         return model.model_copy(update={"name": name, "checkpoint": checkpoint, "files": files})
 
     def register(self, model: ModelInfo) -> None:
