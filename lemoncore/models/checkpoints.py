@@ -10,9 +10,6 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-import huggingface_hub
-from huggingface_hub import constants as hf_constants
-
 from lemoncore.errors import LemonError
 from lemoncore.recipes import control_character
 
@@ -78,6 +75,8 @@ class Checkpoint:
 
 def snapshots_dir(repo: str) -> Path:
     """Where the Hugging Face cache keeps ``repo``'s snapshots (one folder per commit)."""
+    from huggingface_hub import constants as hf_constants  # when used: plugins import this
+
     return Path(hf_constants.HF_HUB_CACHE) / f"models--{repo.replace('/', '--')}" / "snapshots"
 
 
@@ -85,6 +84,8 @@ def cached_file(repo: str, filename: str) -> str | None:
     """``filename`` of ``repo`` in the Hugging Face cache: in the snapshot ``refs/main``
     names, else in any other snapshot that holds it (the first by name), as when a later
     pull of another file of the repo moved ``refs/main`` on (Lemonade #2300)."""
+    import huggingface_hub
+
     found = huggingface_hub.try_to_load_from_cache(repo, filename)
     if isinstance(found, str):
         return found
