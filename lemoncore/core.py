@@ -57,6 +57,7 @@ def build_core(
         settings.offline,
         settings.model_dirs,
         backends.declared_models,
+        settings.extra_models_dir,
     )
     router = Router(settings, plugin_host, backends, models, host)
     return Core(settings, plugin_host, host, backends, models, router)

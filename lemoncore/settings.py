@@ -81,6 +81,12 @@ class Settings(BaseSettings):
         description="Directories whose files may be models (file: "
         "checkpoints), besides lemoncore's model store and the Hugging Face cache.",
     )
+    extra_models_dir: Path | None = Field(
+        None,
+        description="A folder of GGUF files (llama.cpp's cache, LM Studio's models) "
+        "whose models are listed as `extra.` models; its files may be models too. "
+        "Settable at run time (`/internal/set`).",
+    )
     max_body_bytes: int = Field(32 * 1024 * 1024, ge=1024, description="Largest request body.")
     body_timeout: float = Field(
         120.0,

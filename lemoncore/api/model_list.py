@@ -33,9 +33,12 @@ def model_card(core: Core, model: ModelInfo) -> replies.ModelCard:
     ]
     on_disk = core.models.size_on_disk(model)
     own = {**model.recipe_options, **model_options.saved(core, model)}
+    size = sum(model.sizes.values()) if model.sizes else on_disk
+    mmproj = model.mmproj
     return replies.ModelCard(
         id=model.name,
         checkpoint=model.checkpoint,
+        checkpoints={"main": model.checkpoint, **({"mmproj": mmproj} if mmproj else {})},
         recipe=model.recipe,
         model_type=model.model_type,
         backends=backends,
@@ -47,7 +50,8 @@ def model_card(core: Core, model: ModelInfo) -> replies.ModelCard:
         recipe_options=own,
         context_length=context_length(core, model, own),
         max_context_window=max_context_window(core, model) if on_disk is not None else None,
-        size_bytes=sum(model.sizes.values()) if model.sizes else on_disk,
+        size_bytes=size,
+        size=None if size is None else size / 1024**3,
     )
 
 

@@ -65,6 +65,10 @@ class ModelCard(Reply):
     created: int = 0
     owned_by: str = "lemoncore"
     checkpoint: str
+    checkpoints: dict[str, str] = Field(
+        description="Lemonade's form: `main` (the checkpoint) and `mmproj` (its projector "
+        "file), when it has one"
+    )
     recipe: str
     model_type: ModelType = Field(
         description="What the model does (health calls it `type`): it decides its endpoints; "
@@ -90,6 +94,7 @@ class ModelCard(Reply):
         description="Its files' published sizes, summed; else what its downloaded files "
         "take on disk; absent when unknown",
     )
+    size: float | None = Field(None, description="`size_bytes` in GiB (Lemonade's `size`)")
 
 
 class ModelList(Reply):

@@ -164,6 +164,11 @@ def add_serve(sub: Subparsers) -> None:
     serve.add_argument("--host")
     serve.add_argument("--port", type=int)
     serve.add_argument("--max-loaded-models", dest="max_loaded_models", type=int)
+    serve.add_argument(
+        "--extra-models-dir",
+        dest="extra_models_dir",
+        help="list the GGUF models of this folder (e.g. ~/.cache/llama.cpp) as extra. models",
+    )
     serve.add_argument("--log-format", dest="log_format", choices=["console", "json"])
     serve.add_argument(
         "--log-level", dest="log_level", choices=["debug", "info", "warning", "error"]

@@ -1,14 +1,16 @@
-"""The model store: the catalogue (from plugins), the models backends declare and the
-models users register, by name and alias; options saved per model; and where each
+"""The model store: the catalogue (from plugins), the models backends declare, the
+models users register and those found in ``extra_models_dir``, by public name
+(:mod:`~lemoncore.models.naming`) and alias; options saved per model; and where each
 model's files live. A model file must resolve (symlinks followed) inside a directory
 models come from: the store (``<cache_dir>/models``), the Hugging Face cache, a directory
-of the ``model_dirs`` setting, or (``pkg:``) its own package; anything else is refused, so
-no caller can make ``/etc/passwd`` or ``~/.ssh`` a "model" that an engine reads or a
-container mounts."""
+of the ``model_dirs`` setting, ``extra_models_dir``, or (``pkg:``) its own package;
+anything else is refused, so no caller can make ``/etc/passwd`` or ``~/.ssh`` a "model"
+that an engine reads or a container mounts."""
 
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -21,6 +23,7 @@ from pydantic import JsonValue, ValidationError
 
 from lemoncore.jsonfile import read_json, write_json
 from lemoncore.launch import ProgressCallback
+from lemoncore.models import extra
 from lemoncore.models.checkpoints import (
     Checkpoint,
     ModelError,
@@ -30,15 +33,16 @@ from lemoncore.models.checkpoints import (
     snapshot_revision,
 )
 from lemoncore.models.download import download
+from lemoncore.models.naming import Naming, name_models
 from lemoncore.models.variants import resolve_checkpoint
 from lemoncore.recipes import ModelInfo
 
 log = structlog.get_logger("lemoncore.models")
 
-# Lemonade's name prefixes for where a model comes from (its naming spec): a lookup may
-# use user. and builtin.; no registered name may start with one (nor with extra.).
-SOURCE_PREFIXES = ("user", "builtin")
-RESERVED_PREFIXES = (*SOURCE_PREFIXES, "extra")
+# Lemonade's name prefixes for where a model comes from (its naming spec): no registered
+# name may start with one.
+RESERVED_PREFIXES = ("user", "extra", "builtin")
+RESCAN_AFTER = 2.0  # seconds a listing trusts the last look at extra_models_dir
 
 
 def registrable(name: str) -> str:
@@ -62,6 +66,7 @@ class ModelStore:
         offline: bool = False,
         model_dirs: Sequence[Path] = (),
         declared: Callable[[], Mapping[str, ModelInfo]] = dict,
+        extra_models_dir: Path | None = None,
     ) -> None:
         self.catalogue = dict(catalogue)
         self.declared = declared  # models installed backends declare (below the rest)
@@ -73,6 +78,54 @@ class ModelStore:
         self.offline = offline or os.environ.get("HF_HUB_OFFLINE", "") in {"1", "true", "ON"}
         self._user = _user_models(read_json(self.user_file, []))
         self._saved: dict[str, dict[str, JsonValue]] = read_json(self.options_file, {})
+        self.extra_models_dir = extra_models_dir
+        self._extra: dict[str, ModelInfo] = {}
+        self._extra_at = -float("inf")
+        self._naming: tuple[tuple[object, ...], Naming] | None = None
+
+    def set_extra_models_dir(self, folder: Path | None) -> None:
+        """Find models in ``folder`` from now on (``None``: nowhere). A folder that does
+        not exist yet is accepted (it is looked at again on each listing); one that
+        exists and cannot be listed is a 400 and nothing changes."""
+        if folder is not None and folder.exists():
+            try:
+                with os.scandir(folder):
+                    pass
+            except OSError as exc:
+                raise ModelError(
+                    f"extra_models_dir {folder}: {exc.strerror or exc}; give a folder "
+                    "lemoncore may list",
+                    param="extra_models_dir",
+                ) from None
+        self.extra_models_dir = folder
+        self._extra_at = -float("inf")
+
+    def _extras(self, fresh: bool) -> dict[str, ModelInfo]:
+        """The models of ``extra_models_dir``, looked at again when ``fresh`` and the last
+        look is older than :data:`RESCAN_AFTER`; a folder that cannot be read has none
+        (logged), and the other sources are untouched."""
+        if fresh and time.monotonic() - self._extra_at > RESCAN_AFTER:
+            self._extra_at = time.monotonic()
+            try:
+                self._extra = extra.discover(self.extra_models_dir) if self.extra_models_dir else {}
+            except OSError as exc:
+                log.warning("extra_models_dir unreadable", error=str(exc))
+                self._extra = {}
+        return self._extra
+
+    def naming(self, fresh: bool = False) -> Naming:
+        """Every model's public name (user over extra over built-in); recomputed only
+        when a source changed."""
+        declared, extras = self.declared(), self._extras(fresh)
+        key = (declared, extras, self._user)  # each replaced, never changed in place
+        cached = self._naming
+        if cached is None or any(a is not b for a, b in zip(key, cached[0], strict=True)):
+            own = {**self.catalogue, **self._user}
+            aliases = {a for m in own.values() for a in m.aliases}
+            builtin = {n: m for n, m in declared.items() if n not in aliases} | self.catalogue
+            sources = {"user": self._user, "extra": extras, "builtin": builtin}
+            cached = self._naming = (key, name_models(sources))
+        return cached[1]
 
     def _write_user(self) -> None:
         write_json(self.user_file, [m.model_dump(mode="json") for m in self._user.values()])
@@ -86,25 +139,16 @@ class ModelStore:
         write_json(self.options_file, self._saved)
 
     def all(self) -> dict[str, ModelInfo]:
-        """Every model by name; a declared model never shadows a catalogue or user one
-        (nor their aliases)."""
-        own = {**self.catalogue, **self._user}
-        aliases = {a for m in own.values() for a in m.aliases}
-        return {**{n: m for n, m in self.declared().items() if n not in aliases}, **own}
+        """Every model by its public name (a declared model never shadows a catalogue or
+        user one, nor their aliases); ``extra_models_dir`` looked at again if stale."""
+        return dict(self.naming(fresh=True).listed)
 
     def get(self, name: str) -> ModelInfo | None:
-        """The model ``name`` names (an alias too; ``:latest`` ignored). Lemonade's source
-        prefixes pick one source: ``user.X`` a registered model, ``builtin.X`` a
-        catalogue or declared one."""
+        """The model ``name`` names: a public name, ``user.``/``extra.``/``builtin.`` and
+        the name, an alias (``:latest`` ignored); a miss looks at ``extra_models_dir``
+        again if stale."""
         name = name.removesuffix(":latest")
-        source, _, rest = name.partition(".")
-        if rest and source in SOURCE_PREFIXES:
-            own = self._user if source == "user" else {**self.declared(), **self.catalogue}
-            return own.get(rest) or next((m for m in own.values() if rest in m.aliases), None)
-        models = self.all()
-        if name in models:
-            return models[name]
-        return next((m for m in models.values() if name in m.aliases), None)
+        return self.naming().find(name) or self.naming(fresh=True).find(name)
 
     async def resolve(self, model: ModelInfo) -> ModelInfo:
         """``model`` as it registers: a Lemonade ``owner/repo:VARIANT`` checkpoint made the
@@ -117,20 +161,21 @@ class ModelStore:
         return model.model_copy(update={"name": name, "checkpoint": checkpoint, "files": files})
 
     def register(self, model: ModelInfo) -> None:
+        """Register (or replace) a user model; one with a catalogue model's name shadows
+        it, which stays reachable as ``builtin.<name>``."""
         registrable(model.name)
-        if model.name in self.catalogue:
-            raise ModelError(f"{model.name!r} is a catalogue model; choose another name")
         cp = Checkpoint.parse(model.checkpoint)
         if cp.kind == "file":
             self.confined(Path(cp.location))
         elif cp.kind == "pkg":
             pkg_path(cp.location, registering=True)
-        self._user[model.name] = model
+        self._user = {**self._user, model.name: model}
         self._write_user()
 
     def unregister(self, name: str) -> None:
         """Forget a model the user registered (its files stay); others are left alone."""
-        if self._user.pop(name, None) is not None:
+        if name in self._user:
+            self._user = {n: m for n, m in self._user.items() if n != name}
             self._write_user()
 
     def size_on_disk(self, model: ModelInfo) -> int | None:
@@ -147,7 +192,8 @@ class ModelStore:
 
     def roots(self) -> tuple[Path, ...]:
         """Directories model files may lie in (besides a ``pkg:`` model's own package)."""
-        return (self.store, Path(hf_constants.HF_HUB_CACHE), *self.model_dirs)
+        extra_dir = (self.extra_models_dir,) if self.extra_models_dir else ()
+        return (self.store, Path(hf_constants.HF_HUB_CACHE), *self.model_dirs, *extra_dir)
 
     def confined(self, path: Path) -> Path:
         """``path`` resolved, if it lies in one of :meth:`roots`; else a 403 (a 400 if the
@@ -247,6 +293,13 @@ class ModelStore:
         neither is a :class:`ModelError` (422), with nothing changed."""
         found = self._downloaded(model)
         if not found and model.name not in self._user:
+            cp = Checkpoint.parse(model.checkpoint)
+            if self.extra_models_dir and Path(cp.location).is_relative_to(self.extra_models_dir):
+                raise ModelError(
+                    f"model {model.name!r} is a file of extra_models_dir, which lemoncore "
+                    f"does not delete; delete it yourself: {cp.location}",
+                    status=422,
+                )
             raise ModelError(
                 f"model {model.name!r} is not a download; nothing to delete", status=422
             )

@@ -99,6 +99,12 @@ class ModelInfo(Frozen):
                 return type_
         return ModelType.LLM
 
+    @property
+    def mmproj(self) -> str | None:
+        """Its multimodal projector: the first of its ``files`` with ``mmproj`` in its
+        name (as Lemonade finds one), if any."""
+        return next((f for f in self.files if "mmproj" in f.lower()), None)
+
 
 _TYPE_LABELS = (
     ("embeddings", ModelType.EMBEDDING),

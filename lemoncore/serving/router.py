@@ -17,6 +17,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
+from pathlib import Path
 from types import TracebackType
 from typing import Any
 
@@ -279,6 +280,10 @@ class Router:
             section = dict(self.settings.recipes.get("llamacpp", {}))
             found = plan_change(self.runtime(), change, self.fleet.residents(), section, names)
             config = found.config
+            if "extra_models_dir" in found.changed:  # first: a folder it cannot read refuses
+                folder = Path(config.extra_models_dir) if config.extra_models_dir else None
+                self.models.set_extra_models_dir(folder)
+                self.settings.extra_models_dir = folder
             self.settings.max_loaded_models = config.max_loaded_models
             self.settings.eviction = config.eviction
             if found.llamacpp_section is not None:

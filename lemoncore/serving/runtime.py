@@ -39,6 +39,9 @@ class RuntimeChange(BaseModel):
         None, max_length=64, description="The llama.cpp backend new loads use ('auto': choose)"
     )
     log_level: LogLevel | None = None
+    extra_models_dir: str | None = Field(
+        None, max_length=4096, description="The folder of extra. models; '': none"
+    )
     auto_evict: bool | None = None
     auto_evict_threshold_pct: float | None = Field(None, gt=0, le=1)
     evict_idle_timeout: float | None = Field(None, ge=0)
@@ -65,6 +68,7 @@ class RuntimeConfig:
     llamacpp_backend: str | None  # None: chosen per host
     log_level: LogLevel
     eviction: EvictionSettings
+    extra_models_dir: str = ""  # "": none
 
     @classmethod
     def of(cls, settings: Settings) -> RuntimeConfig:
@@ -76,6 +80,7 @@ class RuntimeConfig:
             backend if isinstance(backend, str) else None,
             settings.log_level,
             settings.eviction,
+            str(settings.extra_models_dir or ""),
         )
 
     def shown(self) -> dict[str, Any]:
@@ -85,6 +90,7 @@ class RuntimeConfig:
             "ctx_size": -1 if self.ctx_size is None else self.ctx_size,
             "llamacpp": {"backend": self.llamacpp_backend or "auto"},
             "log_level": self.log_level,
+            "extra_models_dir": self.extra_models_dir,
             **{k: v for k, v in eviction.items() if k != "interval"},
         }
 
@@ -141,6 +147,7 @@ def plan_change(
         ctx_size=_unset(changed.get("ctx_size", current.ctx_size), -1),
         llamacpp_backend=_unset(changed.get("llamacpp_backend", current.llamacpp_backend), "auto"),
         log_level=changed.get("log_level", current.log_level),
+        extra_models_dir=changed.get("extra_models_dir", current.extra_models_dir),
         eviction=eviction,
     )
     section = None

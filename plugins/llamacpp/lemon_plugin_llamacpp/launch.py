@@ -142,10 +142,10 @@ def refuse_unapplicable(backend: str, args: list[str]) -> list[str]:
 
 
 def mmproj(model: ModelInfo, context: LaunchContext) -> Path | None:
-    """The model's multimodal projector: the first of its ``files`` with ``mmproj`` in
-    its name, beside the checkpoint (as Lemonade finds it); ``None`` when it has none.
-    LaunchRefused when it is missing or resolves outside the model directories."""
-    name = next((f for f in model.files if "mmproj" in f.lower()), None)
+    """The model's multimodal projector (:attr:`ModelInfo.mmproj`), beside the checkpoint;
+    ``None`` when it has none. LaunchRefused when it is missing or resolves outside the
+    model directories."""
+    name = model.mmproj
     if name is None:
         return None
     found = (context.model_dir / name).resolve() if context.model_dir else None
