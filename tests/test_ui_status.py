@@ -80,4 +80,5 @@ def test_sizes_are_in_binary_units(server: ServerProcess, browser: Any) -> None:
     found = re.fullmatch(r"([\d.]+) (B|KiB|MiB|GiB)", shown)
     assert found, shown
     scale = 1024 ** ["B", "KiB", "MiB", "GiB"].index(found.group(2))
-    assert abs(float(found.group(1)) * scale - entry["peak_memory_bytes"]) <= 0.05 * scale, shown
+    # One decimal rounds by at most half a unit; the byte of slack absorbs float error at that edge.
+    assert abs(float(found.group(1)) * scale - entry["peak_memory_bytes"]) <= 0.05 * scale + 1, shown
