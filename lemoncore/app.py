@@ -23,8 +23,6 @@ from lemoncore.core import Core, build_core, run_startup_tasks
 from lemoncore.hosts import HostInfo
 from lemoncore.settings import Settings
 
-API_PREFIXES = ("/api/v1", "/v1")
-
 
 def _routes(core: Core, ui: bool) -> list[BaseRoute]:
     """In the order Starlette tries them: every operation of the OpenAPI route table
@@ -34,9 +32,9 @@ def _routes(core: Core, ui: bool) -> list[BaseRoute]:
     :class:`~lemoncore.routevet.Fenced` off every path of the routes before it; last the
     UI's ``GET /`` redirect for other clients, which a plugin may take."""
     own: list[BaseRoute] = [
-        Route(prefix + op.route, op.handler, methods=[op.method])
+        Route(path, op.handler, methods=[op.method])
         for op in operations(core.plugins.registry.endpoints_tuple())
-        for prefix in (API_PREFIXES if op.prefix else ("",))
+        for path in op.routes
     ]
     pages: list[BaseRoute] = []
     root: list[BaseRoute] = []

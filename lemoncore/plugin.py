@@ -95,6 +95,8 @@ _EXPORTS: dict[str, str] = {
     "GgufArray": "lemoncore.models.gguf",
     "GgufValue": "lemoncore.models.gguf",
     "read_gguf_metadata": "lemoncore.models.gguf",
+    "GgufVariant": "lemoncore.models.variants",
+    "gguf_variants": "lemoncore.models.variants",
     "trained_context": "lemoncore.models.gguf",
     "RuntimeControl": "lemoncore.serving.control",
     # the test kit
@@ -164,6 +166,8 @@ if TYPE_CHECKING:
     from lemoncore.models.gguf import GgufValue as GgufValue
     from lemoncore.models.gguf import read_gguf_metadata as read_gguf_metadata
     from lemoncore.models.gguf import trained_context as trained_context
+    from lemoncore.models.variants import GgufVariant as GgufVariant
+    from lemoncore.models.variants import gguf_variants as gguf_variants
     from lemoncore.outputlines import EngineOutput as EngineOutput
     from lemoncore.outputlines import pump_engine_output as pump_engine_output
     from lemoncore.plugins.host import PluginHost as PluginHost

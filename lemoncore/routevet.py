@@ -17,6 +17,15 @@ lemoncore owns ``/v1/…``, ``/api/v1/…``, ``/ui`` and ``/ui/…``, ``/live``,
   custom ``BaseRoute`` or an endpoint registered by a later plugin is covered too. Core
   routes also come first, so a method the core route does not serve gets the core's 405.
 
+A plugin may **claim** an exact HTTP path under ``/v1/`` or ``/api/v1/`` that lemoncore
+does not route (:func:`claim`): a plain ``Route`` with no ``{parameter}``, such as
+Lemonade's ``/api/v1/pull/variants``. It answers that path only; a claim that a core route
+or routed endpoint matches (``/api/v1/pull``, ``/api/v1/models/x`` under
+``/api/v1/models/{model_id}``) is refused at load when the route table knows it
+(``taken``) and never matches at request time whatever the load knew, so the core's own
+answer, 405 included, stands. Mounts, patterns and WebSocket routes under those prefixes
+stay refused. The guard's key rules are path-based and cover a claim like any other route.
+
 An exact ``Route("/")`` stays allowed: it answers ``/`` only (the Ollama API's heartbeat).
 ``/`` is one of the paths the key guard leaves open (for the web UI's redirect); the
 guard marks such a request (:data:`lemoncore.api.guard.KEYLESS`) and a plugin route
@@ -31,12 +40,13 @@ from collections.abc import Collection, Iterable
 from typing import Any
 
 from starlette.datastructures import URLPath
-from starlette.routing import BaseRoute, Host, Match, Mount
+from starlette.routing import BaseRoute, Host, Match, Mount, Route, compile_path
 from starlette.types import Receive, Scope, Send
 
 from lemoncore.api.guard import KEYLESS, send_error
 
 CORE_PREFIXES = ("/v1/", "/api/v1/", "/ui/")
+CLAIMABLE_PREFIXES = ("/v1/", "/api/v1/")
 CORE_PATHS = frozenset({"/live", "/metrics", "/openapi.json"})
 _SLASHES = re.compile("/{2,}")
 
@@ -54,6 +64,21 @@ def reserved(path: str, taken: Collection[str] = ()) -> bool:
     return any(path.startswith(p if p.endswith("/") else p + "/") for p in owned)
 
 
+def claim(route: BaseRoute) -> str | None:
+    """The exact path a plain ``Route`` claims under ``/v1/`` or ``/api/v1/``, else ``None``."""
+    path = getattr(route, "path", None)
+    if type(route) is not Route or not isinstance(path, str) or "{" in path:
+        return None
+    path = normal(path)
+    return path if path.startswith(CLAIMABLE_PREFIXES) else None
+
+
+def routed(path: str, taken: Collection[str]) -> bool:
+    """Whether one of ``taken`` (route paths, ``{parameter}`` patterns included) matches
+    ``path`` as Starlette would route it."""
+    return any(compile_path(t)[0].match(path) for t in taken)
+
+
 def refusal(route: BaseRoute, taken: Collection[str] = ()) -> str | None:
     """Why lemoncore will not serve this plugin route, or ``None`` to serve it.
 
@@ -65,6 +90,9 @@ def refusal(route: BaseRoute, taken: Collection[str] = ()) -> str | None:
     path = getattr(route, "path", None)
     if not isinstance(path, str):
         return None
+    claimed = claim(route)
+    if claimed:
+        return "lemoncore routes it" if routed(claimed, taken) else None
     literal, params = path.partition("{")[0], "{" in path
     if not (isinstance(route, Mount) or params):
         return "lemoncore routes it" if reserved(path, taken) else None
@@ -92,14 +120,20 @@ def describe(route: BaseRoute) -> str:
 
 
 class Fenced(BaseRoute):
-    """A plugin route that matches no path :func:`reserved` holds for ``taken``."""
+    """A plugin route that matches no path :func:`reserved` holds for ``taken``, but the
+    path it :func:`claim` s while no route of ``taken`` matches that."""
 
     def __init__(self, route: BaseRoute, taken: Collection[str]) -> None:
         self.route, self.taken = route, frozenset(taken)
+        claimed = claim(route)
+        self.claimed = claimed if claimed and not routed(claimed, self.taken) else None
 
     def matches(self, scope: Scope) -> tuple[Match, Scope]:
-        if scope["type"] in {"http", "websocket"} and reserved(_route_path(scope), self.taken):
-            return Match.NONE, {}
+        if scope["type"] in {"http", "websocket"}:
+            path = _route_path(scope)
+            mine = self.claimed is not None and normal(path) == self.claimed
+            if reserved(path, self.taken) and not mine:
+                return Match.NONE, {}
         return self.route.matches(scope)
 
     def url_path_for(self, name: str, /, **path_params: Any) -> URLPath:

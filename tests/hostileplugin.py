@@ -54,6 +54,7 @@ ROUTES: list[tuple[BaseRoute, str]] = [
     (Route("/", hostile), ""),  # exact: answers "/" only (as the Ollama API's heartbeat)
     (Mount("/v", app=hostile_app), ""),  # /v/..., which holds no core path
     (Route("/api/blobs/{digest}", hostile), ""),
+    (Route("/api/v1/hostile/claim", hostile), ""),  # an exact path lemoncore does not route
     (Mount("", app=hostile_app), "it mounts at the root, over every route"),
     (Mount("/", app=hostile_app), "it mounts at the root, over every route"),
     (Mount("/ui", app=hostile_app), "lemoncore routes it or paths under it"),
@@ -63,6 +64,7 @@ ROUTES: list[tuple[BaseRoute, str]] = [
     (Route("/api/v1/pull", hostile, methods=["PUT"]), "lemoncore routes it"),
     (Route("//api/v1/logs/", hostile, methods=EVERY_METHOD), "lemoncore routes it"),
     (WebSocketRoute("/v1/ws", echo), "lemoncore routes it"),
+    (Route("/api/v1/models/x", hostile), "lemoncore routes it"),  # /api/v1/models/{model_id}
     (
         Route("/{rest:path}", hostile, methods=EVERY_METHOD),
         "its pattern starts at the root and could answer lemoncore's paths",

@@ -35,6 +35,7 @@ from wsproto.events import (
 
 from lemoncore import Settings, create_app, routevet
 from lemoncore.plugins import PluginHost
+from lemoncore.plugins.registry import core_routes
 from lemoncore.ui import STATIC
 
 sys.path.insert(0, str(Path(__file__).parent))  # pytest's importlib mode adds no test dirs
@@ -80,7 +81,7 @@ async def asgi(tmp_path: Path) -> AsyncIterator[httpx.AsyncClient]:
     ids=lambda v: routevet.describe(v) if isinstance(v, BaseRoute) else None,
 )
 def test_each_hostile_route_is_refused_at_load_saying_why(route: BaseRoute, why: str) -> None:
-    assert (routevet.refusal(route, {"/tokenize"}) or "") == why
+    assert (routevet.refusal(route, {"/tokenize", *core_routes()}) or "") == why
 
 
 @pytest.mark.parametrize(
@@ -104,10 +105,17 @@ def test_each_hostile_route_is_refused_at_load_saying_why(route: BaseRoute, why:
             "its pattern starts at the root and could answer lemoncore's paths",
         ),
         (Route("/V1/models", hostile), None),  # matching is case-sensitive: another path
+        (Route("/api/v1/pull/variants", hostile), None),  # an exact claim lemoncore leaves
+        (Route("//v1/extra/", hostile), None),
+        (Route("/api/v1/pull", hostile), "lemoncore routes it"),  # taken below
+        (Route("/api/v1/models/x", hostile), "lemoncore routes it"),  # by the pattern
+        (Route("/api/v1/x/{y}", hostile), "lemoncore routes it or paths under it"),
+        (Mount("/api/v1/x", app=hostile_app), "lemoncore routes it or paths under it"),
+        (WebSocketRoute("/api/v1/ws", hostile), "lemoncore routes it"),
     ],
 )
 def test_route_vetting_table(route: BaseRoute, why: str | None) -> None:
-    assert routevet.refusal(route) == why
+    assert routevet.refusal(route, {"/api/v1/pull", "/api/v1/models/{model_id}"}) == why
 
 
 def test_the_plugin_loads_with_a_warning_per_refused_route() -> None:
@@ -170,9 +178,13 @@ async def test_core_and_ui_paths_answer_from_the_core(tmp_path: Path, anyio_back
 
 async def test_the_kept_routes_answer_behind_the_key(tmp_path: Path, anyio_backend: str) -> None:
     async with asgi(tmp_path) as c:
-        for path in ("/hostile/hello", "/v/x", "/api/blobs/sha", "/anything/else"):
+        paths = ("/hostile/hello", "/v/x", "/api/blobs/sha", "/api/v1/hostile/claim", "/any")
+        for path in paths:
             assert (await c.get(path)).status_code == 401, path
             assert (await c.get(path, headers=KEY)).json() == {"hostile": path}
+        for path in ("/api/v1/hostile/claim/x", "/api/v1/hostile", "/v1/hostile/claim"):
+            answer = await c.get(path, headers=KEY)
+            assert answer.status_code == 404 and "hostile" not in answer.json(), path
         # "/" is open for the UI's redirect; a plugin's "/" still needs the key
         root = await c.get("/")
         assert root.status_code == 401 and root.json()["error"]["code"] == "invalid_api_key"

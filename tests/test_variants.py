@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from lemoncore.models import ModelError
-from lemoncore.models.variants import needs_resolving, resolve, variants
+from lemoncore.models.variants import gguf_variants, needs_resolving, resolve
 from lemoncore.testing import ServerProcess, running_server, serve_hub
 
 sys.path.insert(0, str(Path(__file__).parent))  # pytest's importlib mode adds no test dirs
@@ -49,14 +49,14 @@ def test_a_variant_is_chosen_as_lemonade_chooses_it(variant: str, primary: str, 
 
 
 def test_companions_are_never_variants_and_an_unknown_variant_names_those_there_are() -> None:
-    assert [v.name for v in variants(REPO)] == ["BF16", "Q4_0", "Q4_K_M", "UD-Q4_K_XL"]
+    assert [v.name for v in gguf_variants(REPO)] == ["BF16", "Q4_0", "Q4_K_M", "UD-Q4_K_XL"]
     with pytest.raises(ModelError, match=r"no GGUF variant 'Q9_9' \(its variants: BF16, Q4_0"):
         resolve("o/r", "Q9_9", REPO)
 
 
 def test_several_matches_are_refused_not_guessed() -> None:
     two = ["a-Q4_0.gguf", "b-Q4_0.gguf"]  # one quant, two series: named by stem
-    assert [v.name for v in variants(two)] == ["a-Q4_0", "b-Q4_0"]
+    assert [v.name for v in gguf_variants(two)] == ["a-Q4_0", "b-Q4_0"]
     with pytest.raises(ModelError, match="several GGUF files match variant 'Q4_0'"):
         resolve("o/r", "Q4_0", two)
 

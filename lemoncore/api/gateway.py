@@ -33,6 +33,7 @@ from lemoncore.api.upstream import backend_error
 from lemoncore.core import Core
 from lemoncore.errors import LemonError
 from lemoncore.launch import ProgressCallback
+from lemoncore.models.variants import repo_files
 from lemoncore.recipes import Endpoint, ModelInfo
 from lemoncore.serving.forwarding import exchange
 from lemoncore.serving.proxy import BackendFailure, broken
@@ -149,6 +150,12 @@ class Gateway:
                 f"model {name!r} is not registered or in the catalogue", 404, code="model_not_found"
             )
         return await self._core.models.pull(model, progress)
+
+    async def repo_files(self, repo: str) -> list[str]:
+        """The files of Hugging Face repository ``repo`` (``gguf_variants`` groups them):
+        the hub's list, the local cache's when offline or the hub cannot answer; a 404
+        when the hub has no such repository, a 502 when neither can list it."""
+        return await anyio.to_thread.run_sync(repo_files, repo, self._core.models.offline)
 
     async def delete(self, name: str) -> None:
         """Unload and remove a downloaded model (a user model is forgotten too)."""

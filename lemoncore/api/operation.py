@@ -44,5 +44,10 @@ class Operation:
     anthropic_errors: bool = False  # lemoncore's errors are Anthropic-shaped here
 
     @property
+    def routes(self) -> tuple[str, ...]:
+        """The paths Starlette routes it at: under each prefix for a prefixed one."""
+        return (LEMONADE + self.route, OPENAI + self.route) if self.prefix else (self.route,)
+
+    @property
     def path(self) -> str:
         return self.prefix + re.sub(r"\{(\w+):\w+\}", r"{\1}", self.route)

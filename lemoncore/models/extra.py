@@ -5,7 +5,7 @@ in model_manager.cpp).
 
 - A GGUF in the folder itself is a model named by its file's stem.
 - A sub-folder's GGUFs are one model named by the sub-folder, unless every file belongs
-  to a variant named by a quantization (:func:`lemoncore.models.variants.variants`) and
+  to a variant named by a quantization (:func:`lemoncore.models.variants.gguf_variants`) and
   there are several: then each variant is a model, named by its first file's stem less
   any shard suffix, and the sub-folder's name (bare and ``extra.``) is an alias of the
   first variant by name.
@@ -29,7 +29,7 @@ from pathlib import Path, PurePosixPath
 import structlog
 from pydantic import ValidationError
 
-from lemoncore.models.variants import variants
+from lemoncore.models.variants import gguf_variants
 from lemoncore.recipes import ModelInfo
 
 log = structlog.get_logger("lemoncore.models")
@@ -74,7 +74,7 @@ def _folder_models(folder: str, names: list[str]) -> list[Found]:
     if not mains:
         return []
     extra = tuple(f"{folder}/{p}" for p in projectors[:1])
-    found = variants(mains)
+    found = gguf_variants(mains)
     split = (
         len(found) > 1
         and all(v.name != v.primary for v in found)

@@ -15,8 +15,6 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import huggingface_hub
-
 from lemoncore.models.checkpoints import ModelError, snapshots_dir
 
 # hf_variants.cpp quant_regex: a quant token between separators
@@ -30,7 +28,7 @@ _SHARD = re.compile(r"^(.+)[-._]\d{5}-of-\d{5}\.gguf$", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
-class Variant:
+class GgufVariant:
     """A variant found in a repository: its name, the file a model starts from and every
     file it needs (shards included, sorted)."""
 
@@ -50,12 +48,12 @@ def _companion(path: str) -> bool:
     return "mmproj" in path.lower() or name.startswith(("dflash-", "mtp-")) or name == "dflash.gguf"
 
 
-def variants(repo_files: Sequence[str]) -> list[Variant]:
+def gguf_variants(repo_files: Sequence[str]) -> list[GgufVariant]:
     """The repository's model variants (enumerate_gguf_variants): one per top-level
     folder, one per root shard series, named by quant token (by file stem when two
     series share one); root files with no quant token only when nothing else matched."""
     ggufs = sorted(f for f in repo_files if f.lower().endswith(".gguf") and not _companion(f))
-    found: list[Variant] = []
+    found: list[GgufVariant] = []
     folders: dict[str, list[str]] = defaultdict(list)
     series: dict[str, list[str]] = defaultdict(list)
     unmatched: list[str] = []
@@ -67,20 +65,20 @@ def variants(repo_files: Sequence[str]) -> list[Variant]:
         else:
             series[m.group(1) if (m := _SHARD.match(f)) else f].append(f)
     for folder, files in folders.items():
-        found.append(Variant(_quant(folder) or folder, files[0], tuple(files)))
+        found.append(GgufVariant(_quant(folder) or folder, files[0], tuple(files)))
     per_quant: dict[str, int] = defaultdict(int)
     for files in series.values():
         per_quant[_quant(files[0]) or ""] += 1
     for files in series.values():
         quant = _quant(files[0]) or ""
         name = quant if per_quant[quant] == 1 else files[0].rsplit(".", 1)[0]
-        found.append(Variant(name, files[0], tuple(files)))
+        found.append(GgufVariant(name, files[0], tuple(files)))
     if not found:
-        found = [Variant(f, f, (f,)) for f in unmatched]
+        found = [GgufVariant(f, f, (f,)) for f in unmatched]
     return found
 
 
-def resolve(repo: str, variant: str, repo_files: Sequence[str]) -> Variant:
+def resolve(repo: str, variant: str, repo_files: Sequence[str]) -> GgufVariant:
     """``variant`` of ``repo`` as identify_gguf_models chooses it: ``*`` every GGUF; an
     empty variant the first GGUF that is not an mmproj; a quant-named group (case
     insensitive); a single file ending ``<variant>.gguf``; the files of folder
@@ -93,7 +91,7 @@ def resolve(repo: str, variant: str, repo_files: Sequence[str]) -> Variant:
         chosen = ggufs
     elif not variant:
         chosen = mains[:1]
-    elif groups := [v for v in variants(repo_files) if v.name.lower() == want]:
+    elif groups := [v for v in gguf_variants(repo_files) if v.name.lower() == want]:
         if len(groups) > 1:
             raise _ambiguous(repo, variant, [f for v in groups for f in v.files])
         return groups[0]
@@ -108,13 +106,13 @@ def resolve(repo: str, variant: str, repo_files: Sequence[str]) -> Variant:
             if "/" in f and f.split("/", 1)[0].lower().endswith((f"-{want}", f"_{want}"))
         ]
     if not chosen:
-        names = ", ".join(v.name for v in variants(repo_files)) or "none"
+        names = ", ".join(v.name for v in gguf_variants(repo_files)) or "none"
         raise ModelError(
             f"{repo} has no GGUF variant {variant!r} (its variants: {names}); "
             f"name one, or a file: {repo}:file.gguf",
             param="checkpoint",
         )
-    return Variant(variant, chosen[0], tuple(chosen))
+    return GgufVariant(variant, chosen[0], tuple(chosen))
 
 
 def _ambiguous(repo: str, variant: str, files: Sequence[str]) -> ModelError:
@@ -138,6 +136,8 @@ def needs_resolving(checkpoint: str) -> bool:
 def repo_files(repo: str, offline: bool) -> list[str]:
     """The files of ``repo`` (blocking): the hub's list, or when offline or the hub
     cannot answer, those of its snapshots in the local cache; a 502 if neither has any."""
+    import huggingface_hub  # when used: plugins import this module
+
     failure = "offline"
     if not offline:
         try:

@@ -155,8 +155,9 @@ def merge_contributions(reg: Registry, record: PluginRecord, contrib: Contributi
         else:
             reg.endpoints[endpoint.path] = endpoint
     reg.field_checks += [(record.name, check) for check in contrib.field_checks]
+    taken = {*reg.endpoints, *core_routes()}
     for route in contrib.routes:
-        why = routevet.refusal(route, reg.endpoints)
+        why = routevet.refusal(route, taken)
         if why:
             record.warnings.append(f"route {routevet.describe(route)} skipped: {why}")
         else:
@@ -169,6 +170,13 @@ def merge_contributions(reg: Registry, record: PluginRecord, contrib: Contributi
                 "lemoncore's own paths answer in lemoncore's shapes"
             )
         reg.error_shapes.append((record.name, shape))
+
+
+def core_routes() -> tuple[str, ...]:
+    """The paths of lemoncore's own operations (not the routed endpoints), as routed."""
+    from lemoncore.api.openapi import OPERATIONS  # the route table, with every handler
+
+    return tuple(path for op in OPERATIONS for path in op.routes)
 
 
 def vet_tier(record: PluginRecord, recipe: str, backend: Backend) -> Backend:

@@ -5,7 +5,9 @@ It implements ``register_routes``: Lemonade's ``/internal/*`` control endpoints
 through :class:`lemoncore.plugin.RuntimeControl` (admin-only: the key guard treats every
 ``/internal/`` path as a management route, and the control refuses a request without
 those rights on any path), and Lemonade's ``/api/v0/*`` and ``/v0/*`` prefixes for the
-``/api/v1`` and ``/v1`` routes (:mod:`lemon_plugin_lemonade_api.aliases`). See README.md.
+``/api/v1`` and ``/v1`` routes (:mod:`lemon_plugin_lemonade_api.aliases`), and
+``GET /api/v1/pull/variants`` (:mod:`lemon_plugin_lemonade_api.pull_variants`).
+See README.md.
 
 Importing the package loads no web stack: the routes are imported when
 ``register_routes`` is called, at the server's start.
@@ -26,5 +28,6 @@ if TYPE_CHECKING:
 def register_routes() -> Sequence[BaseRoute]:
     from lemon_plugin_lemonade_api.aliases import routes as aliases
     from lemon_plugin_lemonade_api.internal import routes as internal
+    from lemon_plugin_lemonade_api.pull_variants import routes as pull_variants
 
-    return [*internal(), *aliases()]
+    return [*internal(), *pull_variants(), *aliases()]
