@@ -96,6 +96,10 @@ _EXPORTS: dict[str, str] = {
     "GgufValue": "lemoncore.models.gguf",
     "read_gguf_metadata": "lemoncore.models.gguf",
     "GgufVariant": "lemoncore.models.variants",
+    "PolicyError": "lemoncore.routing.conditions",
+    "RouteFeatures": "lemoncore.routing.decision",
+    "decide_route": "lemoncore.routing.decision",
+    "parse_route_policy": "lemoncore.routing.policy",
     "gguf_variants": "lemoncore.models.variants",
     "trained_context": "lemoncore.models.gguf",
     "RuntimeControl": "lemoncore.serving.control",
@@ -187,6 +191,10 @@ if TYPE_CHECKING:
     from lemoncore.recipes.recipe import OptionSpec as OptionSpec
     from lemoncore.recipes.recipe import Recipe as Recipe
     from lemoncore.recipes.recipe import SupportRow as SupportRow
+    from lemoncore.routing.conditions import PolicyError as PolicyError
+    from lemoncore.routing.decision import RouteFeatures as RouteFeatures
+    from lemoncore.routing.decision import decide_route as decide_route
+    from lemoncore.routing.policy import parse_route_policy as parse_route_policy
     from lemoncore.serving.control import RuntimeControl as RuntimeControl
     from lemoncore.settings import Settings as Settings
     from lemoncore.supervisor import BackendProcess as BackendProcess

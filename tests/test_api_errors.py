@@ -303,5 +303,6 @@ def test_every_error_lemoncore_reports_is_a_lemon_error() -> None:
         "lemoncore.fieldchecks.CheckSkipped",  # a check's outcome
         "lemoncore.echo_engine.BadRequest",  # the placeholder engine's own
         "lemoncore.models.gguf._Truncated",  # a header cut short: read_gguf_metadata's own
+        "lemoncore.routing.conditions.PolicyError",  # the parser's: each caller words it
     }
     assert len(found) >= 14

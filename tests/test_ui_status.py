@@ -81,4 +81,6 @@ def test_sizes_are_in_binary_units(server: ServerProcess, browser: Any) -> None:
     assert found, shown
     scale = 1024 ** ["B", "KiB", "MiB", "GiB"].index(found.group(2))
     # One decimal rounds by at most half a unit; the byte of slack absorbs float error at that edge.
-    assert abs(float(found.group(1)) * scale - entry["peak_memory_bytes"]) <= 0.05 * scale + 1, shown
+    assert abs(float(found.group(1)) * scale - entry["peak_memory_bytes"]) <= 0.05 * scale + 1, (
+        shown
+    )

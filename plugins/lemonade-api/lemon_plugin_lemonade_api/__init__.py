@@ -7,7 +7,9 @@ through :class:`lemoncore.plugin.RuntimeControl` (admin-only: the key guard trea
 those rights on any path), and Lemonade's ``/api/v0/*`` and ``/v0/*`` prefixes for the
 ``/api/v1`` and ``/v1`` routes (:mod:`lemon_plugin_lemonade_api.aliases`), and
 ``GET /api/v1/pull/variants`` (:mod:`lemon_plugin_lemonade_api.pull_variants`).
-See README.md.
+``POST /api/v1/routing/validate`` runs an ad-hoc ``collection.router`` routing document
+through Lemonade's deterministic routing policy over one prompt
+(:mod:`lemon_plugin_lemonade_api.routing_routes`). See README.md.
 
 Importing the package loads no web stack: the routes are imported when
 ``register_routes`` is called, at the server's start.
@@ -29,5 +31,6 @@ def register_routes() -> Sequence[BaseRoute]:
     from lemon_plugin_lemonade_api.aliases import routes as aliases
     from lemon_plugin_lemonade_api.internal import routes as internal
     from lemon_plugin_lemonade_api.pull_variants import routes as pull_variants
+    from lemon_plugin_lemonade_api.routing_routes import routes as routing_routes
 
-    return [*internal(), *pull_variants(), *aliases()]
+    return [*internal(), *pull_variants(), *routing_routes(), *aliases()]
