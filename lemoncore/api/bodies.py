@@ -21,6 +21,7 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    JsonValue,
     StringConstraints,
     TypeAdapter,
     ValidationError,
@@ -178,6 +179,21 @@ class PullBody(Body):
     )
     stream: bool = Field(
         False, description="Answer an SSE stream of `progress` events, then `complete` or `error`"
+    )
+    components: list[str] | None = Field(
+        None,
+        description="A collection's models, by name (with recipe `collection.omni` or "
+        "`collection.router` and a `user.` name): registered ones, or defined in `models`",
+    )
+    models: list[dict[str, JsonValue]] | None = Field(
+        None,
+        description="Definitions (`/pull` bodies) of a collection's components that are not "
+        "registered yet",
+    )
+    system_prompt: str | None = Field(None, description="A collection's own prompt, kept as is")
+    version: str | None = Field(None, description="A router collection's policy schema version")
+    routing: dict[str, JsonValue] | None = Field(
+        None, description="A router collection's routing policy (Lemonade's schema)"
     )
 
     @model_validator(mode="before")

@@ -20,7 +20,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import Scope
 
-from lemoncore.api import bodies, telemetry
+from lemoncore.api import bodies, collection_dispatch, telemetry
 from lemoncore.api.bodies import parse
 from lemoncore.api.disconnect import until_disconnect
 from lemoncore.api.errors import ApiError, json_object
@@ -69,6 +69,11 @@ async def infer_json(
     """Answer ``request`` with the JSON ``body`` (its own, or one a handler filled in) as
     ``endpoint``'s handler does."""
     core: Core = request.app.state.core
+    name = body.get("model")
+    if isinstance(name, str) and (collection := core.models.collection(name)) is not None:
+        return await collection_dispatch.answer(
+            core, endpoint, collection, body, lambda b: infer_json(request, endpoint, schema, b)
+        )
     model, checked = check_request(core, endpoint, schema, body)
     await _load_with_context(request, core, model, body)
     stream = isinstance(checked, bodies.StreamingBody) and bool(checked.stream)

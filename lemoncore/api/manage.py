@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 import anyio
@@ -11,7 +12,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
 from lemoncore import __version__
-from lemoncore.api import bodies, replies
+from lemoncore.api import bodies, collections, replies
 from lemoncore.api.bodies import parse
 from lemoncore.api.errors import ApiError, json_object
 from lemoncore.api.loaded import loaded_models
@@ -53,6 +54,8 @@ async def load(request: Request) -> Response:
     raw = await json_object(request)
     body = parse(bodies.LoadBody, raw)
     options = {k: v for k, v in raw.items() if k not in LOAD_CONTROL_FIELDS}
+    if (collection := core.models.collection(body.model_name)) and not body.dry_run:
+        return reply(await collections.load(core, collection))
     if body.dry_run:
         plan = await core.router.plan(body.model_name, options)
         return reply(replies.LoadPlanReply.of(plan))
@@ -137,6 +140,23 @@ async def _pull_target(core: Core, body: bodies.PullBody) -> ModelInfo:
 async def pull(request: Request) -> Response:
     core: Core = request.app.state.core
     body = parse(bodies.PullBody, await json_object(request))
+    if collections.asks_collection(core, body):
+        collection = await collections.register(core, body, _pull_target)
+        run: Pull = functools.partial(collections.fetch, core, collection)
+    else:
+        run = await _model_pull(core, body)
+    if not body.stream:
+        return reply(replies.Pulled(**(await run(None)).model_dump()))
+    return StreamingResponse(
+        _progress_events(run), media_type="text/event-stream", headers=SSE_HEADERS
+    )
+
+
+Pull = Callable[[ProgressCallback | None], Awaitable[replies.PullResult]]
+
+
+async def _model_pull(core: Core, body: bodies.PullBody) -> Pull:
+    """The download of the model ``body`` names, registered first when it defines one."""
     new = core.models.get(body.model_name) is None
     model = await _pull_target(core, body)
 
@@ -149,17 +169,14 @@ async def pull(request: Request) -> Response:
             raise
         return replies.PullResult(model_name=model.name, path=str(path))
 
-    if not body.stream:
-        result = await run(None)
-        return reply(replies.Pulled(**result.model_dump()))
-    return StreamingResponse(
-        _progress_events(run), media_type="text/event-stream", headers=SSE_HEADERS
-    )
+    return run
 
 
 async def delete(request: Request) -> Response:
     core: Core = request.app.state.core
     name = parse(bodies.DeleteBody, await json_object(request)).model_name
+    if collection := core.models.collection(name):
+        return reply(collections.delete(core, collection))
     model = core.models.get(name)
     if model is None:
         raise ApiError(f"model {name!r} not found", 422, code="model_not_found")

@@ -14,7 +14,7 @@ import anyio
 from starlette.requests import Request
 from starlette.responses import Response
 
-from lemoncore.api import anthropic_models, model_options, replies
+from lemoncore.api import anthropic_models, collections, model_options, replies
 from lemoncore.api.anthropic_models import AnthropicModel, PageQuery, asks_anthropic
 from lemoncore.api.errors import ApiError
 from lemoncore.api.replies import reply
@@ -97,6 +97,7 @@ async def list_models(request: Request) -> Response:
     # a card looks for the model's files: thousands of them are seconds of file system
     # calls, which must not stall the event loop's streams
     cards = await anyio.to_thread.run_sync(_cards, core, models)
+    cards += [collections.card(core, c) for c in core.models.collections()]
     listed = [c for c in cards if show_all or c.downloaded]
     if asks_anthropic(request.headers):
         return reply(anthropic_models.page(listed, query))
@@ -148,8 +149,13 @@ def _experimental_only_recipes(core: Core) -> set[str]:
 async def get_model(request: Request) -> Response:
     """The model named (or an alias of it): its card, or Anthropic's model object."""
     core: Core = request.app.state.core
-    model = core.router.model(request.path_params["model_id"])
-    card = model_card(core, model)
+    name = request.path_params["model_id"]
+    collection = core.models.collection(name)
+    card = (
+        collections.card(core, collection)
+        if collection
+        else model_card(core, core.router.model(name))
+    )
     if asks_anthropic(request.headers):
         return reply(AnthropicModel.of(card))
     return reply(card, exclude_none=True)

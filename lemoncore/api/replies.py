@@ -95,6 +95,12 @@ class ModelCard(Reply):
         "take on disk; absent when unknown",
     )
     size: float | None = Field(None, description="`size_bytes` in GiB (Lemonade's `size`)")
+    components: list[str] | None = Field(
+        None, description="A collection's models, by their public names; absent on a model"
+    )
+    system_prompt: str | None = Field(None, description="A collection's own prompt")
+    version: str | None = Field(None, description="A router collection's policy version")
+    routing: dict[str, Any] | None = Field(None, description="A router collection's policy")
 
 
 class ModelList(Reply):
@@ -206,6 +212,13 @@ class Loaded(Reply):
     backend: str
     device: Device
     pinned: bool
+
+
+class CollectionLoaded(Reply):
+    status: Literal["success"] = "success"
+    model_name: str
+    checkpoint: str = ""
+    recipe: str
 
 
 class Eviction(Reply):

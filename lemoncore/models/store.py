@@ -32,6 +32,7 @@ from lemoncore.models.checkpoints import (
     short,
     snapshot_revision,
 )
+from lemoncore.models.collections import Collection
 from lemoncore.models.download import download
 from lemoncore.models.naming import Naming, name_models
 from lemoncore.models.variants import resolve_checkpoint
@@ -77,6 +78,8 @@ class ModelStore:
         self.options_file = cache_dir / "model_options.json"
         self.offline = offline or os.environ.get("HF_HUB_OFFLINE", "") in {"1", "true", "ON"}
         self._user = _user_models(read_json(self.user_file, []))
+        self.collections_file = cache_dir / "collections.json"
+        self._collections = _collections(read_json(self.collections_file, []))
         self._saved: dict[str, dict[str, JsonValue]] = read_json(self.options_file, {})
         self.extra_models_dir = extra_models_dir
         self._extra: dict[str, ModelInfo] = {}
@@ -177,6 +180,29 @@ class ModelStore:
         if name in self._user:
             self._user = {n: m for n, m in self._user.items() if n != name}
             self._write_user()
+
+    def collections(self) -> list[Collection]:
+        """The registered collections, in the order they were first registered."""
+        return list(self._collections.values())
+
+    def collection(self, name: str) -> Collection | None:
+        """The collection ``name`` names: ``user.<name>`` or the bare name."""
+        return self._collections.get(name.removesuffix(":latest").removeprefix("user."))
+
+    def register_collection(self, collection: Collection) -> None:
+        """Register (or replace) a collection; its components are not checked here
+        (:func:`lemoncore.models.collections.refusal` is the gate)."""
+        self._collections = {**self._collections, collection.name: collection}
+        self._write_collections()
+
+    def unregister_collection(self, name: str) -> None:
+        """Forget a collection (its components stay)."""
+        self._collections = {n: c for n, c in self._collections.items() if n != name}
+        self._write_collections()
+
+    def _write_collections(self) -> None:
+        data = [c.model_dump(mode="json") for c in self._collections.values()]
+        write_json(self.collections_file, data)
 
     def size_on_disk(self, model: ModelInfo) -> int | None:
         """The bytes the model's files take here, if they are all present; else ``None``."""
@@ -322,6 +348,19 @@ class ModelStore:
             for name in model.files
         )
         return [first, *(f for f in rest if isinstance(f, str))]
+
+
+def _collections(entries: list[Any]) -> dict[str, Collection]:
+    """The registered collections by name; an invalid entry is logged and left out."""
+    found = {}
+    for entry in entries:
+        try:
+            collection = Collection.model_validate(entry)
+        except ValidationError as exc:
+            log.warning("ignoring an invalid collection", entry=repr(entry)[:300], error=str(exc))
+            continue
+        found[collection.name] = collection
+    return found
 
 
 def _user_models(entries: list[Any]) -> dict[str, ModelInfo]:
