@@ -6,8 +6,8 @@
 As Lemonade's ``Server::register_model_definition_internal`` and
 ``ModelManager::register_components`` (``src/cpp/server/server.cpp``,
 ``model_manager.cpp``): inline ``models`` definitions of components that are not
-registered are registered first, as user models; the collection stores each component by
-the public name it had then and lists each by its public name now; a collection is
+registered are registered first, as user models; the collection keeps each component's
+name as given (its policy names them so) and lists each by its public name; a collection is
 ``downloaded`` when every component is. ``/load`` of an omni collection loads its
 components; of a router collection, nothing (it is virtual: each request loads the
 component it is routed to). ``/delete`` forgets the collection, never its components.
@@ -73,17 +73,12 @@ async def register(core: Core, body: bodies.PullBody, register_model: Register) 
     if candidate.recipe == ROUTER and (why := policy_refusal(candidate)):
         raise ApiError(why, param="routing")
     defs = inline_definitions(body.models)
-    components = []
     for component in candidate.components:
-        model = core.models.get(component) or core.models.get(bare(component))
-        if model is None:  # defined inline (the gate checked): register it as a user model
+        if core.models.get(component) is None:  # defined inline (the gate checked it)
             definition = {**defs[bare(component)], "model_name": f"user.{bare(component)}"}
-            model = await register_model(core, bodies.parse(bodies.PullBody, definition))
-            model = core.models.get(model.name) or model
-        components.append(model.name)
-    collection = candidate.model_copy(update={"components": tuple(components)})
-    core.models.register_collection(collection)
-    return collection
+            await register_model(core, bodies.parse(bodies.PullBody, definition))
+    core.models.register_collection(candidate)
+    return candidate
 
 
 def members(core: Core, collection: Collection) -> list[ModelInfo]:

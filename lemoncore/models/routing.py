@@ -10,6 +10,7 @@ from typing import Any
 
 from pydantic import JsonValue
 
+from lemoncore.errors import LemonError
 from lemoncore.models.collections import Collection
 from lemoncore.routing.decision import Decision, decide_route, features_from_body
 from lemoncore.routing.policy import PolicyError, RoutePolicy, parse_route_policy
@@ -40,8 +41,16 @@ def policy_refusal(collection: Collection) -> str | None:
 
 
 def policy(collection: Collection) -> RoutePolicy:
-    """The collection's parsed policy (it parsed when the collection registered)."""
-    return parse_route_policy(document(collection))
+    """The collection's parsed policy (it parsed when the collection registered; one
+    stored by an older lemoncore that no longer does is a 500 that says what to do)."""
+    try:
+        return parse_route_policy(document(collection))
+    except PolicyError as exc:
+        raise LemonError(
+            f"collection {collection.id!r}: its routing policy no longer parses ({exc}); "
+            "register it again with a valid policy",
+            status=500,
+        ) from exc
 
 
 @dataclass(frozen=True)
