@@ -99,10 +99,22 @@ async def list_models(request: Request) -> Response:
     cards = await anyio.to_thread.run_sync(_cards, core, models)
     cards += [collections.card(core, c) for c in core.models.collections()]
     listed = [c for c in cards if show_all or c.downloaded]
+    listed += _alias_rows(core, {c.id: c for c in listed})
     if asks_anthropic(request.headers):
         return reply(anthropic_models.page(listed, query))
     # size_bytes is absent, not null, when unknown (nothing else in a card is None)
     return reply(replies.ModelList(data=listed), exclude_none=True)
+
+
+def _alias_rows(core: Core, listed: dict[str, replies.ModelCard]) -> list[replies.ModelCard]:
+    """A row per run-time alias whose target is listed, as its target's card under the
+    alias's name (Lemonade's ``handle_models``); an alias that is a listed id adds none."""
+    rows = []
+    for alias in core.models.aliases.all():
+        target = core.models.get(alias)
+        if alias not in listed and target is not None and target.name in listed:
+            rows.append(listed[target.name].model_copy(update={"id": alias}))
+    return rows
 
 
 def _cards(core: Core, models: list[ModelInfo]) -> list[replies.ModelCard]:
@@ -156,6 +168,8 @@ async def get_model(request: Request) -> Response:
         if collection
         else model_card(core, core.router.model(name))
     )
+    if core.models.aliases.resolve(name) is not None:  # a run-time alias answers as itself
+        card = card.model_copy(update={"id": name.removesuffix(":latest")})
     if asks_anthropic(request.headers):
         return reply(AnthropicModel.of(card))
     return reply(card, exclude_none=True)

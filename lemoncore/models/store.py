@@ -24,6 +24,7 @@ from pydantic import JsonValue, ValidationError
 from lemoncore.jsonfile import read_json, write_json
 from lemoncore.launch import ProgressCallback
 from lemoncore.models import extra
+from lemoncore.models.alias_book import AliasBook
 from lemoncore.models.checkpoints import (
     Checkpoint,
     ModelError,
@@ -80,6 +81,7 @@ class ModelStore:
         self._user = _user_models(read_json(self.user_file, []))
         self.collections_file = cache_dir / "collections.json"
         self._collections = _collections(read_json(self.collections_file, []))
+        self.aliases = AliasBook(cache_dir / "aliases.json")  # run-time aliases
         self._saved: dict[str, dict[str, JsonValue]] = read_json(self.options_file, {})
         self.extra_models_dir = extra_models_dir
         self._extra: dict[str, ModelInfo] = {}
@@ -147,10 +149,10 @@ class ModelStore:
         return dict(self.naming(fresh=True).listed)
 
     def get(self, name: str) -> ModelInfo | None:
-        """The model ``name`` names: a public name, ``user.``/``extra.``/``builtin.`` and
-        the name, an alias (``:latest`` ignored); a miss looks at ``extra_models_dir``
-        again if stale."""
-        name = name.removesuffix(":latest")
+        """The model ``name`` names: a run-time alias's target, a public name,
+        ``user.``/``extra.``/``builtin.`` and the name, an alias (``:latest`` ignored); a
+        miss looks at ``extra_models_dir`` again if stale."""
+        name = self.aliases.resolve(name) or name.removesuffix(":latest")
         return self.naming().find(name) or self.naming(fresh=True).find(name)
 
     async def resolve(self, model: ModelInfo) -> ModelInfo:

@@ -1,5 +1,6 @@
 """The run-time controls a plugin's route may use (Lemonade's ``/internal/set``,
-``/internal/config``, ``/internal/pin``, ``/internal/simulate-vram-pressure``):
+``/internal/config``, ``/internal/pin``, ``/internal/simulate-vram-pressure``,
+``/internal/aliases``):
 :meth:`RuntimeControl.of` hands them only to a request with the rights of the management
 routes, which the key guard marks on its scope (:data:`ADMIN_SCOPE`, set by
 :class:`lemoncore.api.guard.Guard` from ``may_manage``), whatever path the plugin serves
@@ -58,6 +59,41 @@ class RuntimeControl:
     def pin(self, model: str, pinned: bool) -> str:
         """Pin or unpin a loaded model; its canonical name (404 when not loaded)."""
         return self._router.set_pin(model, pinned).model.name
+
+    def aliases(self) -> dict[str, str]:
+        """The run-time aliases, alias -> target (:mod:`lemoncore.models.aliases`)."""
+        return self._router.models.aliases.all()
+
+    def set_alias(self, alias: str, target: str) -> None:
+        """Point ``alias`` at ``target`` (a model, or another alias), as Lemonade's
+        ``handle_aliases_add`` checks it: a 400 ``invalid_alias`` for a reserved prefix
+        or itself, a 409 ``alias_conflict`` for a model's own name or a chain that
+        cycles or runs too long."""
+        alias, target = alias.removesuffix(":latest"), target.removesuffix(":latest")
+        if alias == target:
+            raise LemonError(
+                "Alias cannot point to itself", 400, code="invalid_alias", param="alias"
+            )
+        if alias.partition(".")[0] in {"user", "extra", "builtin"}:
+            raise LemonError(
+                "Alias name cannot use reserved prefixes (user., extra., builtin.)",
+                400,
+                code="invalid_alias",
+                param="alias",
+            )
+        models = self._router.models
+        if alias not in models.aliases.all() and models.get(alias) is not None:
+            raise LemonError(
+                f"Cannot create alias '{alias}': Name conflicts with an existing canonical model",
+                409,
+                code="alias_conflict",
+                param="alias",
+            )
+        models.aliases.set(alias, target)
+
+    def remove_alias(self, alias: str) -> bool:
+        """Forget ``alias``; whether it was one."""
+        return self._router.models.aliases.remove(alias.removesuffix(":latest"))
 
     async def evaluate_eviction(self, used: float | None) -> list[str]:
         """One auto-eviction pass with ``used`` memory (a fraction; below 0: idle only);

@@ -12,6 +12,12 @@
   with Lemonade's 400 messages for a bad body; a model that is not loaded is a 404.
 - ``POST /internal/simulate-vram-pressure`` (``handle_simulate_vram_pressure``):
   ``{"pct": f}`` runs one auto-eviction pass as if memory were that full (-1: idle only).
+- ``GET``/``POST /internal/aliases``, ``DELETE /internal/aliases/{alias}``
+  (``handle_aliases_get``, ``_add``, ``_remove``): run-time aliases, each
+  ``{"alias", "target", "downloaded", "recipe"}`` in the list; ``{"alias", "target"}`` (or
+  ``model``) sets one (``{"status": "ok", …}``), a delete answers ``{"status":
+  "deleted"}`` or a 404 ``alias_not_found``. Errors as Lemonade's: OpenAI-shaped, ``param``
+  ``alias``.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from lemoncore.plugin import LemonError, RuntimeControl
+from lemoncore.plugin import Gateway, LemonError, RuntimeControl
 
 MAX_BODY = 64 * 1024  # a settings body is small
 
@@ -105,10 +111,47 @@ async def simulate_pressure(request: Request) -> Response:
     return JSONResponse({"status": "ok", "evicted": evicted})
 
 
+async def aliases_get(request: Request) -> Response:
+    gateway, control = Gateway.of(request), RuntimeControl.of(request)
+    listed = []
+    for alias, target in control.aliases().items():
+        try:
+            model = gateway.model(alias)
+        except LemonError:  # its target is gone: listed as Lemonade lists it then
+            listed.append({"alias": alias, "target": target, "downloaded": False})
+            continue
+        downloaded = await gateway.local_path(model) is not None
+        entry = {"alias": alias, "target": target, "downloaded": downloaded}
+        listed.append({**entry, "recipe": model.recipe})
+    return JSONResponse({"aliases": listed})
+
+
+async def aliases_add(request: Request) -> Response:
+    control = RuntimeControl.of(request)
+    body = await body_of(request)
+    alias, target = body.get("alias", ""), body.get("target", body.get("model", ""))
+    if not isinstance(alias, str) or not isinstance(target, str) or not alias or not target:
+        raise LemonError(
+            "Alias and target fields are required", 400, code="invalid_request", param="alias"
+        )
+    control.set_alias(alias, target)
+    return JSONResponse({"status": "ok", "alias": alias, "target": target})
+
+
+async def aliases_remove(request: Request) -> Response:
+    alias = request.path_params["alias"]
+    if not RuntimeControl.of(request).remove_alias(alias):
+        raise LemonError(f"Alias not found: {alias}", 404, code="alias_not_found", param="alias")
+    return JSONResponse({"status": "deleted", "alias": alias})
+
+
 def routes() -> list[Route]:
     return [
         Route("/internal/set", config_set, methods=["POST"]),
         Route("/internal/config", config_get, methods=["GET"]),
         Route("/internal/pin", pin, methods=["POST"]),
         Route("/internal/simulate-vram-pressure", simulate_pressure, methods=["POST"]),
+        Route("/internal/aliases", aliases_get, methods=["GET"]),
+        Route("/internal/aliases", aliases_add, methods=["POST"]),
+        Route("/internal/aliases/{alias:path}", aliases_remove, methods=["DELETE"]),
     ]

@@ -192,3 +192,41 @@ def test_extra_models_dir_set_at_run_time_serves_its_gguf_files(
         call(server, "POST", "/internal/set", json={"extra_models_dir": ""})
     listed = {m["id"] for m in call(server, "GET", "/api/v1/models?show_all=true").json()["data"]}
     assert "Smol-GGUF" not in listed
+
+
+def test_run_time_aliases_resolve_list_and_refuse_as_lemonade(server: ServerProcess) -> None:
+    assert call(server, "GET", "/internal/aliases").json() == {"aliases": []}
+    added = call(server, "POST", "/internal/aliases", json={"alias": "short", "target": "m1"})
+    assert added.json() == {"status": "ok", "alias": "short", "target": "m1"}, added.text
+    hop = {"alias": "shorter", "target": "short"}
+    assert call(server, "POST", "/internal/aliases", json=hop).is_success
+    try:
+        load(server, "m1", ctx_size=2048)
+        listed = {m["id"]: m for m in call(server, "GET", "/api/v1/models").json()["data"]}
+        assert listed["shorter"]["context_length"] == listed["m1"]["context_length"] == 2048
+        card = call(server, "GET", "/api/v1/models/shorter").json()
+        assert card["id"] == "shorter" and card["checkpoint"] == listed["m1"]["checkpoint"]
+        chat = {"model": "shorter", "messages": [{"role": "user", "content": "Hi"}]}
+        answer = call(server, "POST", "/api/v1/chat/completions", json={**chat, "max_tokens": 2})
+        assert answer.status_code == 200 and answer.json()["model"] == "m1", answer.text
+        rows = call(server, "GET", "/internal/aliases").json()["aliases"]
+        assert {"alias": "short", "target": "m1", "downloaded": True, "recipe": "llamacpp"} in rows
+        for body, status, code in [
+            ({"alias": "m2", "target": "m1"}, 409, "alias_conflict"),  # a model's own name
+            ({"alias": "user.x", "target": "m1"}, 400, "invalid_alias"),
+            ({"alias": "m1x", "target": "m1x"}, 400, "invalid_alias"),
+            ({"alias": "short", "target": "shorter"}, 409, "alias_conflict"),  # a cycle
+            ({"alias": "x"}, 400, "invalid_request"),
+        ]:
+            refused = call(server, "POST", "/internal/aliases", json=body)
+            assert refused.status_code == status, refused.text
+            assert refused.json()["error"]["code"] == code and refused.json()["error"]["param"]
+        as_user = call(server, "POST", "/internal/aliases", json=hop, headers=AS_USER)
+        assert as_user.status_code == 401  # the admin key is needed
+    finally:
+        for alias in ("shorter", "short"):
+            deleted = call(server, "DELETE", f"/internal/aliases/{alias}")
+            assert deleted.json() == {"status": "deleted", "alias": alias}
+    gone = call(server, "DELETE", "/internal/aliases/short")
+    assert gone.status_code == 404 and gone.json()["error"]["code"] == "alias_not_found"
+    assert call(server, "GET", "/api/v1/models/short").status_code == 404
