@@ -154,3 +154,13 @@ def test_an_extra_models_dir_that_cannot_be_listed_is_refused(tmp_path: Path) ->
     gguf(tmp_path / "not-yet" / "late.gguf")
     store.set_extra_models_dir(tmp_path / "not-yet")
     assert "late" in store.all()
+
+
+def test_a_new_extra_file_shadows_the_catalogue_at_the_next_lookup(tmp_path: Path) -> None:
+    builtin = ModelInfo(name="Tiny", recipe="llamacpp", checkpoint="o/r:tiny.gguf")
+    store = ModelStore({"Tiny": builtin}, tmp_path / "cache")
+    assert store.get("Tiny") == builtin  # the lookup that fills the cache of names
+    stub = gguf(tmp_path / "extra" / "Tiny.gguf")
+    store.set_extra_models_dir(tmp_path / "extra")
+    found = store.get("Tiny")  # no listing in between (Lemonade's test_021r)
+    assert found is not None and found.checkpoint == str(stub)

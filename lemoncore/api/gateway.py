@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,16 @@ from lemoncore.recipes import Endpoint, ModelInfo
 from lemoncore.serving.forwarding import exchange
 from lemoncore.serving.proxy import BackendFailure, broken
 from lemoncore.serving.sse import DONE, DataLines, error_message
+
+
+@dataclass(frozen=True)
+class CollectionMembers:
+    """A collection as a plugin sees it: its public id, its recipe and its registered
+    components, in order."""
+
+    id: str
+    recipe: str
+    models: list[ModelInfo]
 
 
 class Gateway:
@@ -91,6 +102,19 @@ class Gateway:
         core's own routes refuse it."""
         bodies.checked_name(name)
         return self._core.router.model(name)
+
+    def collection(self, name: str) -> CollectionMembers | None:
+        """The collection ``name`` names (:mod:`lemoncore.models.collections`), or ``None``."""
+        found = self._core.models.collection(name)
+        if found is None:
+            return None
+        members = [m for c in found.components if (m := self._core.models.get(c))]
+        return CollectionMembers(found.id, found.recipe, members)
+
+    def collections(self) -> list[CollectionMembers]:
+        """Every collection, as :meth:`collection` gives one."""
+        found = (self.collection(c.id) for c in self._core.models.collections())
+        return [c for c in found if c is not None]
 
     async def local_path(self, model: ModelInfo) -> Path | None:
         """The model's main file when it is downloaded, else ``None``."""

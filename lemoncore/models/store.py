@@ -150,10 +150,11 @@ class ModelStore:
 
     def get(self, name: str) -> ModelInfo | None:
         """The model ``name`` names: a run-time alias's target, a public name,
-        ``user.``/``extra.``/``builtin.`` and the name, an alias (``:latest`` ignored); a
-        miss looks at ``extra_models_dir`` again if stale."""
+        ``user.``/``extra.``/``builtin.`` and the name, an alias (``:latest`` ignored);
+        ``extra_models_dir`` is looked at again first if stale, so a file there shadows a
+        catalogue model at once."""
         name = self.aliases.resolve(name) or name.removesuffix(":latest")
-        return self.naming().find(name) or self.naming(fresh=True).find(name)
+        return self.naming(fresh=True).find(name)
 
     async def resolve(self, model: ModelInfo) -> ModelInfo:
         """``model`` as it registers: a Lemonade ``owner/repo:VARIANT`` checkpoint made the

@@ -4,6 +4,7 @@ cannot serve (create, copy, push, blobs), refused with 501 and what to do instea
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
@@ -20,7 +21,7 @@ from lemon_plugin_ollama_api.bodies import DeleteBody, PullBody, ShowBody, parse
 from lemon_plugin_ollama_api.describe import FileFacts, digest, file_facts, listing, running
 from lemon_plugin_ollama_api.describe import show as described
 from lemon_plugin_ollama_api.inference import loaded_options
-from lemon_plugin_ollama_api.names import find
+from lemon_plugin_ollama_api.names import find, lemon_name
 from lemon_plugin_ollama_api.responses import (
     Handler,
     Line,
@@ -80,12 +81,21 @@ def _version(distribution: str) -> str:
 
 @ollama_errors
 async def tags(request: Request) -> Response:
-    """The downloaded models."""
+    """The downloaded models, and the collections whose every component is downloaded
+    (as ``user.NAME``, described by their first component, sized by all of them: as
+    Lemonade's ``handle_tags`` lists them from ``get_downloaded_models``)."""
     gateway = Gateway.of(request)
     entries = []
     for model in gateway.models():
         if (facts := await facts_of(gateway, model)) is not None:
             entries.append(listing(model, facts))
+    for collection in gateway.collections():
+        found = [await facts_of(gateway, m) for m in collection.models]
+        every = [f for f in found if f is not None]
+        if collection.models and len(every) == len(found):
+            size = sum(f.size for f in every)
+            first = collection.models[0].model_copy(update={"name": collection.id})
+            entries.append(listing(first, dataclasses.replace(every[0], size=size)))
     return JSONResponse({"models": entries})
 
 
@@ -142,14 +152,19 @@ async def ps(request: Request) -> Response:
 async def show(request: Request) -> Response:
     """A model's details, template, parameters and capabilities: with the options it
     runs with, or (not loaded) those its next load would use; a model not downloaded
-    yet is shown from what its registration says."""
+    yet is shown from what its registration says; a collection, as its first component."""
     body = parse(ShowBody, await request.body())
     gateway = Gateway.of(request)
-    model = find(gateway, body.target)
+    collection = gateway.collection(lemon_name(body.target))
+    if collection is not None and collection.models:  # shown as its first component
+        model = collection.models[0]
+        shown = model.model_copy(update={"name": collection.id})
+    else:
+        model = shown = find(gateway, body.target)
     options = loaded_options(gateway, model.name)
     if options is None:
         options = await gateway.load_options(model.name)
-    return JSONResponse(described(model, await facts_of(gateway, model), options))
+    return JSONResponse(described(shown, await facts_of(gateway, model), options))
 
 
 async def pulling(gateway: Gateway, model: ModelInfo) -> AsyncIterator[Line]:

@@ -113,3 +113,19 @@ def test_ps_lists_the_longest_to_live_first(client: ollama.Client) -> None:
     finite = listed[1].expires_at
     assert finite is not None
     assert timedelta(minutes=4) < finite - datetime.now(UTC) <= timedelta(minutes=5)
+
+
+def test_a_collection_lists_and_shows_under_its_user_id(
+    server: ServerProcess, client: ollama.Client
+) -> None:
+    body = {"model_name": "user.Kit", "recipe": "collection.omni", "components": [EMBED]}
+    httpx.post(server.url + "/api/v1/pull", json=body, timeout=60).raise_for_status()
+    try:
+        tags = {m.model: m for m in client.list().models}
+        assert "user.Kit:latest" in tags and "Kit:latest" not in tags
+        assert tags["user.Kit:latest"].size == tags[f"{EMBED}:latest"].size  # its one file
+        for name in ("user.Kit", "Kit"):
+            assert client.show(name).modelfile  # shown as its component
+    finally:
+        httpx.post(server.url + "/api/v1/delete", json={"model_name": "user.Kit"}, timeout=60)
+    assert "user.Kit:latest" not in {m.model for m in client.list().models}
