@@ -70,6 +70,11 @@ async def test_options_are_saved_shown_and_used_by_the_next_load(
         assert (await client.get("/api/v1/health")).json()["all_models_loaded"] == []
         merged = (await client.post(OPTIONS, json={"tiny_args": "-t 2"})).json()
         assert merged["saved"] == {"ctx_size": 8192, "tiny_args": "-t 2"}
+        for query, words in [("", "requires action"), ("?action=wipe", "Unknown action: wipe")]:
+            bad = await client.post(f"/api/v1/slots/0{query}")
+            assert bad.status_code == 400 and words in bad.json()["error"]["message"]
+        erase = await client.post("/api/v1/slots/0?action=erase")
+        assert erase.json()["error"]["code"] == "no_model_loaded"
         assert (await client.post("/api/v1/load", json={"model_name": MODEL})).status_code == 200
         assert (await _loaded(client))["recipe_options"]["ctx_size"] == 8192
         cleared = (await client.post(OPTIONS, json={"tiny_args": "", "ctx_size": None})).json()
@@ -193,6 +198,11 @@ async def test_tokenize_slots_and_rerank_routes(tmp_path: Path, anyio_backend: s
             refused = await call
             assert refused.status_code == 400, refused.text
             assert refused.json()["error"]["code"] == "no_model_loaded"
+        for query, words in [("", "requires action"), ("?action=wipe", "Unknown action: wipe")]:
+            bad = await client.post(f"/api/v1/slots/0{query}")
+            assert bad.status_code == 400 and words in bad.json()["error"]["message"]
+        erase = await client.post("/api/v1/slots/0?action=erase")
+        assert erase.json()["error"]["code"] == "no_model_loaded"
         assert (await client.post("/api/v1/load", json={"model_name": MODEL})).status_code == 200
         # the loaded model was chosen: its backend says it does not tokenize
         tokens = (await client.post("/v1/tokenize", json={"content": "hi"})).json()

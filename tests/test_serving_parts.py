@@ -127,18 +127,18 @@ def test_the_planner_evicts_through_the_policy_and_tells_a_reload_from_a_no_op()
 def test_admission_holds_off_a_crash_loop_and_counts_wedged_requests() -> None:
     admission = Admission(Settings())
     for _ in range(CRASH_LOOP_FAILURES - 1):
-        admission.failed_start("m", StartError("boom"))
-        admission.check_cooldown("m")  # not yet held off
-    assert "held off" in str(admission.failed_start("m", StartError("boom")))
+        admission.failed_start("m", StartError("boom"), "c.gguf")
+        admission.check_cooldown("m", "c.gguf")  # not yet held off
+    assert "held off" in str(admission.failed_start("m", StartError("boom"), "c.gguf"))
     with pytest.raises(NotAdmitted, match="failed to start 3 times") as refused:
-        admission.check_cooldown("m")
+        admission.check_cooldown("m", "c.gguf")
     assert refused.value.status == 503 and refused.value.headers == {"Retry-After": "5"}
     assert "The last failure: boom" in str(refused.value)
     [held] = admission.held_off()
     assert (held.model, held.reason, held.failures) == ("m", "boom", 3)
     assert 0 < held.retry_in_s <= 5
     admission.started("m")
-    admission.check_cooldown("m")
+    admission.check_cooldown("m", "c.gguf")
     assert admission.held_off() == []
 
     class Server:
@@ -156,11 +156,11 @@ def test_a_start_that_cannot_succeed_again_is_held_off_at_once_with_its_reason()
         -int(signal.SIGILL), ["llama_model_load: loading"], {"SIGILL": "use the portable build"}
     )
     failed = admission.failed_start(
-        "m", StartError(sigill.report("m: backend", "while starting"), sigill)
+        "m", StartError(sigill.report("m: backend", "while starting"), sigill), "c.gguf"
     )
     assert failed.exit is sigill and "starting it again cannot help: held off" in str(failed)
     with pytest.raises(NotAdmitted) as refused:  # the first failure is enough
-        admission.check_cooldown("m")
+        admission.check_cooldown("m", "c.gguf")
     message = str(refused.value)
     assert refused.value.code == "backend_cooldown" and "failed to start once" in message
     assert (
@@ -172,10 +172,13 @@ def test_a_start_that_cannot_succeed_again_is_held_off_at_once_with_its_reason()
     [held] = admission.held_off()
     assert held.reason == sigill.sentence("m: backend", "while starting")
     assert held.failures == 1 and 60 < held.retry_in_s <= COOLDOWN_MAX_S
+    admission.check_cooldown("m", "other.gguf")  # the name now means another model
+    failed = admission.failed_start("m", StartError("boom"), "other.gguf")
+    assert "held off" not in str(failed)  # that one's count starts at one
     # a plain exit code is counted toward the crash loop, as before
     plain = classify(1, ["boom"])
-    admission.failed_start("n", StartError(plain.report("n: backend"), plain))
-    admission.check_cooldown("n")
+    admission.failed_start("n", StartError(plain.report("n: backend"), plain), "c.gguf")
+    admission.check_cooldown("n", "c.gguf")
 
 
 # A backend whose streams break after one event: it drops the connection mid-response.

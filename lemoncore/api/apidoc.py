@@ -30,6 +30,7 @@ ERRORS: dict[int | str, str] = {
     413: "Body too large",
     422: "Model not found",
     500: "`invalid_configuration`: a bad `[recipes.*]` section",
+    501: "The engine does not support it as started (its `not_supported_error`, passed through)",
     502: "The backend failed",
     503: "The backend could not start or install, or the server is busy: `queue_full`, "
     "`model_loading`, `backend_cooldown`, `shutting_down` (with `Retry-After`)",

@@ -1,5 +1,6 @@
 """Lemonade Server's llama.cpp routes under ``/api/v1`` and ``/v1``: ``POST /tokenize``
-(the routed ``/tokenize``, its ``model`` optional) and ``GET /slots``, each answered by
+(the routed ``/tokenize``, its ``model`` optional), ``GET /slots`` and ``POST
+/slots/{id}?action=…``, each answered by
 the named model or, without one, the loaded model used last, as Lemonade's
 ``Server::handle_tokenize`` and ``Server::handle_slots`` (``src/cpp/server/server.cpp``)
 send them to its loaded model. With no model named and none loaded: a 400."""
@@ -49,25 +50,68 @@ async def slots(request: Request) -> Response:
     """``GET /api/v1/slots[?model=M]``: the engine's ``GET /slots`` (llama-server's slot
     states), passed through."""
     core: Core = request.app.state.core
-    name = request.query_params.get("model")
-    if name:
-        server = core.router.loaded(bodies.checked_name(name))
-        if server is None:
-            raise ApiError(
-                f"model {name!r} is not loaded; load it with POST /api/v1/load",
-                404,
-                code="model_not_loaded",
-                param="model",
-            )
-    else:
-        server = last_used(core, "the slots query")
+    server = _server_of(core, request.query_params.get("model"), "the slots query")
+    return await _passed_through(request, server, "GET", "/slots")
+
+
+SLOT_ACTIONS = ("erase", "save", "restore")  # Server::handle_slots_by_id's known actions
+
+
+async def slot_action(request: Request) -> Response:
+    """``POST /api/v1/slots/{id}?action=erase|save|restore[&model=M]``: the engine's
+    ``POST /slots/{id}`` with the body as it came (llama-server's ``post_slots``,
+    ``tools/server/server-context.cpp``: without ``--slot-save-path``, which lemoncore does
+    not pass, it answers every action 501 ``not_supported_error`` naming that flag); the
+    action is checked first, in ``Server::handle_slots_by_id``'s words."""
+    core: Core = request.app.state.core
+    action = request.query_params.get("action", "")
+    if action not in SLOT_ACTIONS:
+        raise ApiError(
+            f"Unknown action: {action}. Supported actions: {', '.join(SLOT_ACTIONS)}"
+            if action
+            else "POST /api/v1/slots/{id} requires action query parameter (e.g., ?action=erase)",
+            param="action",
+        )
+    body = await json_object(request) if await request.body() else {}
+    server = _server_of(core, request.query_params.get("model"), f"slots {action}")
+    path = f"/slots/{request.path_params['slot_id']}"
+    not_supported = frozenset({501})  # its answer, not a failure: passed on as it came
+    return await _passed_through(
+        request, server, "POST", path, {"action": action}, body, not_supported
+    )
+
+
+def _server_of(core: Core, name: str | None, what: str) -> LoadedServer:
+    """The loaded server of ``name``, else the loaded model used last."""
+    if not name:
+        return last_used(core, what)
+    server = core.router.loaded(bodies.checked_name(name))
+    if server is None:
+        raise ApiError(
+            f"model {name!r} is not loaded; load it with POST /api/v1/load",
+            404,
+            code="model_not_loaded",
+            param="model",
+        )
+    return server
+
+
+async def _passed_through(
+    request: Request,
+    server: LoadedServer,
+    method: str,
+    path: str,
+    params: dict[str, str] | None = None,
+    body: dict[str, object] | None = None,
+    answers: frozenset[int] = frozenset(),
+) -> Response:
     try:
-        upstream = await server.client.get("/slots")
+        upstream = await server.client.request(method, path, params=params, json=body)
     except httpx.HTTPError as exc:
         raise ApiError(
-            f"backend error: {server.model.name}'s engine did not answer GET /slots ({exc})",
+            f"backend error: {server.model.name}'s engine did not answer {method} {path} ({exc})",
             502,
             "backend_error",
             "backend_error",
         ) from exc
-    return backend_response(upstream, request.scope)
+    return backend_response(upstream, request.scope, answers)

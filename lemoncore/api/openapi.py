@@ -1,11 +1,11 @@
 """The route table, and ``GET /openapi.json`` generated from it.
 
 Each :class:`~lemoncore.api.operation.Operation` of :data:`OPERATIONS` (lemoncore's own)
-and of :func:`routed` (one per routed endpoint) names its handler, what it accepts and
-what it answers per status. The app's routes (:func:`lemoncore.app.create_app`) and the
-document (:mod:`lemoncore.api.apidoc`) both come from :func:`operations`: an endpoint
-cannot be served without being documented, and the document says what the handlers
-validate and build.
+and of :func:`~lemoncore.api.routed_operations.routed` (one per routed endpoint) names its
+handler, what it accepts and what it answers per status. The app's routes
+(:func:`lemoncore.app.create_app`) and the document (:mod:`lemoncore.api.apidoc`) both
+come from :func:`operations`: an endpoint cannot be served without being documented, and
+the document says what the handlers validate and build.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ from lemoncore.api import (
     bodies,
     engine_routes,
     events,
-    inference,
     logs,
     manage,
     model_list,
@@ -34,22 +33,9 @@ from lemoncore.api import (
     telemetry,
 )
 from lemoncore.api.operation import LEMONADE, OPENAI, Media, Operation
+from lemoncore.api.routed_operations import ENGINE_ANSWER, INFERENCE_ERRORS, routed
 from lemoncore.recipes import Endpoint
 from lemoncore.serving.history import HISTORY_SIZE
-
-# One event of an inference stream (schemathesis reads an event stream's `schema` per
-# event, as Open API 3.2's `itemSchema`); the engine's chunks are not lemoncore's to type.
-_ENGINE_EVENT: dict[str, JsonValue] = {
-    "type": "object",
-    "required": ["data"],
-    "properties": {
-        "data": {
-            "type": "string",
-            "description": "A JSON chunk of the engine's answer; `[DONE]` "
-            "last, or an OpenAI error object when the backend fails",
-        }
-    },
-}
 
 
 def _progress_events(complete: Media) -> dict[str, Media]:
@@ -61,70 +47,15 @@ _STREAMED = (
     "file together), then one `complete` event (the answer without `status`) or "
     "one `error` event."
 )
-_INFERENCE_ERRORS = (400, 404, 409, 502, 503)
 _ANTHROPIC_SHAPE = (
     "An Anthropic client (it sends `anthropic-version`) gets Anthropic's "
     "Models API shape, errors included; any other caller OpenAI's."
 )
-_ENGINE_ANSWER: dict[str, JsonValue] = {
-    "type": "object",
-    "description": "The engine's answer, passed through",
-}
 
 
 async def serve(request: Request) -> Response:
     """``GET /openapi.json``."""
     return JSONResponse(document(request.app.state.core.plugins.registry.endpoints_tuple()))
-
-
-_DESCRIPTIONS = {
-    "/v1/chat/completions": "Loads the model when needed. Usage on every non-streaming "
-    "answer and on streams with `stream_options.include_usage`; a "
-    "stream ends with `data: [DONE]`, or with an error frame when "
-    "the backend fails.",
-    "/v1/embeddings": "For models labelled `embeddings`.",
-    "/v1/messages": "Anthropic's Messages API: passed through to backends that serve it "
-    "(llama.cpp), translated to chat completions for the others; "
-    "lemoncore's own errors are Anthropic-shaped here.",
-    "/v1/messages/count_tokens": "Passed through, or counted with a one-token chat "
-    "completion on backends that serve only chat.",
-    "/v1/responses": "OpenAI's Responses API: passed through to backends that serve it, "
-    "translated to chat completions for the others (which keep no "
-    "responses: `previous_response_id` is refused there).",
-}
-
-
-def routed(endpoint: Endpoint) -> Operation:
-    """The operation of a routed endpoint: served under ``/v1`` and ``/api/v1`` when its
-    path starts with ``/v1/``, else as it is."""
-    prefix, route = (
-        (OPENAI, endpoint.path[3:]) if endpoint.path.startswith("/v1/") else ("", endpoint.path)
-    )
-    form = endpoint.body == "multipart"
-    answer: Media = (
-        _ENGINE_ANSWER
-        if endpoint.media_type == "application/json"
-        else {"type": "string", "format": "binary"}
-    )
-    return Operation(
-        "POST",
-        route,
-        inference.routed(endpoint),
-        endpoint.summary,
-        prefix=prefix,
-        body=bodies.form_of(endpoint) if form else bodies.body_of(endpoint),
-        body_media="multipart/form-data" if form else "application/json",
-        engine=True,
-        errors=_INFERENCE_ERRORS,
-        ok={
-            endpoint.media_type: answer,
-            **({"text/event-stream": _ENGINE_EVENT} if endpoint.streams else {}),
-        },
-        description=_DESCRIPTIONS.get(
-            endpoint.path, f"Served by backends whose engine answers `{endpoint.path}` itself."
-        ),
-        anthropic_errors=endpoint.errors == "anthropic",
-    )
 
 
 RERANK_ALIASES = ("/reranking", "/reranker")  # Lemonade's names of /v1/rerank
@@ -142,6 +73,14 @@ def operations(endpoints: tuple[Endpoint, ...]) -> tuple[Operation, ...]:
     )
     return (*OPERATIONS, *(routed(e) for e in endpoints), *aliases)
 
+
+def _param(
+    name: str, where: str, schema: dict[str, JsonValue], required: bool = True
+) -> dict[str, JsonValue]:
+    return {"name": name, "in": where, "required": required, "schema": schema}
+
+
+_MODEL_QUERY = _param("model", "query", {"type": "string"}, required=False)
 
 OPERATIONS: tuple[Operation, ...] = (
     Operation(
@@ -335,8 +274,8 @@ OPERATIONS: tuple[Operation, ...] = (
         prefix=LEMONADE,
         description="The routed `/tokenize`; without `model`, the loaded model used last.",
         engine=True,
-        errors=_INFERENCE_ERRORS,
-        ok={"application/json": _ENGINE_ANSWER},
+        errors=INFERENCE_ERRORS,
+        ok={"application/json": ENGINE_ANSWER},
     ),
     Operation(
         "GET",
@@ -346,12 +285,28 @@ OPERATIONS: tuple[Operation, ...] = (
         prefix=LEMONADE,
         description="llama-server's `GET /slots` of `model` (a query parameter), else of "
         "the loaded model used last.",
-        parameters=(
-            {"name": "model", "in": "query", "required": False, "schema": {"type": "string"}},
-        ),
+        parameters=(_MODEL_QUERY,),
         engine=True,
         errors=(400, 404, 502),
-        ok={"application/json": _ENGINE_ANSWER},
+        ok={"application/json": ENGINE_ANSWER},
+    ),
+    Operation(
+        "POST",
+        "/slots/{slot_id:int}",
+        engine_routes.slot_action,
+        "An action on one of the engine's slots",
+        prefix=LEMONADE,
+        description="llama-server's `POST /slots/{id}?action=…` of `model`, else of the "
+        "loaded model used last (501 `not_supported_error`: no `--slot-save-path`).",
+        parameters=(
+            _param("slot_id", "path", {"type": "integer"}),
+            _param("action", "query", {"type": "string", "enum": list(engine_routes.SLOT_ACTIONS)}),
+            _MODEL_QUERY,
+        ),
+        body_required=False,
+        engine=True,
+        errors=(400, 404, 501, 502),
+        ok={"application/json": ENGINE_ANSWER},
     ),
     Operation(
         "GET",

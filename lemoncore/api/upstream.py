@@ -24,10 +24,13 @@ def anthropic_error(exc: LemonError) -> Response:
     return JSONResponse(anthropic_body(exc), exc.status, headers=exc.headers)
 
 
-def backend_response(upstream: httpx.Response, scope: Scope) -> Response:
+def backend_response(
+    upstream: httpx.Response, scope: Scope, answers: frozenset[int] = frozenset()
+) -> Response:
     """Pass a backend answer through; answer a backend error in the shape of the
-    request in ``scope`` (a 5xx becomes a 502)."""
-    if upstream.status_code < 400:
+    request in ``scope`` (a 5xx becomes a 502, unless it is one of ``answers``: statuses
+    that are the engine's own answer on this route, not its failure)."""
+    if upstream.status_code < 400 or upstream.status_code in answers:
         return Response(
             upstream.content,
             upstream.status_code,

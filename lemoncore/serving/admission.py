@@ -45,6 +45,7 @@ class _Failures:
     error: str = ""  # the last failure's message, which a refusal repeats
     reason: str = ""  # its one line (StartError.reason)
     hopeless: bool = False  # trying again cannot help (StartFailure.HOPELESS)
+    checkpoint: str = ""  # what failed: another model that later takes the name is not held
 
 
 @dataclass(frozen=True)
@@ -164,10 +165,14 @@ class Admission:
 
     # Starts -----------------------------------------------------------------------------
 
-    def check_cooldown(self, name: str) -> None:
+    def check_cooldown(self, name: str, checkpoint: str) -> None:
         """Refuse a start of ``name`` while it is held off after failing, repeating the
-        last failure (what failed, why, the fix)."""
+        last failure (what failed, why, the fix); not when the name now means another
+        ``checkpoint`` than the one that failed (an extra or user model over a catalogue
+        one, or the other way round)."""
         failures = self._failed_starts.get(name, _Failures())
+        if failures.checkpoint != checkpoint:
+            return
         wait = failures.held_until - time.monotonic()
         if wait > 0:
             refused = NotAdmitted(
@@ -184,11 +189,14 @@ class Admission:
                 refused.should_retry = False
             raise refused
 
-    def failed_start(self, name: str, exc: StartError) -> StartError:
-        """Record a failed start; the error to report (saying when it is held off). A
-        start that cannot succeed by trying again (``exc.failure`` is ``hopeless``: its
-        exit or the engine's own words say so) is held off at once, for the longest hold."""
-        failures = self._failed_starts.setdefault(name, _Failures())
+    def failed_start(self, name: str, exc: StartError, checkpoint: str) -> StartError:
+        """Record a failed start of ``name`` (``checkpoint``: what it ran; the count starts
+        again for another); the error to report (saying when it is held off). A start that
+        cannot succeed by trying again (``exc.failure`` is ``hopeless``: its exit or the
+        engine's own words say so) is held off at once, for the longest hold."""
+        failures = self._failed_starts.get(name)
+        if failures is None or failures.checkpoint != checkpoint:
+            failures = self._failed_starts[name] = _Failures(checkpoint=checkpoint)
         failures.count += 1
         failures.error, failures.reason = str(exc), exc.reason
         hopeless = failures.hopeless = exc.failure is StartFailure.HOPELESS

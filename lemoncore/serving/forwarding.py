@@ -80,7 +80,9 @@ async def exchange(
                     raise
                 failure = BackendFailure(broken("backend connection failed", exc, death))
                 if not death.retryable:  # SIGILL: a fresh engine would die the same way
-                    router.admission.failed_start(model.name, StartError(str(failure), death))
+                    router.admission.failed_start(
+                        model.name, StartError(str(failure), death), model.checkpoint
+                    )
                     failure.should_retry = False
                 raise failure from exc
             resources.push_async_callback(upstream.aclose)

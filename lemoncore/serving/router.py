@@ -226,12 +226,12 @@ class Router:
                 return current
             refusals.check_plan(found)
             if not explicit:  # an explicit /load is the user's retry
-                self.admission.check_cooldown(name)
+                self.admission.check_cooldown(name, found.model.checkpoint)
             assert self._tg is not None
             try:
                 server = await self.launcher.execute(found, self.pins, self._tg)
             except StartError as exc:
-                refusal = self.admission.failed_start(name, exc)
+                refusal = self.admission.failed_start(name, exc, found.model.checkpoint)
                 self.fleet.history.record(name, ModelEventKind.LOAD_FAILED, str(refusal))
                 raise refusal from exc
             self.admission.started(name)

@@ -230,3 +230,12 @@ def test_run_time_aliases_resolve_list_and_refuse_as_lemonade(server: ServerProc
     gone = call(server, "DELETE", "/internal/aliases/short")
     assert gone.status_code == 404 and gone.json()["error"]["code"] == "alias_not_found"
     assert call(server, "GET", "/api/v1/models/short").status_code == 404
+
+
+def test_a_slot_action_reaches_llama_server(server: ServerProcess) -> None:
+    load(server, "m1")
+    [slot, *_] = call(server, "GET", "/api/v1/slots").json()
+    erase = call(server, "POST", f"/api/v1/slots/{slot['id']}?action=erase&model=m1")
+    assert erase.status_code == 501, erase.text  # lemoncore starts it without --slot-save-path
+    assert erase.json()["error"]["type"] == "not_supported_error"
+    assert "--slot-save-path" in erase.json()["error"]["message"]

@@ -135,9 +135,8 @@ def test_cli_install_shows_progress_and_ends_verified(
             [*lemon, "--json"], env=env, capture_output=True, text=True, check=True
         ).stdout
     )
-    assert {"backend": "cpu", "state": "installed"}.items() <= next(
-        r for r in listing if r["backend"] == "cpu"
-    ).items()
+    [row] = [r for r in listing if (r["recipe"], r["backend"]) == ("llamacpp", "cpu")]
+    assert row["state"] == "installed", row  # not another plugin's cpu backend
     subprocess.run([*lemon, "uninstall", "llamacpp:cpu"], env=env, check=True, capture_output=True)
     assert not (tmp_path / "bin/llamacpp/cpu").exists()
 
