@@ -103,6 +103,20 @@ def test_refused_registrations_say_why_and_register_nothing(
     assert not {"user.Router", "user.NoPrefix"} & set(listed(server))
 
 
+def test_an_inline_import_is_refused_whole(server: ServerProcess) -> None:
+    good = {"model_name": "m4", "recipe": "llamacpp", "checkpoint": SMOLLM2}
+    bad = {"model_name": "m5", "recipe": "no-such-recipe", "checkpoint": SMOLLM2}
+    body = {
+        "model_name": "user.Half",
+        "recipe": "collection.omni",
+        "components": ["m4", "m5"],
+        "models": [good, bad],
+    }
+    refused = call(server, "POST", "/pull", json=body)
+    assert refused.status_code == 400 and "no-such-recipe" in refused.text, refused.text
+    assert not {"user.Half", "m4", "m5"} & set(listed(server))
+
+
 def test_a_router_collection_routes_each_request_and_says_how(server: ServerProcess) -> None:
     assert call(server, "POST", "/pull", json=ROUTER).is_success
     try:

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 from lemoncore.api import bodies, replies
+from lemoncore.api.bodies import PullBody, parse
 from lemoncore.api.errors import ApiError
 from lemoncore.core import Core
 from lemoncore.launch import ProgressCallback
@@ -73,10 +74,16 @@ async def register(core: Core, body: bodies.PullBody, register_model: Register) 
     if candidate.recipe == ROUTER and (why := policy_refusal(candidate)):
         raise ApiError(why, param="routing")
     defs = inline_definitions(body.models)
-    for component in candidate.components:
-        if core.models.get(component) is None:  # defined inline (the gate checked it)
-            definition = {**defs[bare(component)], "model_name": f"user.{bare(component)}"}
-            await register_model(core, bodies.parse(bodies.PullBody, definition))
+    added: list[str] = []
+    try:
+        for component in candidate.components:
+            if core.models.get(component) is None:  # defined inline (the gate checked it)
+                definition = {**defs[bare(component)], "model_name": f"user.{bare(component)}"}
+                added.append((await register_model(core, parse(PullBody, definition))).name)
+    except BaseException:  # refused whole: no component of it stays registered
+        for name in added:
+            core.models.unregister(name)
+        raise
     core.models.register_collection(candidate)
     return candidate
 
