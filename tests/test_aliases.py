@@ -55,3 +55,11 @@ def test_the_book_persists_and_refuses_with_a_409(tmp_path: Path) -> None:
 def test_a_broken_file_is_no_aliases(tmp_path: Path) -> None:
     (tmp_path / "aliases.json").write_text('["not", "a", "map"]')
     assert AliasBook(tmp_path / "aliases.json").all() == {}
+
+
+def test_the_longest_chain_refusal_accepts_is_one_resolve_follows() -> None:
+    book = {f"a{i}": f"a{i + 1}" for i in range(1, MAX_CHAIN)}  # a1 -> ... -> a10 (a model)
+    assert refusal(book, "a0", "a1") is None  # a0: MAX_CHAIN hops to a10
+    assert resolve({**book, "a0": "a1"}, "a0") == f"a{MAX_CHAIN}"
+    longer = {f"a{i}": f"a{i + 1}" for i in range(1, MAX_CHAIN + 1)}
+    assert "max depth" in (refusal(longer, "a0", "a1") or "")

@@ -61,3 +61,19 @@ def test_a_collection_lists_under_its_user_id() -> None:
     assert kit.id == "user.Kit"
     with pytest.raises(ValueError):
         Collection(name="Kit", recipe="collection.omni", components=())
+
+
+@pytest.mark.parametrize(
+    ("name", "components", "words"),
+    [
+        ("user.", ["Tiny"], "`user.*` name"),
+        ("user.my kit", ["Tiny"], "`user.*` name"),
+        ("user.Tiny", ["user.Mine"], "a model is named 'Tiny'"),
+        ("user.C", ["user.Tiny"], "not registered: 'user.Tiny'"),  # user. names user models
+    ],
+)
+def test_names_a_collection_may_not_take(
+    name: str, components: list[JsonValue], words: str
+) -> None:
+    why = gate(name, components)
+    assert why is not None and words in why, why

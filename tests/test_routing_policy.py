@@ -6,12 +6,14 @@ conformance corpus is test_routing_conformance.py."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
 
 from lemoncore.routing.conditions import MAX_MATCH_DEPTH, PolicyError
 from lemoncore.routing.decision import (
+    REGEX_BUDGET_S,
     RouteFeatures,
     Score,
     decide_route,
@@ -383,3 +385,17 @@ def test_features_flags_and_metadata() -> None:
     assert features.metadata == {"tenant": "acme"}  # non-string values are dropped
     assert not trace_requested(body)
     assert RouteFeatures(text="éé").chars == 4
+
+
+def test_a_backtracking_regex_spends_the_budget_then_no_more() -> None:
+    """``(a|aa)+$`` passes Lemonade's nested-quantifier check and backtracks exponentially
+    on a's then b: each search is cut when the decision's regex budget is spent, and the
+    rule falls through to the default instead of holding the request (or the server)."""
+    slow = {"regex": "(a|aa)+$"}
+    rules = [{"id": f"r{i}", "match": slow, "route_to": "big"} for i in range(20)]
+    policy = parse_route_policy(with_routing(rules=rules))
+    started = time.monotonic()
+    decision = decide_route(policy, RouteFeatures(text="a" * 5000 + "b"))
+    assert decision.default_used and decision.route_to == "small"
+    assert time.monotonic() - started < 10 * REGEX_BUDGET_S  # 20 searches: one budget
+    assert [t.result for t in decision.trace] == [False] * 20

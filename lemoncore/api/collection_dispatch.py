@@ -10,9 +10,11 @@ the policy's trace to it."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import anyio.to_thread
 from pydantic import JsonValue
 from starlette.responses import Response
 
@@ -21,10 +23,12 @@ from lemoncore.core import Core
 from lemoncore.models.collections import ROUTER, Collection
 from lemoncore.models.routing import route
 from lemoncore.recipes import Endpoint
+from lemoncore.routing.decision import trace_requested
 from lemoncore.serving.proxy import Framing, SSERelay
 
 Infer = Callable[[dict[str, Any]], Awaitable[Response]]
 HEADER = "x-lemonade-route"
+_EVENT_END = re.compile(rb"\r\n\r\n|\n\n|\r\r")  # SSE's blank line, in each line ending
 FIELD = "x_lemonade_route"
 
 
@@ -33,9 +37,10 @@ async def answer(
 ) -> Response:
     """Answer ``body`` (addressed to ``collection``) with ``infer`` (the endpoint's handler)
     through the component it goes to."""
-    trace = body.pop("route_trace", False) is True
+    trace = trace_requested(body)
+    body.pop("route_trace", None)  # lemoncore's, not the engine's
     if collection.recipe == ROUTER:
-        decision = route(collection, body)
+        decision = await anyio.to_thread.run_sync(route, collection, body)  # regex searches
         response = await infer({**body, "model": decision.route_to})
         return annotated(response, decision.header, decision.as_json(trace))
     return await infer({**body, "model": _omni_component(core, collection, endpoint)})
@@ -80,13 +85,15 @@ def annotated(response: Response, header: str, decision: dict[str, JsonValue]) -
 class RouteFraming:
     """A stream's framing with the decision added to its first JSON ``data:`` event; the
     bytes before that event's end are held (at most :data:`MAX_HELD`, then passed on
-    unchanged), everything after passes as it came."""
+    unchanged), everything after passes as it came. Events end with a blank line in any
+    of SSE's line endings (``\\n``, ``\\r\\n``, ``\\r``)."""
 
     MAX_HELD = 1 << 20
 
     def __init__(self, inner: Framing, decision: dict[str, JsonValue]) -> None:
         self.inner, self.decision = inner, decision
-        self.held: bytes | None = b""  # None: added (or given up)
+        self.held: bytearray | None = bytearray()  # None: added (or given up)
+        self.scanned = 0  # where the held bytes hold no event's end before
 
     @property
     def error(self) -> bool:
@@ -102,12 +109,16 @@ class RouteFraming:
             return data
         self.held += data
         out = bytearray()
-        while self.held is not None and b"\n\n" in self.held:
-            event, _, rest = self.held.partition(b"\n\n")
+        while self.held is not None:
+            found = _EVENT_END.search(self.held, max(self.scanned - 3, 0))  # a split end
+            if found is None:
+                self.scanned = len(self.held)
+                break
+            event, rest = bytes(self.held[: found.start()]), self.held[found.end() :]
             added = self._add(event)
-            out += (added if added is not None else event) + b"\n\n"
-            self.held = None if added is not None else rest
-            if self.held is None:
+            out += (event if added is None else added) + found.group()
+            self.held, self.scanned = (rest, 0) if added is None else (None, 0)
+            if added is not None:
                 out += rest
         if self.held is not None and len(self.held) > self.MAX_HELD:
             out += self.held
@@ -117,7 +128,7 @@ class RouteFraming:
     def _add(self, event: bytes) -> bytes | None:
         """The event with the decision in its JSON data line, or ``None`` when it has no
         JSON object to add it to (a comment, ``[DONE]``, an error)."""
-        lines = event.split(b"\n")
+        lines = event.splitlines(keepends=True)
         for i, line in enumerate(lines):
             if not line.startswith(b"data:"):
                 continue
@@ -127,13 +138,15 @@ class RouteFraming:
                 return None
             if not isinstance(data, dict) or "error" in data:
                 return None
-            lines[i] = b"data: " + json.dumps({**data, FIELD: self.decision}).encode()
-            return b"\n".join(lines)
+            ending = line[len(line.rstrip(b"\r\n")) :]
+            added = json.dumps({**data, FIELD: self.decision}).encode()
+            lines[i] = b"data: " + added + ending
+            return b"".join(lines)
         return None
 
     def end(self) -> bytes:
-        held, self.held = self.held or b"", None
-        return held + self.inner.end()
+        held, self.held = bytes(self.held or b""), None  # never a whole event: end it
+        return held + (b"\n\n" if held else b"") + self.inner.end()
 
     def fail(
         self,
@@ -142,5 +155,5 @@ class RouteFraming:
         type_: str = "backend_error",
         code: str = "backend_error",
     ) -> bytes:
-        held, self.held = self.held or b"", None
+        held, self.held = bytes(self.held or b""), None
         return held + self.inner.fail(message, status, type_, code)

@@ -80,11 +80,11 @@ async def register(core: Core, body: bodies.PullBody, register_model: Register) 
             if core.models.get(component) is None:  # defined inline (the gate checked it)
                 definition = {**defs[bare(component)], "model_name": f"user.{bare(component)}"}
                 added.append((await register_model(core, parse(PullBody, definition))).name)
+        core.models.register_collection(candidate)
     except BaseException:  # refused whole: no component of it stays registered
         for name in added:
             core.models.unregister(name)
         raise
-    core.models.register_collection(candidate)
     return candidate
 
 

@@ -49,6 +49,7 @@ class CollectionMembers:
     id: str
     recipe: str
     models: list[ModelInfo]
+    complete: bool  # every component is registered now (one may have been deleted)
 
 
 class Gateway:
@@ -109,7 +110,8 @@ class Gateway:
         if found is None:
             return None
         members = [m for c in found.components if (m := self._core.models.get(c))]
-        return CollectionMembers(found.id, found.recipe, members)
+        complete = len(members) == len(found.components)
+        return CollectionMembers(found.id, found.recipe, members, complete)
 
     def collections(self) -> list[CollectionMembers]:
         """Every collection, as :meth:`collection` gives one."""

@@ -64,15 +64,25 @@ async def _infer(request: Request, endpoint: Endpoint, schema: type[bodies.Route
 
 
 async def infer_json(
-    request: Request, endpoint: Endpoint, schema: type[bodies.RoutedBody], body: dict[str, Any]
+    request: Request,
+    endpoint: Endpoint,
+    schema: type[bodies.RoutedBody],
+    body: dict[str, Any],
+    collections: bool = True,
 ) -> Response:
     """Answer ``request`` with the JSON ``body`` (its own, or one a handler filled in) as
-    ``endpoint``'s handler does."""
+    ``endpoint``'s handler does; one naming a collection through the component it goes
+    to (``collections``: whether the name may be one; a component's is a model)."""
     core: Core = request.app.state.core
     name = body.get("model")
-    if isinstance(name, str) and (collection := core.models.collection(name)) is not None:
+    collection = core.models.collection(name) if collections and isinstance(name, str) else None
+    if collection is not None:
         return await collection_dispatch.answer(
-            core, endpoint, collection, body, lambda b: infer_json(request, endpoint, schema, b)
+            core,
+            endpoint,
+            collection,
+            body,
+            lambda b: infer_json(request, endpoint, schema, b, collections=False),
         )
     model, checked = check_request(core, endpoint, schema, body)
     await _load_with_context(request, core, model, body)

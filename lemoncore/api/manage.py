@@ -100,6 +100,14 @@ async def _pull_target(core: Core, body: bodies.PullBody) -> ModelInfo:
                 code="model_not_found",
             )
         return existing
+    if (collection := core.models.collection(name)) is not None:
+        raise ApiError(
+            f"{name!r} is the collection {collection.id}; delete it first, or give the "
+            "model another name",
+            409,
+            code="name_taken",
+            param="model_name",
+        )
     try:
         model = ModelInfo(
             name=name,

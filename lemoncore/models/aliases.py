@@ -42,7 +42,7 @@ def refusal(aliases: Mapping[str, str], alias: str, target: str) -> str | None:
         return f"at most {MAX_ALIASES} aliases; remove one first"
     chain = {**aliases, alias: target}
     current, seen = target, {alias}
-    for _ in range(MAX_CHAIN + 1):
+    for _ in range(MAX_CHAIN):  # hops after the first, as resolve() follows them
         if current not in chain:
             return None
         if current in seen:

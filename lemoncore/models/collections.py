@@ -11,6 +11,7 @@ are leaf models, never collections.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Literal
 
@@ -19,6 +20,7 @@ from pydantic import Field, JsonValue
 from lemoncore.recipes.base import Frozen
 
 OMNI, ROUTER = "collection.omni", "collection.router"
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,127}")  # a collection's bare name
 RECIPES = (OMNI, ROUTER)
 MAX_COMPONENTS = 64
 
@@ -29,7 +31,7 @@ class Collection(Frozen):
     by the routing policy's parser when it registers), ``system_prompt`` an omni's own
     prompt template, each kept verbatim."""
 
-    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,127}$")  # bare, no user.
+    name: str = Field(pattern=f"^{NAME.pattern}$")  # bare, no user.
     recipe: Literal["collection.omni", "collection.router"]
     components: tuple[str, ...] = Field(min_length=1, max_length=MAX_COMPONENTS)
     system_prompt: str | None = None
@@ -59,10 +61,15 @@ def refusal(
     """Why a collection named ``name`` with these ``components`` (and inline ``models``
     definitions) cannot register, in Lemonade's words, or ``None``. ``registered`` says
     what a name is now: a model, a collection, or nothing."""
-    if not name.startswith("user."):
+    if not name.startswith("user.") or not NAME.fullmatch(bare(name)):
         return (  # Server::validate_model_registration_name
             "Registered model definitions must use a non-empty `user.*` name, for "
             f"example `user.Phi-4-Mini-GGUF`. Received: {name}"
+        )
+    if registered(bare(name)) == "model":
+        return (
+            f"Cannot register collection '{name}': a model is named '{bare(name)}'; "
+            "give the collection another name"
         )
     if not components:
         return "Collection recipe requires a non-empty 'components' array"
@@ -76,8 +83,9 @@ def refusal(
         if short == bare(name):
             return f"Collection cannot reference itself: {component}"
         found = defs.get(short)
-        kind = registered(short) or registered(component)
-        if kind == "collection" or (found is not None and found.get("recipe") in RECIPES):
+        kind = registered(component)  # as given: user.X names a user model only
+        nested = "collection" in (kind, registered(short))
+        if nested or (found is not None and found.get("recipe") in RECIPES):
             return f"Collection components must be regular models, not collections: '{component}'"
         if models is not None and kind is None:
             if found is None:

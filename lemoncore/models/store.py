@@ -149,12 +149,14 @@ class ModelStore:
         return dict(self.naming(fresh=True).listed)
 
     def get(self, name: str) -> ModelInfo | None:
-        """The model ``name`` names: a run-time alias's target, a public name,
-        ``user.``/``extra.``/``builtin.`` and the name, an alias (``:latest`` ignored);
+        """The model ``name`` names: a public name, ``user.``/``extra.``/``builtin.`` and
+        the name, an alias, else a run-time alias's target (``:latest`` ignored);
         ``extra_models_dir`` is looked at again first if stale, so a file there shadows a
         catalogue model at once."""
-        name = self.aliases.resolve(name) or name.removesuffix(":latest")
-        return self.naming(fresh=True).find(name)
+        name = name.removesuffix(":latest")
+        naming = self.naming(fresh=True)
+        target = self.aliases.resolve(name)  # a model's own name wins over an alias
+        return naming.find(name) or (naming.find(target) if target else None)
 
     async def resolve(self, model: ModelInfo) -> ModelInfo:
         """``model`` as it registers: a Lemonade ``owner/repo:VARIANT`` checkpoint made the

@@ -13,10 +13,11 @@ its ops, the classifier band first, then the ops in :data:`LEAF_OPS` order (a
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal, TypeAlias
+
+import regex
 
 from lemoncore.routing.regex import compile_regex
 
@@ -81,7 +82,7 @@ class Regex:
     """``regex``: searched anywhere in the input (``RegexCondition``)."""
 
     pattern: str
-    compiled: re.Pattern[bytes]
+    compiled: regex.Pattern[bytes]
 
 
 @dataclass(frozen=True, slots=True)

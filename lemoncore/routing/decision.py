@@ -14,6 +14,7 @@ authored ``match_true``). An ``llm`` router thus fails open to ``default_model``
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -33,6 +34,10 @@ from lemoncore.routing.conditions import (
 from lemoncore.routing.policy import RoutePolicy
 
 REGEX_MAX_INPUT = 1 << 20  # kRegexMaxInputBytes: a longer input is a regex non-match
+# lemoncore's bound, not Lemonade's: all of one decision's regex searches together; a
+# search still running when it is spent is a non-match (``regex``'s timeout), as an input
+# over REGEX_MAX_INPUT is, so no policy can hold a request (or the server) longer.
+REGEX_BUDGET_S = 0.25
 _WS = " \t\r\n"
 
 
@@ -123,6 +128,7 @@ class _Evaluation:
         self.trace: list[TraceEntry] = []
         self._lowered: str | None = None
         self._bytes: bytes | None = None
+        self._regex_until = time.monotonic() + REGEX_BUDGET_S
 
     @property
     def lowered(self) -> str:
@@ -135,6 +141,16 @@ class _Evaluation:
         if self._bytes is None:
             self._bytes = utf8(self.features.text)
         return self._bytes
+
+    def searched(self, cond: Regex) -> bool:
+        """Whether ``cond`` matches, within what is left of the regex budget."""
+        left = self._regex_until - time.monotonic()
+        if len(self.data) > REGEX_MAX_INPUT or left <= 0:
+            return False
+        try:
+            return cond.compiled.search(self.data, timeout=left, concurrent=True) is not None
+        except TimeoutError:
+            return False
 
     def leaf(self, name: str, result: bool) -> bool:
         self.trace.append(TraceEntry(name, result))
@@ -153,9 +169,7 @@ class _Evaluation:
             name = "keywords_all" if cond.require_all else "keywords_any"
             return self.leaf(name, hit(k in text for k in cond.keywords))
         if isinstance(cond, Regex):
-            data = self.data
-            found = len(data) <= REGEX_MAX_INPUT and cond.compiled.search(data) is not None
-            return self.leaf("regex", found)
+            return self.leaf("regex", self.searched(cond))
         if isinstance(cond, Chars):
             n = len(self.data)
             ok = n >= cond.threshold if cond.op == "min_chars" else n <= cond.threshold

@@ -3,7 +3,10 @@
 src/cpp/server/routing_policy.cpp (lemonade-sdk/lemonade @e385039). Pure.
 
 Lemonade builds ``std::regex`` (ECMAScript) over UTF-8 bytes; here a pattern is compiled by
-Python's ``re`` in bytes mode (``\\d``, ``\\w``, ``.`` work on bytes as there). Outside a
+the ``regex`` library in bytes mode (``\\d``, ``\\w``, ``.`` work on bytes as there), whose
+searches take a timeout: the backtracking check refuses only nested quantifiers, and
+``(a|aa)+$`` passes it, so a search's time is bounded by the caller's budget, not by the
+pattern (:data:`lemoncore.routing.decision.REGEX_BUDGET_S`). Outside a
 class ``$`` is made ``\\Z`` (ECMAScript's ``$`` is the end of input) and ``.`` excludes
 ``\\r`` as well as ``\\n`` (libstdc++'s ECMAScript ``.``); Python syntax ECMAScript lacks
 (``(?P<…>``, ``(?<=``, inline flags, possessive ``a*+``) is refused. A refusal is a
@@ -13,6 +16,8 @@ class ``$`` is made ``\\Z`` (ECMAScript's ``$`` is the end of input) and ``.`` e
 from __future__ import annotations
 
 import re
+
+import regex
 
 _BRACES = re.compile(r"\{\d+(?:,\d*)?\}")  # a {m}, {m,}, {m,n} quantifier
 
@@ -66,7 +71,7 @@ def reject_catastrophic_regex(pattern: str) -> None:
         i, prev_closed = i + 1, False
 
 
-def compile_regex(pattern: str) -> re.Pattern[bytes]:
+def compile_regex(pattern: str) -> regex.Pattern[bytes]:
     """The ``regex`` leaf factory: non-empty, no nested unbounded quantifier, ECMAScript
     syntax (as this module's docstring says), compiled over UTF-8 bytes."""
     if not pattern:
@@ -101,6 +106,6 @@ def compile_regex(pattern: str) -> re.Pattern[bytes]:
         i += step
         after_quantifier = quantifier
     try:
-        return re.compile("".join(out).encode("utf-8", "surrogatepass"))
-    except (re.error, OverflowError, RecursionError) as exc:
+        return regex.compile("".join(out).encode("utf-8", "surrogatepass"))
+    except (regex.error, OverflowError, RecursionError) as exc:
         raise ValueError(f"regex pattern is not valid ECMAScript: {exc}") from None

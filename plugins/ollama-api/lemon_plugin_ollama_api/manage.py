@@ -92,7 +92,7 @@ async def tags(request: Request) -> Response:
     for collection in gateway.collections():
         found = [await facts_of(gateway, m) for m in collection.models]
         every = [f for f in found if f is not None]
-        if collection.models and len(every) == len(found):
+        if collection.complete and len(every) == len(found):
             size = sum(f.size for f in every)
             first = collection.models[0].model_copy(update={"name": collection.id})
             entries.append(listing(first, dataclasses.replace(every[0], size=size)))
