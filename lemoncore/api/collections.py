@@ -109,13 +109,12 @@ def card(core: Core, collection: Collection) -> replies.ModelCard:
     downloaded = len(models) == len(collection.components) and all(
         core.models.local_path(m) is not None for m in models
     )
-    chat = next((m for m in models if m.model_type is ModelType.LLM), None)
     return replies.ModelCard(
         id=collection.id,
         checkpoint="",
         checkpoints={"main": ""},
         recipe=collection.recipe,
-        model_type=chat.model_type if chat else ModelType.LLM,
+        model_type=models[0].model_type if models else ModelType.LLM,  # its first's
         backends=[],
         downloaded=downloaded,
         deletable=True,
