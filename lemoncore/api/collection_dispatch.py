@@ -27,9 +27,8 @@ from lemoncore.routing.decision import trace_requested
 from lemoncore.serving.proxy import Framing, SSERelay
 
 Infer = Callable[[dict[str, Any]], Awaitable[Response]]
-HEADER = "x-lemonade-route"
+HEADER, FIELD = "x-lemonade-route", "x_lemonade_route"
 _EVENT_END = re.compile(rb"\r\n\r\n|\n\n|\r\r")  # SSE's blank line, in each line ending
-FIELD = "x_lemonade_route"
 
 
 async def answer(
@@ -67,11 +66,13 @@ def annotated(response: Response, header: str, decision: dict[str, JsonValue]) -
         response.framing = RouteFraming(response.framing, decision)
         return response
     response.headers[HEADER] = header
-    kind = response.headers.get("content-type", "")
+    kind, body = response.headers.get("content-type", ""), getattr(response, "body", None)
     if response.status_code != 200 or not kind.startswith("application/json"):
         return response
+    if not isinstance(body, bytes | memoryview):  # a streamed answer of another kind
+        return response
     try:
-        data = json.loads(bytes(response.body))
+        data = json.loads(bytes(body))
     except ValueError:
         return response
     if not isinstance(data, dict):
