@@ -147,3 +147,35 @@ def test_a_router_collection_routes_each_request_and_says_how(server: ServerProc
     finally:
         assert call(server, "POST", "/delete", json={"model_name": "user.Router"}).is_success
         call(server, "POST", "/unload", json={})
+
+
+def test_the_openai_client_reads_a_routed_answer_and_stream(server: ServerProcess) -> None:
+    import openai
+    from openai.types.chat import ChatCompletionUserMessageParam
+
+    MESSAGES = [ChatCompletionUserMessageParam(role="user", content="Please write code for me")]
+    assert call(server, "POST", "/pull", json=ROUTER).is_success
+    client = openai.OpenAI(base_url=server.url + "/v1", api_key="none", timeout=120)
+    try:
+        raw = client.chat.completions.with_raw_response.create(
+            model="Router",
+            messages=MESSAGES,
+            max_tokens=4,
+        )
+        assert raw.headers["x-lemonade-route"] == "code"
+        answer = raw.parse()
+        assert answer.model == "m1" and answer.choices[0].message.content is not None
+        assert (answer.model_extra or {})["x_lemonade_route"]["route_to"] == "m1"
+        chunks = list(
+            client.chat.completions.create(
+                model="Router",
+                messages=MESSAGES,
+                max_tokens=4,
+                stream=True,
+            )
+        )
+        assert chunks and all(c.object == "chat.completion.chunk" for c in chunks)
+        assert (chunks[0].model_extra or {})["x_lemonade_route"]["matched_rule"] == "code"
+    finally:
+        call(server, "POST", "/delete", json={"model_name": "user.Router"})
+        call(server, "POST", "/unload", json={})
