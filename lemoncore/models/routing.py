@@ -4,6 +4,8 @@ request (:mod:`lemoncore.routing.decision`). Pure."""
 
 from __future__ import annotations
 
+import functools
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -44,13 +46,20 @@ def policy(collection: Collection) -> RoutePolicy:
     """The collection's parsed policy (it parsed when the collection registered; one
     stored by an older lemoncore that no longer does is a 500 that says what to do)."""
     try:
-        return parse_route_policy(document(collection))
+        return _parsed(json.dumps(document(collection), sort_keys=True))
     except PolicyError as exc:
         raise LemonError(
             f"collection {collection.id!r}: its routing policy no longer parses ({exc}); "
             "register it again with a valid policy",
             status=500,
         ) from exc
+
+
+@functools.lru_cache(maxsize=64)
+def _parsed(doc: str) -> RoutePolicy:
+    """A policy document (as JSON text) parsed once, not per request: parsing compiles
+    its regexes."""
+    return parse_route_policy(json.loads(doc))
 
 
 @dataclass(frozen=True)
