@@ -25,6 +25,8 @@ __all__ = ["LaunchRefused", "RequestRefused"]  # plugin-facing, defined in lemon
 
 # Reports (bytes done, bytes total) while something downloads.
 ProgressCallback = Callable[[int, int], None]
+# Releases what an idle engine holds (LaunchSpec.downsize), through a client to it.
+Downsize = Callable[["httpx.AsyncClient"], Awaitable[None]]
 
 
 @dataclass(frozen=True)
@@ -175,6 +177,11 @@ class LaunchSpec:
     # regular expressions for the engine's lines saying starting it again cannot help (a
     # missing or damaged model file, an unknown argument, a device it refuses)
     hopeless: tuple[str, ...] = ()
+    # what the engine gives back while idle (Lemonade's downsize): awaited with a client
+    # to the engine (its base URL and key set) once the model has been idle past its
+    # downsize_idle_timeout, never while a request is in flight; raise when it could not.
+    # The next request needs nothing restored. None: the engine cannot downsize.
+    downsize: Downsize | None = None
 
     def __post_init__(self) -> None:
         for pattern in (*self.out_of_memory, *self.hopeless):

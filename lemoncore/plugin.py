@@ -46,6 +46,7 @@ _EXPORTS: dict[str, str] = {
     "Checkpoint": "lemoncore.models.checkpoints",
     # installing and launching
     "Artifact": "lemoncore.launch",
+    "Downsize": "lemoncore.launch",
     "InstallPlan": "lemoncore.launch",
     "Installed": "lemoncore.launch",
     "Installer": "lemoncore.launch",
@@ -151,6 +152,7 @@ if TYPE_CHECKING:
     from lemoncore.hosts import detect_host as detect_host
     from lemoncore.hosts import gpus_from_names as gpus_from_names
     from lemoncore.launch import Artifact as Artifact
+    from lemoncore.launch import Downsize as Downsize
     from lemoncore.launch import Installed as Installed
     from lemoncore.launch import Installer as Installer
     from lemoncore.launch import InstallPlan as InstallPlan

@@ -46,7 +46,10 @@ class EvictionSettings(BaseModel):
     )
     evict_idle_timeout: float = Field(300.0, ge=0, description="Idle seconds before eviction.")
     downsize_idle_timeout: float = Field(
-        60.0, ge=0, description="Accepted for Lemonade clients; lemoncore does not downsize."
+        60.0,
+        ge=0,
+        description="Idle seconds before an engine that can gives back what it holds "
+        "(llama.cpp: its KV cache); the model stays loaded.",
     )
     evict_weight_factor: float = Field(1.0, gt=0, description="Higher: kept longer under pressure.")
     interval: float = Field(5.0, gt=0, description="Seconds between evaluations (Lemonade: 5).")

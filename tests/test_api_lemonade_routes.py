@@ -203,6 +203,10 @@ async def test_tokenize_slots_and_rerank_routes(tmp_path: Path, anyio_backend: s
             assert bad.status_code == 400 and words in bad.json()["error"]["message"]
         erase = await client.post("/api/v1/slots/0?action=erase")
         assert erase.json()["error"]["code"] == "no_model_loaded"
+        for action in ("save", "restore"):  # refused whatever is loaded: no disk writes
+            refused = await client.post(f"/api/v1/slots/0?action={action}", json={"filename": "x"})
+            assert refused.status_code == 501, refused.text
+            assert refused.json()["error"]["type"] == "not_supported_error"
         assert (await client.post("/api/v1/load", json={"model_name": MODEL})).status_code == 200
         # the loaded model was chosen: its backend says it does not tokenize
         tokens = (await client.post("/v1/tokenize", json={"content": "hi"})).json()

@@ -58,11 +58,12 @@ SLOT_ACTIONS = ("erase", "save", "restore")  # Server::handle_slots_by_id's know
 
 
 async def slot_action(request: Request) -> Response:
-    """``POST /api/v1/slots/{id}?action=erase|save|restore[&model=M]``: the engine's
-    ``POST /slots/{id}`` with the body as it came (llama-server's ``post_slots``,
-    ``tools/server/server-context.cpp``: without ``--slot-save-path``, which lemoncore does
-    not pass, it answers every action 501 ``not_supported_error`` naming that flag); the
-    action is checked first, in ``Server::handle_slots_by_id``'s words."""
+    """``POST /api/v1/slots/{id}?action=erase[&model=M]``: the engine's ``POST
+    /slots/{id}`` with the body as it came (llama-server's ``post_slots``,
+    ``tools/server/server-context.cpp``; an engine started without ``--slot-save-path``
+    answers 501 ``not_supported_error``, passed on). The action is checked first, in
+    ``Server::handle_slots_by_id``'s words; ``save`` and ``restore`` are refused 501: they
+    would write and read KV caches (gigabytes each) on the server's disk for any client."""
     core: Core = request.app.state.core
     action = request.query_params.get("action", "")
     if action not in SLOT_ACTIONS:
@@ -70,6 +71,14 @@ async def slot_action(request: Request) -> Response:
             f"Unknown action: {action}. Supported actions: {', '.join(SLOT_ACTIONS)}"
             if action
             else "POST /api/v1/slots/{id} requires action query parameter (e.g., ?action=erase)",
+            param="action",
+        )
+    if action != "erase":
+        raise ApiError(
+            f"lemoncore does not serve slot {action}: it would write KV caches to the "
+            "server's disk for any client; erase is served",
+            501,
+            "not_supported_error",
             param="action",
         )
     body = await json_object(request) if await request.body() else {}

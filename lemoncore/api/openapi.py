@@ -296,8 +296,9 @@ OPERATIONS: tuple[Operation, ...] = (
         engine_routes.slot_action,
         "An action on one of the engine's slots",
         prefix=LEMONADE,
-        description="llama-server's `POST /slots/{id}?action=…` of `model`, else of the "
-        "loaded model used last (501 `not_supported_error`: no `--slot-save-path`).",
+        description="llama-server's `POST /slots/{id}?action=erase` of `model`, else of the "
+        "loaded model used last: the slot's KV cache is dropped. `save` and `restore` are "
+        "refused 501 `not_supported_error` (they would write KV caches to the server's disk).",
         parameters=(
             _param("slot_id", "path", {"type": "integer"}),
             _param("action", "query", {"type": "string", "enum": list(engine_routes.SLOT_ACTIONS)}),

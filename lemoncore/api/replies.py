@@ -119,7 +119,10 @@ class LoadedModel(Reply):
     slot_policy: SlotPolicy
     backend_url: str
     pid: int | None
-    status: Literal["busy", "ready"]
+    status: Literal["busy", "ready", "downsized"] = Field(
+        description="downsized: idle, and its engine gave back what it held (auto-eviction's "
+        "downsize_idle_timeout); its next request finds it ready"
+    )
     is_busy: bool = Field(description="Whether it is answering or queueing a request now")
     is_streaming: bool = Field(description="Whether it is streaming an answer now")
     pinned: bool
@@ -160,7 +163,7 @@ class LoadedModel(Reply):
             slot_policy=server.policy,
             backend_url=f"unix:{uds}" if uds else process.base_url,
             pid=process.pid,
-            status="busy" if busy else "ready",
+            status="busy" if busy else "downsized" if server.downsized else "ready",
             is_busy=busy or server.queued > 0,
             is_streaming=streaming,
             pinned=server.pinned,

@@ -119,7 +119,9 @@ class Admission:
 
     @staticmethod
     def hold(server: LoadedServer) -> None:
-        """Count a request on ``server``: a busy server is never evicted."""
+        """Count a request on ``server``: a busy server is never evicted (nor downsized),
+        and one that was downsized is no longer."""
+        server.downsized = False
         if server.in_flight == 0:
             server.drained = anyio.Event()
         server.in_flight += 1

@@ -3,7 +3,8 @@
 or a loaded server that opted in), the host's memory is read and
 :func:`~lemoncore.serving.eviction.auto_evict` decides what goes, again under the
 router's load lock; :meth:`AutoEvictor.evaluate` runs one pass at once with a given
-used fraction (Lemonade's ``/internal/simulate-vram-pressure``; -1: idle only).
+used fraction (Lemonade's ``/internal/simulate-vram-pressure``; -1: idle only). Each
+pass then downsizes the servers :func:`~lemoncore.serving.downsize.due` names.
 
 lemoncore measures host memory (psutil), which is what its CPU and unified-memory
 engines use; each server's share is what its process reports (peak RSS)."""
@@ -15,11 +16,15 @@ import time
 import anyio
 import structlog
 
+from lemoncore.serving import downsize
 from lemoncore.serving.eviction import Decision, Memory, auto_evict
 from lemoncore.serving.fleet import Fleet
+from lemoncore.serving.server import LoadedServer
 from lemoncore.settings import Settings
 
 log = structlog.get_logger("lemoncore.serving.autoevict")
+
+DOWNSIZE_TIMEOUT_S = 10.0  # for an engine to give back what it holds
 
 
 def host_memory() -> Memory:
@@ -40,10 +45,7 @@ class AutoEvictor:
     def active(self) -> bool:
         """Whether any loaded server may be auto-evicted."""
         default = self.settings.eviction.auto_evict
-        return any(
-            default if r.residency.auto_evict is None else r.residency.auto_evict
-            for r in self.fleet.residents()
-        )
+        return any(r.opted_in(default) for r in self.fleet.residents())
 
     async def evaluate(self, used: float | None, measured: Memory | None = None) -> Decision:
         """One pass: ``used`` a fraction (``None`` or below 0: idle only), or the
@@ -64,7 +66,24 @@ class AutoEvictor:
                         await self.fleet.evict(server, order)
                     except Exception:  # out of service already: log, go on
                         log.exception("auto-eviction failed", model=order.name)
+            for name in downsize.due(self.fleet.residents(), time.monotonic(), eviction.auto_evict):
+                await self._downsize(self.fleet.servers[name])
         return decision
+
+    @staticmethod
+    async def _downsize(server: LoadedServer) -> None:
+        """Have ``server``'s engine give back what it holds; it counts as downsized only
+        if no request came meanwhile. A failure leaves it as it was (logged)."""
+        assert server.downsize is not None
+        since = server.last_used
+        try:
+            with anyio.fail_after(DOWNSIZE_TIMEOUT_S):
+                await server.downsize(server.client)
+        except Exception:  # the engine's failure, or its plugin's: it stays ready
+            log.warning("downsize failed; left ready", model=server.model.name, exc_info=True)
+            return
+        server.downsized = server.in_flight == 0 and server.last_used == since
+        log.info("downsized", model=server.model.name, kept=server.downsized)
 
     async def run(self) -> None:
         """Evaluate every ``interval`` seconds while :meth:`active`; runs until

@@ -48,12 +48,12 @@ _UNCOUNTED = {SlotPolicy.UNMETERED, SlotPolicy.COEXIST_BY_TYPE}
 class Residency:
     """A server's auto-eviction options, Lemonade's per-load recipe options (defaults:
     ``common_defaults`` in Lemonade's src/cpp/server/recipe_options.cpp). ``auto_evict``
-    ``None`` follows the global setting; ``downsize_idle_timeout`` is accepted and shown,
-    but lemoncore does not downsize (no engine-neutral way to drop a KV cache)."""
+    ``None`` follows the global setting (:mod:`~lemoncore.serving.downsize` reads
+    ``downsize_idle_timeout``)."""
 
     auto_evict: bool | None = None
     evict_idle_timeout: float = 300.0  # seconds idle before an auto-evicting server goes
-    downsize_idle_timeout: float = 60.0
+    downsize_idle_timeout: float = 60.0  # seconds idle before one that can is downsized
     evict_weight_factor: float = 1.0  # higher: more protected under memory pressure
 
 
@@ -84,6 +84,12 @@ class Resident:
     memory_bytes: int | None = None  # what its process reports using (peak RSS), if known
     load_seconds: float = 1.0  # how long its start took: slow loads are costly to repeat
     residency: Residency = field(default_factory=Residency)
+    can_downsize: bool = False  # its engine can give back what it holds while idle
+    downsized: bool = False  # it has, and no request came since
+
+    def opted_in(self, default: bool) -> bool:
+        """Whether auto-eviction applies to it: its own ``auto_evict``, else ``default``."""
+        return default if self.residency.auto_evict is None else self.residency.auto_evict
 
     def idle_until(self) -> float | None:
         """When it is unloaded for idleness (``last_used``'s clock), if it ever is."""
@@ -328,13 +334,7 @@ def auto_evict(
     ``memory`` is at or over ``threshold`` (a fraction), the most disposable by
     :func:`score` until the memory they report covers the excess, or one when an amount
     is unknown (the next evaluation measures again). ``memory`` ``None``: idle only."""
-    opted = [
-        r
-        for r in residents
-        if not r.pinned
-        and not r.busy
-        and (default if r.residency.auto_evict is None else r.residency.auto_evict)
-    ]
+    opted = [r for r in residents if not r.pinned and not r.busy and r.opted_in(default)]
     for r in opted:
         if now - r.last_used >= r.residency.evict_idle_timeout:
             return Decision(

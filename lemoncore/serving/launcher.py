@@ -267,6 +267,7 @@ class Launcher:
             workers=plan.workers,
             residency=plan.residency,
             load_seconds=time.monotonic() - started,
+            downsize=process.spec.downsize if isinstance(process, BackendProcess) else None,
         )
         server.drained.set()
         limits = [n for n in (backend.max_concurrency, self.settings.max_concurrency) if n]

@@ -16,7 +16,7 @@ from typing import Any
 import anyio
 import httpx
 
-from lemoncore.launch import Runner
+from lemoncore.launch import Downsize, Runner
 from lemoncore.recipes import Backend, Device, ModelInfo, Recipe, SlotPolicy
 from lemoncore.serving.eviction import Residency, Resident
 
@@ -46,6 +46,8 @@ class LoadedServer:
     gate: anyio.Semaphore | None = None  # the backend's max_concurrency, when it has one
     residency: Residency = field(default_factory=Residency)  # its auto-eviction options
     load_seconds: float = 1.0  # how long its start took
+    downsize: Downsize | None = None  # what its engine gives back while idle, if it can
+    downsized: bool = False  # it gave it back, and no request came since
 
     @property
     def pinned(self) -> bool:
@@ -69,4 +71,6 @@ class LoadedServer:
             self.process.peak_memory(),
             self.load_seconds,
             self.residency,
+            self.downsize is not None,
+            self.downsized,
         )

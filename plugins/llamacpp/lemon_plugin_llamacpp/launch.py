@@ -27,6 +27,7 @@ from lemoncore.plugin import (
     ModelType,
 )
 
+from lemon_plugin_llamacpp.downsize import erase_slots, slot_dir
 from lemon_plugin_llamacpp.install import PORTABLE_BUILD, find_executable, prebuilt_runs_here
 from lemon_plugin_llamacpp.xparams import PYPI_HINT, UNSUPPORTED, unsupported_flags
 
@@ -109,6 +110,8 @@ RESERVED_FLAGS = frozenset(
         "--ssl-key-file",
         "--ssl-cert-file",
         "--rpc",
+        "--slot-save-path",  # downsize.slot_dir: erase works, nothing is saved
+        "--no-slots",  # downsize reads GET /slots
     }
 )
 
@@ -197,7 +200,7 @@ def build_launch(model: ModelInfo, context: LaunchContext) -> LaunchSpec:
             f"llama-server not found in {context.install_dir}; reinstall the "
             "backend with 'lemon backends install llamacpp:<backend>'"
         )
-    argv = [str(exe), *server_args(model, context)]
+    argv = [str(exe), "--slot-save-path", str(slot_dir()), *server_args(model, context)]
     # The binary's own directory first, then the runtime lemoncore decided (ROCm), if any.
     lib_var = "PATH" if sys.platform == "win32" else "LD_LIBRARY_PATH"
     inherited = context.runtime_env.get(lib_var, os.environ.get(lib_var, ""))
@@ -210,6 +213,7 @@ def build_launch(model: ModelInfo, context: LaunchContext) -> LaunchSpec:
         crash_advice=crash_advice(),
         out_of_memory=OUT_OF_MEMORY,
         hopeless=HOPELESS,
+        downsize=erase_slots,
     )
 
 

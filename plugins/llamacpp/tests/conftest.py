@@ -60,8 +60,13 @@ def _register(
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    """One real server (max 2 models per type) with three registered copies of SmolLM2."""
-    env = {"LEMON_MAX_LOADED_MODELS": "2", "LEMON_HEARTBEAT_INTERVAL": "0.05"}
+    """One real server (max 2 models per type, auto-eviction evaluated every 0.2 s for
+    the models that opt in) with three registered copies of SmolLM2."""
+    env = {
+        "LEMON_MAX_LOADED_MODELS": "2",
+        "LEMON_HEARTBEAT_INTERVAL": "0.05",
+        "LEMON_EVICTION__INTERVAL": "0.2",
+    }
     with running_server(tmp_path_factory.mktemp("lemon"), env) as s:
         for name in ("m1", "m2", "m3"):
             _register(s, name)

@@ -48,6 +48,13 @@ def gone(pid: int, within: float = 10.0) -> bool:
     return False
 
 
+def wait_for(predicate: Callable[[], bool], seconds: float, what: str) -> None:
+    deadline = time.monotonic() + seconds
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
 @pytest.fixture
 def empty(server: ServerProcess) -> Iterator[None]:
     httpx.post(server.url + "/api/v1/unload", json={}).raise_for_status()
@@ -131,6 +138,33 @@ def test_pinned_models_are_not_evicted(
         client.chat.completions.create(model="m3", messages=MESSAGES, max_tokens=2)
     assert "pinned" in str(refused.value)
     assert set(loaded(server)) == {"m1", "m2"}
+
+
+def test_an_idle_model_is_downsized_and_its_next_request_finds_it_ready(
+    server: ServerProcess, client: openai.OpenAI, empty: None
+) -> None:
+    """Lemonade's downsize: a model that opted into auto-eviction and has been idle for its
+    downsize_idle_timeout has every slot's KV cache erased (the same prompt is no longer
+    cached); health shows it downsized until its next request. The process stays."""
+    load = {"model_name": DEFAULT, "auto_evict": True, "downsize_idle_timeout": 1}
+    httpx.post(server.url + "/api/v1/load", json=load, timeout=60).raise_for_status()
+    pid = pid_of(server, DEFAULT)
+    prompt = [{"role": "user", "content": "Tell me about the sea. " * 20}]
+
+    def cached() -> int:
+        reply = client.chat.completions.create(model=DEFAULT, messages=prompt, max_tokens=1)
+        return int((reply.model_extra or {})["timings"]["cache_n"])
+
+    cached()
+    assert cached() > 100  # llama-server kept the prompt in its slot
+    wait_for(lambda: loaded(server)[DEFAULT]["status"] == "downsized", 15, "the downsize")
+    assert pid_of(server, DEFAULT) == pid
+    assert cached() == 0  # the slots were erased
+    assert loaded(server)[DEFAULT]["status"] == "ready"
+    erased = httpx.post(server.url + "/api/v1/slots/0?action=erase")
+    assert erased.status_code == 200 and erased.json()["id_slot"] == 0, erased.text
+    saved = httpx.post(server.url + "/api/v1/slots/0?action=save", json={"filename": "a.bin"})
+    assert saved.status_code == 501 and saved.json()["error"]["type"] == "not_supported_error"
 
 
 def test_killed_backend_is_replaced_on_the_next_request(

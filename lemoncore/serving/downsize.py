@@ -1,0 +1,30 @@
+"""Which idle servers give back what they hold without being unloaded: Lemonade's soft
+idle ("downsize", EvictionEngine::evaluate_servers in src/cpp/server/eviction_engine.cpp),
+one pure function over the policy's :class:`~lemoncore.serving.eviction.Resident`.
+
+A server is downsized once it has been idle for its ``downsize_idle_timeout`` when
+auto-eviction applies to it (its own ``auto_evict``, else the global setting), it is
+neither pinned nor busy, and its engine can (``LaunchSpec.downsize``; llama.cpp erases
+each slot's KV cache, as Lemonade's LlamaCppServer::downsize does). It stays downsized
+until its next request, which needs nothing restored."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from lemoncore.serving.eviction import Resident
+
+
+def due(residents: Sequence[Resident], now: float, default: bool) -> tuple[str, ...]:
+    """The names of the servers to downsize now (``now`` on ``last_used``'s clock;
+    ``default``: the global ``auto_evict``)."""
+    return tuple(
+        r.name
+        for r in residents
+        if r.can_downsize
+        and not r.downsized
+        and not r.pinned
+        and not r.busy
+        and r.opted_in(default)
+        and now - r.last_used >= r.residency.downsize_idle_timeout
+    )
