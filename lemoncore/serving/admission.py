@@ -119,9 +119,11 @@ class Admission:
 
     @staticmethod
     def hold(server: LoadedServer) -> None:
-        """Count a request on ``server``: a busy server is never evicted (nor downsized),
-        and one that was downsized is no longer."""
-        server.downsized = False
+        """Count a request on ``server``: a busy server is never evicted (nor downsized):
+        a downsize under way is cancelled, and one done is over."""
+        server.downsized = server.downsize_tried = False
+        if server.downsizing is not None:
+            server.downsizing.cancel()
         if server.in_flight == 0:
             server.drained = anyio.Event()
         server.in_flight += 1

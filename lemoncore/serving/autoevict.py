@@ -4,7 +4,8 @@ or a loaded server that opted in), the host's memory is read and
 :func:`~lemoncore.serving.eviction.auto_evict` decides what goes, again under the
 router's load lock; :meth:`AutoEvictor.evaluate` runs one pass at once with a given
 used fraction (Lemonade's ``/internal/simulate-vram-pressure``; -1: idle only). Each
-pass then downsizes the servers :func:`~lemoncore.serving.downsize.due` names.
+pass then downsizes the servers :func:`~lemoncore.serving.downsize.due` names, after the
+lock is released (as Lemonade's engine does): a request arriving meanwhile cancels it.
 
 lemoncore measures host memory (psutil), which is what its CPU and unified-memory
 engines use; each server's share is what its process reports (peak RSS)."""
@@ -66,24 +67,34 @@ class AutoEvictor:
                         await self.fleet.evict(server, order)
                     except Exception:  # out of service already: log, go on
                         log.exception("auto-eviction failed", model=order.name)
-            for name in downsize.due(self.fleet.residents(), time.monotonic(), eviction.auto_evict):
-                await self._downsize(self.fleet.servers[name])
+            residents = downsize.due(self.fleet.residents(), time.monotonic(), eviction.auto_evict)
+            due = [(s, r.last_used) for r in residents if (s := self.fleet.servers.get(r.name))]
+        for server, since in due:  # outside the lock: an engine may take its time
+            if self.fleet.servers.get(server.model.name) is server and server.process.alive:
+                await self._downsize(server, since)
         return decision
 
     @staticmethod
-    async def _downsize(server: LoadedServer) -> None:
-        """Have ``server``'s engine give back what it holds; it counts as downsized only
-        if no request came meanwhile. A failure leaves it as it was (logged)."""
+    async def _downsize(server: LoadedServer, since: float) -> None:
+        """Have ``server``'s engine give back what it holds. It counts as downsized only
+        if no request came since ``since`` (its last use when it was found due); a request
+        cancels it; a failure leaves it as it was (logged). Either way it is not tried
+        again before its next request."""
         assert server.downsize is not None
-        since = server.last_used
-        try:
-            with anyio.fail_after(DOWNSIZE_TIMEOUT_S):
-                await server.downsize(server.client)
-        except Exception:  # the engine's failure, or its plugin's: it stays ready
-            log.warning("downsize failed; left ready", model=server.model.name, exc_info=True)
-            return
-        server.downsized = server.in_flight == 0 and server.last_used == since
-        log.info("downsized", model=server.model.name, kept=server.downsized)
+        server.downsize_tried = True
+        with anyio.CancelScope() as server.downsizing:
+            try:
+                with anyio.fail_after(DOWNSIZE_TIMEOUT_S):
+                    await server.downsize(server.client)
+            except Exception:  # the engine's failure, or its plugin's: it stays ready
+                log.warning("downsize failed; left ready", model=server.model.name, exc_info=True)
+                return
+            finally:
+                server.downsizing = None
+            server.downsized = (
+                server.process.alive and server.in_flight == 0 and server.last_used == since
+            )
+            log.info("downsized", model=server.model.name, kept=server.downsized)
 
     async def run(self) -> None:
         """Evaluate every ``interval`` seconds while :meth:`active`; runs until

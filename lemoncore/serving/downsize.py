@@ -5,8 +5,9 @@ one pure function over the policy's :class:`~lemoncore.serving.eviction.Resident
 A server is downsized once it has been idle for its ``downsize_idle_timeout`` when
 auto-eviction applies to it (its own ``auto_evict``, else the global setting), it is
 neither pinned nor busy, and its engine can (``LaunchSpec.downsize``; llama.cpp erases
-each slot's KV cache, as Lemonade's LlamaCppServer::downsize does). It stays downsized
-until its next request, which needs nothing restored."""
+each slot's KV cache, as Lemonade's LlamaCppServer::downsize does). One downsize is tried
+per idle spell: done or failed, the next is tried after the server's next request, which
+needs nothing restored."""
 
 from __future__ import annotations
 
@@ -15,14 +16,14 @@ from collections.abc import Sequence
 from lemoncore.serving.eviction import Resident
 
 
-def due(residents: Sequence[Resident], now: float, default: bool) -> tuple[str, ...]:
-    """The names of the servers to downsize now (``now`` on ``last_used``'s clock;
-    ``default``: the global ``auto_evict``)."""
+def due(residents: Sequence[Resident], now: float, default: bool) -> tuple[Resident, ...]:
+    """The servers to downsize now (``now`` on ``last_used``'s clock; ``default``: the
+    global ``auto_evict``)."""
     return tuple(
-        r.name
+        r
         for r in residents
         if r.can_downsize
-        and not r.downsized
+        and not r.downsize_tried
         and not r.pinned
         and not r.busy
         and r.opted_in(default)

@@ -85,7 +85,7 @@ class Resident:
     load_seconds: float = 1.0  # how long its start took: slow loads are costly to repeat
     residency: Residency = field(default_factory=Residency)
     can_downsize: bool = False  # its engine can give back what it holds while idle
-    downsized: bool = False  # it has, and no request came since
+    downsize_tried: bool = False  # since its last request (done or failed)
 
     def opted_in(self, default: bool) -> bool:
         """Whether auto-eviction applies to it: its own ``auto_evict``, else ``default``."""

@@ -48,6 +48,8 @@ class LoadedServer:
     load_seconds: float = 1.0  # how long its start took
     downsize: Downsize | None = None  # what its engine gives back while idle, if it can
     downsized: bool = False  # it gave it back, and no request came since
+    downsize_tried: bool = False  # since its last request (done, failed or interrupted)
+    downsizing: anyio.CancelScope | None = None  # the downsize under way: a request ends it
 
     @property
     def pinned(self) -> bool:
@@ -72,5 +74,5 @@ class LoadedServer:
             self.load_seconds,
             self.residency,
             self.downsize is not None,
-            self.downsized,
+            self.downsize_tried,
         )

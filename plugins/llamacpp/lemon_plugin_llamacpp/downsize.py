@@ -22,22 +22,24 @@ _SLOT_DIR: list[Path] = []
 
 
 def slot_dir() -> Path:
-    """This lemoncore process's ``--slot-save-path`` (mode 0700, made once)."""
-    if not _SLOT_DIR:
-        _SLOT_DIR.append(Path(tempfile.mkdtemp(prefix="lemon-slots-")))
+    """This lemoncore process's ``--slot-save-path`` (mode 0700), made again if something
+    (a temporary files cleaner) removed it."""
+    if not _SLOT_DIR or not _SLOT_DIR[0].is_dir():
+        _SLOT_DIR[:] = [Path(tempfile.mkdtemp(prefix="lemon-slots-"))]
     return _SLOT_DIR[0]
 
 
 async def erase_slots(client: httpx.AsyncClient) -> None:
-    """Erase the KV cache of each slot that is not processing a request; raises on an
-    answer that is not llama-server's slot list or an erase it refused."""
+    """Erase every slot's KV cache. Raises, erasing nothing, when a slot is still
+    processing (an abandoned answer the engine is finishing: its erase would wait for it),
+    and on an answer that is not llama-server's slot list or an erase it refused."""
     slots = (await client.get("/slots")).raise_for_status().json()
-    if not isinstance(slots, list):
-        raise ValueError(f"GET /slots answered {type(slots).__name__}, not a list of slots")
+    if not isinstance(slots, list) or not all(
+        isinstance(s, dict) and isinstance(s.get("id"), int) for s in slots
+    ):
+        raise ValueError("GET /slots answered something other than llama-server's slot list")
+    if busy := [s["id"] for s in slots if s.get("is_processing")]:
+        raise RuntimeError(f"slots {busy} are still processing")
     for slot in slots:
-        if isinstance(slot, dict) and isinstance(slot.get("id"), int):
-            if not slot.get("is_processing"):
-                erased = await client.post(
-                    f"/slots/{slot['id']}", params={"action": "erase"}, json={}
-                )
-                erased.raise_for_status()
+        erased = await client.post(f"/slots/{slot['id']}", params={"action": "erase"}, json={})
+        erased.raise_for_status()

@@ -146,7 +146,7 @@ def test_an_idle_model_is_downsized_and_its_next_request_finds_it_ready(
     """Lemonade's downsize: a model that opted into auto-eviction and has been idle for its
     downsize_idle_timeout has every slot's KV cache erased (the same prompt is no longer
     cached); health shows it downsized until its next request. The process stays."""
-    load = {"model_name": DEFAULT, "auto_evict": True, "downsize_idle_timeout": 1}
+    load = {"model_name": DEFAULT, "auto_evict": True, "downsize_idle_timeout": 3}
     httpx.post(server.url + "/api/v1/load", json=load, timeout=60).raise_for_status()
     pid = pid_of(server, DEFAULT)
     prompt = [{"role": "user", "content": "Tell me about the sea. " * 20}]
