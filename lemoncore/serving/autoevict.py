@@ -68,7 +68,7 @@ class AutoEvictor:
                     except Exception:  # out of service already: log, go on
                         log.exception("auto-eviction failed", model=order.name)
             residents = downsize.due(self.fleet.residents(), time.monotonic(), eviction.auto_evict)
-            due = [(s, r.last_used) for r in residents if (s := self.fleet.servers.get(r.name))]
+            due = [(self.fleet.servers[r.name], r.last_used) for r in residents]
         for server, since in due:  # outside the lock: an engine may take its time
             if self.fleet.servers.get(server.model.name) is server and server.process.alive:
                 await self._downsize(server, since)
