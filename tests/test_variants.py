@@ -130,3 +130,39 @@ def test_a_lemonade_registration_is_pulled_whole(server: ServerProcess, tmp_path
         )
     models = httpx.get(server.url + "/api/v1/models", params={"show_all": "true"}).json()
     assert not {"w", "builtin.w"} & {m["id"] for m in models["data"]}
+
+
+def test_a_registration_asks_the_hub_only_when_the_model_is_pulled_or_loaded(
+    server: ServerProcess,
+) -> None:
+    def register(name: str, checkpoint: str | None, recipe: str = "tiny") -> httpx.Response:
+        body = {"model_name": name, "checkpoint": checkpoint, "recipe": recipe, "labels": ["x"]}
+        return httpx.post(server.url + "/api/v1/models/register", json=body, timeout=60)
+
+    nowhere = register("user.nowhere", "owner/none-GGUF:Q4_0")  # the hub has no such repo
+    assert nowhere.status_code == 200, nowhere.text
+    answer = nowhere.json()
+    assert (answer["model_name"], answer["canonical_model_name"]) == ("nowhere", "user.nowhere")
+    listed = httpx.get(server.url + "/api/v1/models", params={"show_all": "true"}).json()
+    [card] = [m for m in listed["data"] if m["id"] == "nowhere"]
+    assert card["checkpoint"] == "owner/none-GGUF:Q4_0" and not card["downloaded"]
+    assert card["labels"] == ["x"] and answer["model"] == card
+    pulled = httpx.post(server.url + "/api/v1/pull", json={"model_name": "nowhere"}, timeout=60)
+    assert pulled.status_code == 404 and "no repository owner/none-GGUF" in pulled.text
+
+    assert register("later", "owner/vis-GGUF:Q4_0").status_code == 200
+    loaded = httpx.post(server.url + "/api/v1/load", json={"model_name": "later"}, timeout=60)
+    resolved = "owner/vis-GGUF:Qwen3-30B-A3B-Q4_0.gguf"
+    assert loaded.status_code == 200 and loaded.json()["checkpoint"] == resolved, loaded.text
+    shown = httpx.get(server.url + "/api/v1/models/later").json()
+    assert shown["checkpoint"] == resolved and shown["downloaded"]
+
+    for refused, param in (
+        (register("none", None), "checkpoint"),
+        (register("none", "owner/vis-GGUF:Q4_0", recipe=""), "recipe"),
+        (register("builtin.none", "owner/vis-GGUF:Q4_0"), "model_name"),
+    ):
+        assert refused.status_code == 400 and refused.json()["error"]["param"] == param
+    deleted = httpx.post(server.url + "/api/v1/delete", json={"model_name": "user.nowhere"})
+    assert deleted.status_code == 200, deleted.text
+    assert httpx.get(server.url + "/api/v1/models/nowhere").status_code == 404

@@ -133,8 +133,9 @@ class UnloadBody(Body):
     )
 
 
-class PullBody(Body):
-    """Download a model; with `checkpoint` (and `recipe`), register it first."""
+class ModelDefinition(Body):
+    """A model (`checkpoint` and `recipe`) or a collection to register, or a registered
+    one by name."""
 
     model_name: ModelName = _model_name(
         "A registered or catalogue model; to register a new one: letters, digits and "
@@ -176,9 +177,6 @@ class PullBody(Body):
         description="Published size in bytes per file; a download that differs is "
         "removed and refused",
         json_schema_extra={"additionalProperties": {"type": "integer", "minimum": 1}},
-    )
-    stream: bool = Field(
-        False, description="Answer an SSE stream of `progress` events, then `complete` or `error`"
     )
     components: list[str] | None = Field(
         None,
@@ -226,6 +224,14 @@ class PullBody(Body):
             files = data.get("files", [])
             folded["files"] = [*files, file] if isinstance(files, list) else files
         return folded
+
+
+class PullBody(ModelDefinition):
+    """Download a model; with `checkpoint` (and `recipe`), register it first."""
+
+    stream: bool = Field(
+        False, description="Answer an SSE stream of `progress` events, then `complete` or `error`"
+    )
 
 
 class DeleteBody(Body):

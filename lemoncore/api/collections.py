@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-from lemoncore.api import bodies, replies
-from lemoncore.api.bodies import PullBody, parse
+from lemoncore.api import replies
+from lemoncore.api.bodies import ModelDefinition, parse
 from lemoncore.api.errors import ApiError
 from lemoncore.core import Core
 from lemoncore.launch import ProgressCallback
@@ -34,10 +34,10 @@ from lemoncore.models.collections import (
 from lemoncore.models.routing import policy_refusal
 from lemoncore.recipes import ModelInfo, ModelType
 
-Register = Callable[[Core, bodies.PullBody], Awaitable[ModelInfo]]
+Register = Callable[[Core, ModelDefinition], Awaitable[ModelInfo]]
 
 
-def asks_collection(core: Core, body: bodies.PullBody) -> bool:
+def asks_collection(core: Core, body: ModelDefinition) -> bool:
     """Whether a ``/pull`` registers a collection, or pulls a registered one by name."""
     if body.recipe in RECIPES:
         return True
@@ -51,9 +51,9 @@ def kind(core: Core, name: str) -> Kind | None:
     return "model" if core.models.get(name) is not None else None
 
 
-async def register(core: Core, body: bodies.PullBody, register_model: Register) -> Collection:
-    """The collection a ``/pull`` names, registered (or replaced) first when the body
-    defines one; a 400 in Lemonade's words for what the gate refuses."""
+async def register(core: Core, body: ModelDefinition, register_model: Register) -> Collection:
+    """The collection a ``/pull`` (or ``/models/register``) names, registered (or replaced)
+    first when the body defines one; a 400 in Lemonade's words for what the gate refuses."""
     name = body.model_name
     if body.recipe not in RECIPES:
         found = core.models.collection(name)
@@ -79,7 +79,7 @@ async def register(core: Core, body: bodies.PullBody, register_model: Register) 
         for component in candidate.components:
             if core.models.get(component) is None:  # defined inline (the gate checked it)
                 definition = {**defs[bare(component)], "model_name": f"user.{bare(component)}"}
-                added.append((await register_model(core, parse(PullBody, definition))).name)
+                added.append((await register_model(core, parse(ModelDefinition, definition))).name)
         core.models.register_collection(candidate)
     except BaseException:  # refused whole: no component of it stays registered
         for name in added:

@@ -1,10 +1,10 @@
 """Who may call what, and how big a request may be: an ASGI middleware.
 
 With ``api_key`` set, every API route needs it (``Authorization: Bearer …`` or
-``x-api-key``; the admin key serves too); management routes (load, unload, pull, delete,
-install, uninstall, logs, events, shutdown) need ``admin_api_key``, which defaults to
-``api_key``. What a plugin's route may do through the gateway follows the same rule
-(:func:`may_manage`). With no admin key, management routes
+``x-api-key``; the admin key serves too); management routes (load, unload, pull,
+``models/register``, delete, install, uninstall, logs, events, shutdown) need
+``admin_api_key``, which defaults to ``api_key``. What a plugin's route may do through the
+gateway follows the same rule (:func:`may_manage`). With no admin key, management routes
 answer only requests from this machine itself (:func:`is_local`) unless
 ``allow_remote_admin`` is set. ``/live``, ``/openapi.json`` and the web UI's static
 pages (``/``, ``/ui/…``: they hold no data; the API calls they make need the keys) stay
@@ -47,6 +47,7 @@ ADMIN_ENDPOINTS = {
     "load",
     "unload",
     "pull",
+    "register",
     "delete",
     "install",
     "uninstall",

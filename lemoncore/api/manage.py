@@ -1,4 +1,5 @@
-"""Lemonade-style management: health, load, unload, pull, delete, install."""
+"""Lemonade-style management: health, load, unload, pull, delete, install (a model's
+registration is :mod:`~lemoncore.api.definitions`)."""
 
 from __future__ import annotations
 
@@ -7,12 +8,11 @@ import functools
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 import anyio
-from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
 from lemoncore import __version__
-from lemoncore.api import bodies, collections, replies
+from lemoncore.api import bodies, collections, definitions, replies
 from lemoncore.api.bodies import parse
 from lemoncore.api.errors import ApiError, json_object
 from lemoncore.api.loaded import loaded_models
@@ -20,8 +20,8 @@ from lemoncore.api.replies import reply
 from lemoncore.core import Core
 from lemoncore.installs.backends import THEROCK, BackendState
 from lemoncore.launch import ProgressCallback
-from lemoncore.options import SELECTOR, Layer, check, declared, granted_flags, selector
-from lemoncore.recipes import RESERVED_OPTION_NAMES, ModelInfo, ModelType, Tier
+from lemoncore.options import SELECTOR
+from lemoncore.recipes import RESERVED_OPTION_NAMES, ModelType, Tier
 from lemoncore.serving.proxy import SSE_HEADERS
 
 LOAD_CONTROL_FIELDS = RESERVED_OPTION_NAMES - {SELECTOR}  # `backend` selects; the rest steer
@@ -89,67 +89,11 @@ async def unload(request: Request) -> Response:
     return reply(replies.Done(message="unloaded all models"))
 
 
-async def _pull_target(core: Core, body: bodies.PullBody) -> ModelInfo:
-    name = body.model_name
-    if body.checkpoint is None:
-        existing = core.models.get(name)
-        if existing is None:
-            raise ApiError(
-                f"model {name!r} is not registered; give 'checkpoint' and 'recipe' to register it",
-                404,
-                code="model_not_found",
-            )
-        return existing
-    if (collection := core.models.collection(name)) is not None:
-        raise ApiError(
-            f"{name!r} is the collection {collection.id}; delete it first, or give the "
-            "model another name",
-            409,
-            code="name_taken",
-            param="model_name",
-        )
-    try:
-        model = ModelInfo(
-            name=name,
-            recipe=body.recipe,
-            checkpoint=body.checkpoint,
-            labels=tuple(body.labels),
-            recipe_options=body.recipe_options,
-            files=tuple(body.files),
-            sha256=body.sha256,
-            sizes=body.sizes,
-        )
-    except ValidationError as exc:
-        field = str(exc.errors()[0]["loc"][0]) if exc.errors()[0]["loc"] else None
-        raise ApiError(
-            f"invalid model registration: {exc}", param="model_name" if field == "name" else field
-        ) from exc
-    recipe = core.plugins.registry.recipes.get(model.recipe)
-    if recipe is None:
-        raise ApiError(
-            f"unknown recipe {model.recipe!r}; installed recipes: "
-            f"{sorted(core.plugins.registry.recipes)}",
-            param="recipe",
-        )
-    layer = Layer("in recipe_options", model.recipe_options)
-    selector([layer])
-    check(
-        declared(recipe),
-        layer,
-        admin=False,
-        section=f"recipes.{recipe.name}",
-        allowed_flags=granted_flags(core.backends.configuration(recipe)),
-    )
-    model = await core.models.resolve(model)
-    core.models.register(model)
-    return model
-
-
 async def pull(request: Request) -> Response:
     core: Core = request.app.state.core
     body = parse(bodies.PullBody, await json_object(request))
     if collections.asks_collection(core, body):
-        collection = await collections.register(core, body, _pull_target)
+        collection = await collections.register(core, body, definitions.define)
         run: Pull = functools.partial(collections.fetch, core, collection)
     else:
         run = await _model_pull(core, body)
@@ -166,7 +110,7 @@ Pull = Callable[[ProgressCallback | None], Awaitable[replies.PullResult]]
 async def _model_pull(core: Core, body: bodies.PullBody) -> Pull:
     """The download of the model ``body`` names, registered first when it defines one."""
     new = core.models.get(body.model_name) is None
-    model = await _pull_target(core, body)
+    model = await definitions.define(core, body)
 
     async def run(progress: ProgressCallback | None) -> replies.PullResult:
         try:

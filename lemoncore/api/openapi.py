@@ -21,6 +21,7 @@ from lemoncore.api import (
     anthropic_models,
     apidoc,
     bodies,
+    definitions,
     engine_routes,
     events,
     logs,
@@ -210,6 +211,18 @@ OPERATIONS: tuple[Operation, ...] = (
         ok={"application/json": replies.Pulled},
         errors=(400, 403, 404, 502, 503),
         events=_progress_events(replies.PullResult),
+    ),
+    Operation(
+        "POST",
+        "/models/register",
+        definitions.register,
+        "Register a model or collection; download nothing",
+        prefix=LEMONADE,
+        body=bodies.ModelDefinition,
+        description="A Lemonade `owner/repo:VARIANT` checkpoint is kept as given "
+        "(the hub is not asked) until the model is first pulled or loaded.",
+        ok={"application/json": replies.Registered},
+        errors=(400, 403, 409),
     ),
     Operation(
         "POST",

@@ -286,6 +286,16 @@ class Pulled(PullResult):
     status: Literal["success"] = "success"
 
 
+class Registered(Reply):
+    """A registered definition: ``model_name`` its public id, ``canonical_model_name``
+    its ``user.`` name (Lemonade's ``handle_model_register``)."""
+
+    status: Literal["success"] = "success"
+    model_name: str
+    canonical_model_name: str
+    model: ModelCard
+
+
 class TrustedArtifact(Reply):
     name: str
     version: str

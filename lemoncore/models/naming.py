@@ -14,9 +14,21 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from lemoncore.models.checkpoints import ModelError
 from lemoncore.recipes import ModelInfo
 
-SOURCES = ("user", "extra", "builtin")  # by precedence
+SOURCES = ("user", "extra", "builtin")  # by precedence; no registered name starts with one
+
+
+def registrable(name: str) -> str:
+    """``name``, unless it starts with a source's prefix: a 400 that says so."""
+    if name.partition(".")[0] in SOURCES:
+        raise ModelError(
+            f"{name!r}: the prefixes {', '.join(p + '.' for p in SOURCES)} are "
+            "reserved (they name where a model comes from); register it without one",
+            param="model_name",
+        )
+    return name
 
 
 @dataclass(frozen=True)

@@ -35,27 +35,13 @@ from lemoncore.models.checkpoints import (
 )
 from lemoncore.models.collections import Collection
 from lemoncore.models.download import download
-from lemoncore.models.naming import Naming, name_models
-from lemoncore.models.variants import resolve_checkpoint
+from lemoncore.models.naming import Naming, name_models, registrable
+from lemoncore.models.variants import needs_resolving, resolve_checkpoint
 from lemoncore.recipes import ModelInfo
 
 log = structlog.get_logger("lemoncore.models")
 
-# Lemonade's name prefixes for where a model comes from (its naming spec): no registered
-# name may start with one.
-RESERVED_PREFIXES = ("user", "extra", "builtin")
 RESCAN_AFTER = 2.0  # seconds a listing trusts the last look at extra_models_dir
-
-
-def registrable(name: str) -> str:
-    """``name``, unless it starts with a reserved prefix: a 400 that says so."""
-    if name.partition(".")[0] in RESERVED_PREFIXES:
-        raise ModelError(
-            f"{name!r}: the prefixes {', '.join(p + '.' for p in RESERVED_PREFIXES)} are "
-            "reserved (they name where a model comes from); register it without one",
-            param="model_name",
-        )
-    return name
 
 
 class ModelStore:
@@ -158,15 +144,36 @@ class ModelStore:
         target = self.aliases.resolve(name)  # a model's own name wins over an alias
         return naming.find(name) or (naming.find(target) if target else None)
 
+    @staticmethod
+    def named(model: ModelInfo) -> ModelInfo:
+        """``model`` under the name it registers as: ``user.X`` named ``X``; a
+        :class:`ModelError` for a name that cannot be registered."""
+        return model.model_copy(update={"name": registrable(model.name.removeprefix("user."))})
+
     async def resolve(self, model: ModelInfo) -> ModelInfo:
-        """``model`` as it registers: a Lemonade ``owner/repo:VARIANT`` checkpoint made the
-        file it names and the shards beside it (:mod:`~lemoncore.models.variants`: the
-        hub's file list, the cache's when offline); ``user.X`` named ``X``."""
-        name = registrable(model.name.removeprefix("user."))  # before the hub is asked
+        """``model`` as it registers (:meth:`named`), a Lemonade ``owner/repo:VARIANT``
+        checkpoint made the file it names and the shards beside it
+        (:mod:`~lemoncore.models.variants`: the hub's file list, the cache's when
+        offline)."""
+        model = self.named(model)  # before the hub is asked
         checkpoint, files = await anyio.to_thread.run_sync(
             resolve_checkpoint, model.checkpoint, model.files, self.offline
         )
-        return model.model_copy(update={"name": name, "checkpoint": checkpoint, "files": files})
+        return model.model_copy(update={"checkpoint": checkpoint, "files": files})
+
+    async def resolved(self, model: ModelInfo) -> ModelInfo:
+        """``model`` with its Lemonade variant resolved (:meth:`resolve`), and saved so
+        when the user registered it: ``/models/register`` does not ask the hub, so such a
+        model keeps its variant until it is first pulled or loaded."""
+        if not needs_resolving(model.checkpoint):
+            return model
+        found = await self.resolve(model)
+        mine = self._user.get(model.name)
+        if mine is not None and mine.checkpoint == model.checkpoint:
+            self.register(
+                mine.model_copy(update={"checkpoint": found.checkpoint, "files": found.files})
+            )
+        return found
 
     def register(self, model: ModelInfo) -> None:
         """Register (or replace) a user model; one with a catalogue model's name shadows
@@ -297,6 +304,7 @@ class ModelStore:
     async def pull(self, model: ModelInfo, on_progress: ProgressCallback | None = None) -> Path:
         """Make the model's file present; report (bytes done, total) four times a second
         and once at the end."""
+        model = await self.resolved(model)
         if (path := self.local_path(model)) is not None:
             return path
         cp = Checkpoint.parse(model.checkpoint)

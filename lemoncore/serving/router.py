@@ -215,6 +215,7 @@ class Router:
         manage: bool,
     ) -> LoadedServer:
         async with self._lock:
+            await self.models.resolved(self.model(name))  # one /models/register left as given
             found = await self.plan(name, request, explicit)
             current, name = self.loaded(found.model.name), found.model.name
             pin = self.pins.for_load(found, current is not None, pinned, request, manage)

@@ -9,7 +9,7 @@
 
 const keys = { api: null, admin: null };
 // Management routes need the admin key (lemoncore/api/guard.py: ADMIN_ENDPOINTS).
-const ADMIN_ROUTE = /\/(load|unload|pull|delete|install|uninstall|logs|events|shutdown)(\?|$)/;
+const ADMIN_ROUTE = /\/(load|unload|pull|register|delete|install|uninstall|logs|events|shutdown)(\?|$)/;
 
 export const $ = (sel) => document.querySelector(sel);
 
