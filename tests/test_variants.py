@@ -157,8 +157,25 @@ def test_a_registration_asks_the_hub_only_when_the_model_is_pulled_or_loaded(
     shown = httpx.get(server.url + "/api/v1/models/later").json()
     assert shown["checkpoint"] == resolved and shown["downloaded"]
 
+    kit = {
+        "model_name": "user.kit",
+        "recipe": "collection.omni",
+        "components": ["later", "inline"],
+        "models": [
+            {"model_name": "inline", "checkpoint": "owner/none-GGUF:Q8_0", "recipe": "tiny"}
+        ],
+    }
+    answer = httpx.post(server.url + "/api/v1/models/register", json=kit, timeout=60).json()
+    assert (answer["canonical_model_name"], answer["model"]["components"]) == (
+        "user.kit",
+        ["later", "inline"],
+    ), answer
+    inline = httpx.get(server.url + "/api/v1/models/inline").json()
+    assert inline["checkpoint"] == "owner/none-GGUF:Q8_0"  # an inline component: not asked either
+
     for refused, param in (
         (register("none", None), "checkpoint"),
+        (register("none", "owner/vis-GGUF"), "checkpoint"),  # which file: the hub knows
         (register("none", "owner/vis-GGUF:Q4_0", recipe=""), "recipe"),
         (register("builtin.none", "owner/vis-GGUF:Q4_0"), "model_name"),
     ):

@@ -17,6 +17,8 @@ from lemoncore.api.errors import ApiError, json_object
 from lemoncore.api.model_list import model_card
 from lemoncore.api.replies import reply
 from lemoncore.core import Core
+from lemoncore.models.collections import RECIPES
+from lemoncore.models.variants import needs_resolving
 from lemoncore.options import Layer, check, declared, granted_flags, selector
 from lemoncore.recipes import ModelInfo
 
@@ -75,6 +77,12 @@ async def define(core: Core, body: bodies.ModelDefinition, resolve: bool = True)
         section=f"recipes.{recipe.name}",
         allowed_flags=granted_flags(core.backends.configuration(recipe)),
     )
+    if not resolve and ":" not in model.checkpoint and needs_resolving(model.checkpoint):
+        raise ApiError(  # which file that is, only the hub can say
+            f"checkpoint {model.checkpoint!r} names no file or variant: give one "
+            f"({model.checkpoint}:Q4_K_M), or pull it (/pull registers its first GGUF)",
+            param="checkpoint",
+        )
     model = await core.models.resolve(model) if resolve else core.models.named(model)
     core.models.register(model)
     return model
@@ -85,7 +93,7 @@ async def register(request: Request) -> Response:
     downloaded and the hub is not asked."""
     core: Core = request.app.state.core
     body = parse(bodies.ModelDefinition, await json_object(request))
-    if collections.asks_collection(core, body) and body.recipe:
+    if body.recipe in RECIPES:  # a collection's
         without_hub = functools.partial(define, resolve=False)
         collection = await collections.register(core, body, without_hub)
         card, canonical = collections.card(core, collection), collection.id
