@@ -63,7 +63,9 @@ class Settings(BaseSettings):
     host: str = Field("127.0.0.1", description="Address to bind; loopback by default.")
     api_key: SecretStr | None = Field(None, description="Required by every API route.")
     admin_api_key: SecretStr | None = Field(
-        None, description="Required by load/unload/pull/delete/install; default: api_key."
+        None,
+        description="Required by the management routes (load, unload, pull, models/register, "
+        "delete, install, uninstall, logs, events, shutdown); default: api_key.",
     )
     cors_origins: list[str] = Field(
         default_factory=list,

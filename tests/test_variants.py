@@ -156,6 +156,10 @@ def test_a_registration_asks_the_hub_only_when_the_model_is_pulled_or_loaded(
     assert loaded.status_code == 200 and loaded.json()["checkpoint"] == resolved, loaded.text
     shown = httpx.get(server.url + "/api/v1/models/later").json()
     assert shown["checkpoint"] == resolved and shown["downloaded"]
+    star = register("star", "owner/vis-GGUF:*").json()["model"]  # not a glob of the cache
+    assert not star["downloaded"] and "size_bytes" not in star, star
+    assert httpx.post(server.url + "/api/v1/delete", json={"model_name": "star"}).status_code == 200
+    assert httpx.get(server.url + "/api/v1/models/later").json()["downloaded"]  # not star's
 
     kit = {
         "model_name": "user.kit",

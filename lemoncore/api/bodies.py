@@ -138,8 +138,8 @@ class ModelDefinition(Body):
     one by name."""
 
     model_name: ModelName = _model_name(
-        "A registered or catalogue model; to register a new one: letters, digits and "
-        "`._+-`, at most 128 characters"
+        "The name to register (letters, digits and `._+-`, at most 128 characters; "
+        "`user.NAME` is `NAME`); `/pull` also takes a registered or catalogue model's"
     )
     checkpoint: CheckpointText | None = Field(
         None,

@@ -77,7 +77,7 @@ async def define(core: Core, body: bodies.ModelDefinition, resolve: bool = True)
         section=f"recipes.{recipe.name}",
         allowed_flags=granted_flags(core.backends.configuration(recipe)),
     )
-    if not resolve and ":" not in model.checkpoint and needs_resolving(model.checkpoint):
+    if not resolve and needs_resolving(model.checkpoint) and not model.checkpoint.partition(":")[2]:
         raise ApiError(  # which file that is, only the hub can say
             f"checkpoint {model.checkpoint!r} names no file or variant: give one "
             f"({model.checkpoint}:Q4_K_M), or pull it (/pull registers its first GGUF)",

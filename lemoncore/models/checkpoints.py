@@ -5,6 +5,7 @@ wrong is a :class:`ModelError` that says how to fix it."""
 
 from __future__ import annotations
 
+import glob
 import importlib.util
 import re
 from dataclasses import dataclass
@@ -90,7 +91,7 @@ def cached_file(repo: str, filename: str) -> str | None:
     if isinstance(found, str):
         return found
     try:
-        candidates = sorted(snapshots_dir(repo).glob(f"*/{filename}"))
+        candidates = sorted(snapshots_dir(repo).glob(f"*/{glob.escape(filename)}"))
         return next((str(p) for p in candidates if p.is_file()), None)
     except (OSError, ValueError):  # an unreadable cache; a pattern glob refuses
         return None

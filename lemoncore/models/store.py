@@ -162,17 +162,21 @@ class ModelStore:
         return model.model_copy(update={"checkpoint": checkpoint, "files": files})
 
     async def resolved(self, model: ModelInfo) -> ModelInfo:
-        """``model`` with its Lemonade variant resolved (:meth:`resolve`), and saved so
-        when the user registered it: ``/models/register`` does not ask the hub, so such a
-        model keeps its variant until it is first pulled or loaded."""
-        if not needs_resolving(model.checkpoint):
+        """``model``, a user model registered with a Lemonade variant resolved
+        (:meth:`resolve`) and saved so: ``/models/register`` does not ask the hub, so such
+        a model keeps its variant until it is first pulled or loaded. Other models are
+        as declared."""
+        mine = self._user.get(model.name)
+        if (
+            mine is None
+            or mine.checkpoint != model.checkpoint
+            or not needs_resolving(mine.checkpoint)
+        ):
             return model
         found = await self.resolve(model)
-        mine = self._user.get(model.name)
-        if mine is not None and mine.checkpoint == model.checkpoint:
-            self.register(
-                mine.model_copy(update={"checkpoint": found.checkpoint, "files": found.files})
-            )
+        self.register(
+            mine.model_copy(update={"checkpoint": found.checkpoint, "files": found.files})
+        )
         return found
 
     def register(self, model: ModelInfo) -> None:

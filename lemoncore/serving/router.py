@@ -214,8 +214,8 @@ class Router:
         explicit: bool,
         manage: bool,
     ) -> LoadedServer:
+        await self.models.resolved(self.model(name))  # as /models/register left it; no lock held
         async with self._lock:
-            await self.models.resolved(self.model(name))  # one /models/register left as given
             found = await self.plan(name, request, explicit)
             current, name = self.loaded(found.model.name), found.model.name
             pin = self.pins.for_load(found, current is not None, pinned, request, manage)
