@@ -233,6 +233,9 @@ class ContainerServer(Lifecycle):
                     scope.deadline - anyio.current_time(),
                 ):
                     return
+        if ended.is_set():  # _wait records why it ended after one more engine call
+            with anyio.move_on_after(5):
+                await self.exited.wait()
         await anyio.sleep(0.1)  # let the log pump catch the last lines
         raise StartError(
             f"container {self.inputs.name} did not become ready "
